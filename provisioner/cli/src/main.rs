@@ -1,0 +1,2 @@
+//! The `quartermaster` command line.
+fn main() {}
