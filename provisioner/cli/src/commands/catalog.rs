@@ -1,0 +1,224 @@
+//! `quartermaster catalog`: the price catalog, filtered, as a table, JSON or CSV.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType, Offering};
+use serde_json::{Value, json};
+
+use crate::cli::{CapacityTypeArg, CatalogArgs, CloudArg, OutputFormat};
+use crate::output::{Table, csv_row, money};
+
+/// The embedded catalog, replaced or extended by `--catalog FILE` when given.
+pub fn load_catalog(path: Option<&Path>) -> anyhow::Result<Catalog> {
+    let catalog = Catalog::embedded();
+    match path {
+        None => Ok(catalog),
+        Some(path) => {
+            let file = Catalog::from_path(path)?;
+            Ok(catalog.with_override(file))
+        }
+    }
+}
+
+/// One instance type with the offerings that passed the filters.
+struct Row<'a> {
+    instance_type: &'a InstanceType,
+    offerings: Vec<&'a Offering>,
+}
+
+pub fn run(args: &CatalogArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let catalog = load_catalog(args.catalog.as_deref())?;
+    let rows = select(&catalog, args);
+    match args.output {
+        OutputFormat::Json => {
+            let array: Vec<Value> = rows.iter().map(to_json).collect();
+            serde_json::to_writer_pretty(&mut *out, &array).context("writing JSON")?;
+            writeln!(out)?;
+        }
+        OutputFormat::Csv => write_csv(&rows, out)?,
+        OutputFormat::Table => write_table(&rows, out)?,
+    }
+    Ok(crate::EXIT_OK)
+}
+
+fn select<'a>(catalog: &'a Catalog, args: &CatalogArgs) -> Vec<Row<'a>> {
+    let cloud = args.cloud.map(|c| match c {
+        CloudArg::Aws => Cloud::Aws,
+        CloudArg::Gcp => Cloud::Gcp,
+        CloudArg::Azure => Cloud::Azure,
+    });
+    let capacity_type = args.capacity_type.map(|c| match c {
+        CapacityTypeArg::Spot => CapacityType::Spot,
+        CapacityTypeArg::OnDemand => CapacityType::OnDemand,
+    });
+    let gpu = args.gpu.as_deref().map(str::to_ascii_lowercase);
+    let mut rows: Vec<Row<'a>> = catalog
+        .instance_types()
+        .iter()
+        .filter(|it| cloud.is_none_or(|c| it.cloud == c))
+        .filter(|it| match (&gpu, &it.accelerator) {
+            (None, _) => true,
+            (Some(want), Some(acc)) => acc.name.eq_ignore_ascii_case(want),
+            (Some(_), None) => false,
+        })
+        .filter(|it| {
+            args.min_gpus
+                .is_none_or(|n| it.accelerator.as_ref().is_some_and(|a| a.count >= n))
+        })
+        .filter_map(|it| {
+            let offerings: Vec<&Offering> = it
+                .offerings
+                .iter()
+                .filter(|o| args.region.as_deref().is_none_or(|r| o.region == r))
+                .filter(|o| capacity_type.is_none_or(|c| o.capacity_type == c))
+                .collect();
+            (!offerings.is_empty()).then_some(Row { instance_type: it, offerings })
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.instance_type.cloud.to_string(), cheapest(a), &a.instance_type.name)
+            .partial_cmp(&(b.instance_type.cloud.to_string(), cheapest(b), &b.instance_type.name))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    rows
+}
+
+fn cheapest(row: &Row<'_>) -> f64 {
+    row.offerings.iter().map(|o| o.price_per_hour).fold(f64::INFINITY, f64::min)
+}
+
+fn cheapest_of(row: &Row<'_>, capacity_type: CapacityType) -> Option<f64> {
+    row.offerings
+        .iter()
+        .filter(|o| o.capacity_type == capacity_type)
+        .map(|o| o.price_per_hour)
+        .reduce(f64::min)
+}
+
+fn to_json(row: &Row<'_>) -> Value {
+    let it = row.instance_type;
+    let accelerator = it.accelerator.as_ref().map(|a| {
+        let mut v = json!({
+            "manufacturer": a.manufacturer,
+            "name": a.name,
+            "count": a.count,
+            "memory_mib": a.memory_mib,
+            "resource": a.resource,
+        });
+        if let Some(fraction) = a.fraction {
+            v["fraction"] = json!(fraction);
+        }
+        v
+    });
+    let offerings: Vec<Value> = row
+        .offerings
+        .iter()
+        .map(|o| {
+            json!({
+                "region": o.region,
+                "zone": o.zone,
+                "capacity_type": o.capacity_type.to_string(),
+                "price_per_hour": o.price_per_hour,
+                "available": o.available,
+                "price_source": o.price_source,
+                "price_as_of": o.price_as_of.to_string(),
+                "estimate": o.estimate,
+            })
+        })
+        .collect();
+    json!({
+        "cloud": it.cloud.to_string(),
+        "name": it.name,
+        "family": it.family,
+        "vcpu": it.vcpu,
+        "memory_mib": it.memory_mib,
+        "arch": it.arch.to_string(),
+        "accelerator": accelerator,
+        "local_nvme_gb": it.local_nvme_gb,
+        "network_gbps": it.network_gbps,
+        "interconnect": it.interconnect.as_ref().map(|i| i.to_string()),
+        "efa_count": it.efa_count,
+        "max_pods": it.max_pods,
+        "labels": it.labels(),
+        "offerings": offerings,
+    })
+}
+
+fn accelerator_summary(it: &InstanceType) -> String {
+    match &it.accelerator {
+        None => "-".to_owned(),
+        Some(a) if a.fraction.is_some() => {
+            format!("{:.2} {} (vGPU) {}GiB", a.fraction.unwrap_or_default(), a.name, a.memory_mib / 1024)
+        }
+        Some(a) => format!("{}x {} {}GiB", a.count, a.name, a.memory_mib / 1024),
+    }
+}
+
+fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut table = Table::new([
+        "CLOUD", "INSTANCE TYPE", "ACCELERATOR", "VCPU", "MEMORY", "ON-DEMAND $/H", "SPOT $/H", "ZONES",
+    ]);
+    for row in rows {
+        let it = row.instance_type;
+        let mut zones: Vec<&str> = row.offerings.iter().map(|o| o.zone.as_str()).collect();
+        zones.sort_unstable();
+        zones.dedup();
+        table.push([
+            it.cloud.to_string(),
+            it.name.clone(),
+            accelerator_summary(it),
+            it.vcpu.to_string(),
+            format!("{}GiB", it.memory_mib / 1024),
+            cheapest_of(row, CapacityType::OnDemand).map_or("-".into(), money),
+            cheapest_of(row, CapacityType::Spot).map_or("-".into(), money),
+            zones.len().to_string(),
+        ]);
+    }
+    table.write(out)?;
+    writeln!(out, "{} instance types", rows.len())?;
+    Ok(())
+}
+
+fn write_csv(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
+    csv_row(
+        out,
+        &[
+            "cloud", "name", "family", "vcpu", "memory_mib", "accelerator", "accelerator_count",
+            "accelerator_memory_mib", "region", "zone", "capacity_type", "price_per_hour", "available",
+            "estimate", "price_source", "price_as_of",
+        ],
+    )?;
+    for row in rows {
+        let it = row.instance_type;
+        let (acc, count, mem) = match &it.accelerator {
+            Some(a) => (a.name.clone(), a.count.to_string(), a.memory_mib.to_string()),
+            None => (String::new(), "0".into(), "0".into()),
+        };
+        for o in &row.offerings {
+            csv_row(
+                out,
+                &[
+                    &it.cloud.to_string(),
+                    &it.name,
+                    &it.family,
+                    &it.vcpu.to_string(),
+                    &it.memory_mib.to_string(),
+                    &acc,
+                    &count,
+                    &mem,
+                    &o.region,
+                    &o.zone,
+                    &o.capacity_type.to_string(),
+                    &o.price_per_hour.to_string(),
+                    &o.available.to_string(),
+                    &o.estimate.to_string(),
+                    &o.price_source,
+                    &o.price_as_of.to_string(),
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}

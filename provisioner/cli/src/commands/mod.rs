@@ -1,0 +1,18 @@
+//! One module per subcommand; [`dispatch`] routes a parsed command line to it.
+
+mod catalog;
+mod crds;
+mod validate;
+
+use std::io::Write;
+
+use crate::cli::{Cli, Command};
+
+/// Runs the parsed command, returning the exit code.
+pub fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Catalog(args) => catalog::run(&args, out),
+        Command::Crds => crds::run(out),
+        Command::Validate(args) => validate::run(&args, out, err),
+    }
+}

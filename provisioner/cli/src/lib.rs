@@ -1,0 +1,61 @@
+//! The `quartermaster` command line.
+//!
+//! Thin by design: parse arguments, wire the library crates together, print. Every decision
+//! (what an instance type costs, whether a manifest is valid) is made in `quartermaster-pricing`
+//! and `quartermaster-policies`; this crate only formats their answers.
+//!
+//! [`run`] is the whole program as a function of its arguments and two writers, so the contract
+//! tests in `tests/` drive it in-process exactly as the binary does.
+
+mod cli;
+mod commands;
+mod manifests;
+mod output;
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+
+use clap::Parser;
+
+pub use cli::Cli;
+
+/// Exit code: everything went as asked.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the command ran and found problems (invalid manifests), or failed with an error.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code: the command line itself was malformed.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Runs the command line `args` (the first item is the program name), writing results to `out`
+/// and diagnostics to `err`. Returns the process exit code. Never panics on bad input: every
+/// failure becomes one `error: …` line on `err`.
+pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let rendered = e.render().ansi().to_string();
+            let sink: &mut dyn Write = if e.use_stderr() { err } else { out };
+            let _ = sink.write_all(rendered.as_bytes());
+            return code;
+        }
+    };
+    match commands::dispatch(cli, out, err) {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => EXIT_OK,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e:#}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|cause| cause.downcast_ref::<io::Error>())
+        .any(|io| io.kind() == io::ErrorKind::BrokenPipe)
+}

@@ -1,0 +1,39 @@
+//! The layering rules of ARCHITECTURE.md, checked on the real dependency graph.
+
+use std::process::Command;
+
+use quartermaster_tests::workspace_root;
+
+/// Crates that must never appear below a pure crate: async runtimes, HTTP stacks, kube's client,
+/// cloud SDKs.
+const IMPURE: &[&str] = &["tokio", "hyper", "reqwest", "kube-client", "kube-runtime", "aws-sdk", "aws-config", "google-cloud", "azure_"];
+
+fn normal_dependencies(package: &str) -> String {
+    let output = Command::new(env!("CARGO"))
+        .current_dir(workspace_root())
+        .args(["tree", "--offline", "-e", "normal", "--prefix", "none", "-p", package])
+        .output()
+        .expect("running cargo tree");
+    assert!(output.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+#[test]
+fn pure_crates_have_no_runtime_network_or_sdk_dependency() {
+    for package in ["quartermaster-policies", "quartermaster-pricing"] {
+        let tree = normal_dependencies(package);
+        for line in tree.lines() {
+            let name = line.split_whitespace().next().unwrap_or("");
+            assert!(
+                !IMPURE.iter().any(|bad| name.starts_with(bad)),
+                "{package} depends on {name}, breaking the layering rules in ARCHITECTURE.md"
+            );
+        }
+    }
+}
+
+#[test]
+fn pricing_and_policies_do_not_depend_on_each_other() {
+    assert!(!normal_dependencies("quartermaster-pricing").contains("quartermaster-policies"));
+    assert!(!normal_dependencies("quartermaster-policies").contains("quartermaster-pricing"));
+}
