@@ -29,6 +29,14 @@ pub enum Command {
     ///
     /// Prints `file: kind/name: field.path: reason` for each problem; exits 1 when any is found.
     Validate(ValidateArgs),
+    /// Decide which nodes to buy for the pods in ordinary Kubernetes YAML (a what-if, offline).
+    ///
+    /// Reads Pods, Deployments, StatefulSets, ReplicaSets, Jobs, DaemonSets, Nodes, NodePools and
+    /// NodeClasses; prints new nodes with their pods and prices, the lower bound, and every pod
+    /// that cannot be placed with its reason.
+    Plan(PlanArgs),
+    /// Benchmark the solver on generated scenarios against a Karpenter-style greedy baseline.
+    Bench(BenchArgs),
 }
 
 /// Output formats for listings.
@@ -94,4 +102,41 @@ pub struct ValidateArgs {
     /// Manifest files (multi-document YAML or a `kind: List`); `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+}
+
+/// Output formats for `plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    /// Aligned columns for people.
+    Table,
+    /// One JSON object (a stable contract for scripts).
+    Json,
+}
+
+/// Flags of `quartermaster plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Kubernetes manifests (multi-document YAML or `kind: List`); `-` reads standard input.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1.., value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Replace or extend the embedded catalog with this file.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
+    pub output: PlanFormat,
+}
+
+/// Flags of `quartermaster bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Run only this scenario (default: every scenario at its default sizes).
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Option<String>,
+    /// Number of pods (overrides the scenario's default sizes).
+    #[arg(long, value_name = "N")]
+    pub pods: Option<usize>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
+    pub output: PlanFormat,
 }

@@ -1,7 +1,9 @@
 //! One module per subcommand; [`dispatch`] routes a parsed command line to it.
 
+mod bench;
 mod catalog;
 mod crds;
+mod plan;
 mod validate;
 
 use std::io::Write;
@@ -14,5 +16,7 @@ pub fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::R
         Command::Catalog(args) => catalog::run(&args, out),
         Command::Crds => crds::run(out),
         Command::Validate(args) => validate::run(&args, out, err),
+        Command::Plan(args) => plan::run(&args, out, err),
+        Command::Bench(args) => bench::run(&args, out, err),
     }
 }

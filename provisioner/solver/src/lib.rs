@@ -1,0 +1,48 @@
+//! Quartermaster's brain: `solve(&ClusterSnapshot, &Catalog, now) -> Plan`.
+//!
+//! Pure: no I/O, no async, no clock reads. Everything the solver needs is resolved into the
+//! [`ClusterSnapshot`] first; the [`Plan`] it returns is a value that other code executes.
+
+mod pack;
+pub mod plan;
+pub mod pod;
+pub mod resources;
+pub mod snapshot;
+
+pub use plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, Unschedulable};
+pub use pod::{Pod, PodRef};
+pub use resources::{ResourceTable, Resources};
+pub use snapshot::{ClusterSnapshot, ExistingNode, NodePoolSpec, OfferingKey, PoolLimits, PoolUsage};
+
+use chrono::{DateTime, Utc};
+use quartermaster_pricing::Catalog;
+
+/// Which packing strategy to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Quartermaster's cost-optimising packer (the default).
+    #[default]
+    CostOptimal,
+    /// A Karpenter-style greedy baseline, for benchmarks: first-fit decreasing by CPU then memory,
+    /// each new node taking as many pods as any compatible type can hold, then the cheapest type
+    /// that fits them.
+    KarpenterGreedy,
+}
+
+/// Knobs of one solve.
+#[derive(Debug, Clone, Default)]
+pub struct SolveOptions {
+    /// Packing strategy.
+    pub strategy: Strategy,
+}
+
+/// Decides what to buy for `snapshot.pending`: the cheapest plan the packer finds, with a lower
+/// bound on the cost of any plan. Pure and deterministic.
+pub fn solve(snapshot: &ClusterSnapshot, catalog: &Catalog, now: DateTime<Utc>) -> Plan {
+    solve_with(snapshot, catalog, now, &SolveOptions::default())
+}
+
+/// [`solve`] with explicit options.
+pub fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, now: DateTime<Utc>, options: &SolveOptions) -> Plan {
+    pack::solve(snapshot, catalog, now, options)
+}

@@ -1,0 +1,99 @@
+//! The solver's answer: a value describing what to buy and where pods go. Executing it is
+//! somebody else's job.
+
+use quartermaster_policies::Requirements;
+use quartermaster_pricing::{CapacityType, Cloud};
+
+use crate::pod::PodRef;
+use crate::resources::Resources;
+
+/// One priced way to launch a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferingChoice {
+    /// Instance type name.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// Capacity type.
+    pub capacity_type: CapacityType,
+    /// Dollars per hour.
+    pub price_per_hour: f64,
+}
+
+/// A node to buy: the seed of a NodeClaim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewNode {
+    /// The NodePool it belongs to.
+    pub node_pool: String,
+    /// Cloud of that pool.
+    pub cloud: Cloud,
+    /// The chosen (cheapest fitting) offering.
+    pub offering: OfferingChoice,
+    /// Other offerings that would also hold all of `pods`, cheapest first: the launcher falls back
+    /// to them on insufficient capacity without re-solving.
+    pub alternatives: Vec<OfferingChoice>,
+    /// Pods placed on it.
+    pub pods: Vec<PodRef>,
+    /// Sum of their requests (DaemonSet overhead excluded).
+    pub requests: Resources,
+    /// Requirements for the NodeClaim: the pool's, narrowed by what the pods need.
+    pub requirements: Requirements,
+}
+
+/// Pods placed on a node that already exists or is already launching.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExistingPlacement {
+    /// Node (or NodeClaim) name.
+    pub node: String,
+    /// True when the node is an in-flight NodeClaim (the pods are nominated to it).
+    pub in_flight: bool,
+    /// Pods placed.
+    pub pods: Vec<PodRef>,
+}
+
+/// A pod that cannot be placed, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unschedulable {
+    /// The pod.
+    pub pod: PodRef,
+    /// One sentence a user can act on.
+    pub reason: String,
+}
+
+/// A soft constraint the solver dropped to place a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Relaxation {
+    /// The pod.
+    pub pod: PodRef,
+    /// What was relaxed, e.g. `preferred node affinity (weight 50)`.
+    pub relaxed: String,
+}
+
+/// The solver's answer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    /// Nodes to buy.
+    pub new_nodes: Vec<NewNode>,
+    /// Placements on existing nodes and in-flight claims.
+    pub existing: Vec<ExistingPlacement>,
+    /// Pods that cannot be placed.
+    pub unschedulable: Vec<Unschedulable>,
+    /// Soft constraints relaxed.
+    pub relaxations: Vec<Relaxation>,
+    /// Added dollars per hour (sum of new nodes' prices).
+    pub cost_per_hour: f64,
+    /// A lower bound on the added cost of any plan that places the same pods.
+    pub lower_bound_per_hour: f64,
+    /// Remarks for the user (e.g. a NodePool planned without its NodeClass).
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    /// How far above the lower bound the plan's cost is, as a fraction (0.02 = 2%).
+    pub fn gap(&self) -> f64 {
+        if self.lower_bound_per_hour <= 0.0 {
+            return if self.cost_per_hour <= 0.0 { 0.0 } else { f64::INFINITY };
+        }
+        (self.cost_per_hour - self.lower_bound_per_hour) / self.lower_bound_per_hour
+    }
+}

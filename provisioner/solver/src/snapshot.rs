@@ -1,0 +1,114 @@
+//! The solver's whole input: everything it may look at, resolved before solving starts.
+//!
+//! Nothing in here refers to a client, a clock or a cloud: the controller (or `plan`, or the
+//! simulator) builds a snapshot, and the solver answers from it alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use quartermaster_policies::Requirements;
+use quartermaster_pricing::{CapacityType, Cloud};
+
+use crate::pod::{Pod, Taint};
+use crate::resources::{ResourceTable, Resources};
+
+/// A NodePool, resolved for solving.
+#[derive(Debug, Clone)]
+pub struct NodePoolSpec {
+    /// NodePool name.
+    pub name: String,
+    /// The cloud its NodeClass belongs to (from `nodeClassRef.kind`).
+    pub cloud: Cloud,
+    /// Karpenter semantics: pools of higher weight are tried first.
+    pub weight: u32,
+    /// `spec.template.spec.requirements` (template labels included as `In` requirements).
+    pub requirements: Requirements,
+    /// `spec.template.metadata.labels`, put on every node of the pool.
+    pub labels: BTreeMap<String, String>,
+    /// Taints put on every node; pods must tolerate them.
+    pub taints: Vec<Taint>,
+    /// Startup taints: removed once the node is initialised, so ignored when fitting pods.
+    pub startup_taints: Vec<Taint>,
+    /// `spec.limits`.
+    pub limits: PoolLimits,
+    /// What the pool already owns (nodes and in-flight claims), counted against the limits.
+    pub usage: PoolUsage,
+    /// False when the pool's NodeClass was not supplied: planned against the cloud's defaults.
+    pub node_class_present: bool,
+}
+
+/// The ceilings of `spec.limits`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolLimits {
+    /// Capacity ceilings per resource; `i64::MAX` where unlimited.
+    pub resources: Resources,
+    /// `limits.nodes`.
+    pub nodes: Option<u64>,
+    /// `limits.maxHourlyCost`, dollars per hour.
+    pub max_hourly_cost: Option<f64>,
+}
+
+impl Default for PoolLimits {
+    fn default() -> Self {
+        Self { resources: Resources([i64::MAX; crate::resources::MAX_RESOURCES]), nodes: None, max_hourly_cost: None }
+    }
+}
+
+/// What a pool already uses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PoolUsage {
+    /// Sum of node capacities.
+    pub resources: Resources,
+    /// Number of nodes and in-flight claims.
+    pub nodes: u64,
+    /// Sum of their prices, dollars per hour.
+    pub hourly_cost: f64,
+}
+
+/// A node that exists (or a NodeClaim that is launching) with room the solver may use for free.
+#[derive(Debug, Clone)]
+pub struct ExistingNode {
+    /// Node name (or NodeClaim name while in flight).
+    pub name: String,
+    /// True for a NodeClaim that has not registered yet: its pods are nominated, not bound.
+    pub in_flight: bool,
+    /// The NodePool that owns it, if any.
+    pub node_pool: Option<String>,
+    /// Node labels (zone, instance type, hostname, …).
+    pub labels: BTreeMap<String, String>,
+    /// Taints (startup taints excluded for in-flight claims).
+    pub taints: Vec<Taint>,
+    /// Allocatable resources.
+    pub allocatable: Resources,
+    /// Pods bound (or nominated) to it, DaemonSet pods included.
+    pub pods: Vec<Pod>,
+}
+
+/// One offering the solver must not use (recently failed with insufficient capacity).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OfferingKey {
+    /// Cloud.
+    pub cloud: Cloud,
+    /// Instance type name.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// Capacity type.
+    pub capacity_type: CapacityType,
+}
+
+/// Everything the solver looks at.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterSnapshot {
+    /// Resource names used by the resource vectors below.
+    pub resources: ResourceTable,
+    /// Pods to place.
+    pub pending: Vec<Pod>,
+    /// Nodes and in-flight NodeClaims.
+    pub nodes: Vec<ExistingNode>,
+    /// NodePools.
+    pub node_pools: Vec<NodePoolSpec>,
+    /// DaemonSet pod templates: their requests are overhead on every node they would run on.
+    pub daemonsets: Vec<Pod>,
+    /// Offerings marked unavailable.
+    pub unavailable: BTreeSet<OfferingKey>,
+}
