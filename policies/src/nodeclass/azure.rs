@@ -1,0 +1,76 @@
+//! `AzureNodeClass`: Azure VM launch configuration.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How to launch Azure virtual machines.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "quartermaster.dev",
+    version = "v1",
+    kind = "AzureNodeClass",
+    plural = "azurenodeclasses",
+    shortname = "aznc",
+    category = "quartermaster",
+    category = "nodeclass",
+    status = "AzureNodeClassStatus",
+    derive = "PartialEq",
+    doc = "AzureNodeClass is the Azure VM launch configuration referenced by NodePools.",
+    printcolumn(name = "Location", type_ = "string", json_path = ".spec.location"),
+    printcolumn(name = "ResourceGroup", type_ = "string", json_path = ".spec.resourceGroup"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AzureNodeClassSpec {
+    /// The subscription id (a GUID).
+    pub subscription_id: String,
+    /// The resource group VMs are created in.
+    pub resource_group: String,
+    /// The location (`eastus`).
+    pub location: String,
+    /// The VNet subnet's ARM id
+    /// (`/subscriptions/…/resourceGroups/…/providers/Microsoft.Network/virtualNetworks/…/subnets/…`).
+    pub subnet_id: String,
+    /// The OS image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<AzureImage>,
+    /// ARM ids of user-assigned managed identities to attach.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_identities: Vec<String>,
+    /// Azure tags for VMs and disks.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// OS disk size in GB.
+    #[serde(rename = "osDiskSizeGB", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub os_disk_size_gb: Option<i32>,
+}
+
+/// An OS image: a family (`Ubuntu2204`, `AzureLinux`) or an image id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AzureImage {
+    /// Image family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_family: Option<String>,
+    /// Image (or gallery image version) ARM id; exclusive with `imageFamily`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// Resolved Azure resources and conditions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AzureNodeClassStatus {
+    /// `Ready`, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The image id resolved from the family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+}

@@ -1,0 +1,244 @@
+//! The `NodePool` custom resource (Karpenter v1 shape).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use crate::common::{NodeClassReference, NodeSelectorRequirementWithMinValues, TemplateMetadata};
+use crate::budget::{self, Budget, DisruptionReason};
+use crate::duration::{parse_duration, parse_nillable_duration};
+use crate::error::PolicyError;
+use crate::limits::Limits;
+use crate::requirements::Requirements;
+
+/// Default `expireAfter` (30 days), as in Karpenter.
+pub const DEFAULT_EXPIRE_AFTER: &str = "720h";
+/// Default `consolidateAfter`.
+pub const DEFAULT_CONSOLIDATE_AFTER: &str = "0s";
+
+/// A pool of nodes Quartermaster may launch: what they look like
+/// (`template`), how many (`limits`), how they are disrupted
+/// (`disruption`) and the pool's priority (`weight`).
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "quartermaster.dev",
+    version = "v1",
+    kind = "NodePool",
+    plural = "nodepools",
+    shortname = "np",
+    category = "quartermaster",
+    status = "NodePoolStatus",
+    derive = "PartialEq",
+    doc = "NodePool describes the nodes Quartermaster may provision and how they are disrupted.",
+    printcolumn(name = "NodeClass", type_ = "string", json_path = ".spec.template.spec.nodeClassRef.name"),
+    printcolumn(name = "Nodes", type_ = "string", json_path = ".status.resources.nodes"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Cost/h", type_ = "number", json_path = ".status.hourlyCost"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(name = "Weight", type_ = "integer", json_path = ".spec.weight", priority = 1),
+    printcolumn(name = "CPU", type_ = "string", json_path = ".status.resources.cpu", priority = 1),
+    printcolumn(name = "Memory", type_ = "string", json_path = ".status.resources.memory", priority = 1),
+    printcolumn(name = "GPUs", type_ = "string", json_path = ".status.resources.nvidia\\.com/gpu", priority = 1)
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodePoolSpec {
+    /// The template for the NodeClaims (and so nodes) of this pool.
+    pub template: NodeClaimTemplate,
+    /// How nodes of this pool are consolidated and disrupted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruption: Option<Disruption>,
+    /// Caps on the pool's total resources (`cpu`, `memory`,
+    /// `nvidia.com/gpu`, `nodes`, ...) and `maxHourlyCost`, a ceiling on its
+    /// summed price in dollars per hour.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, Quantity>,
+    /// Priority among pools that fit a workload: higher first (1–100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub weight: Option<i32>,
+}
+
+/// The NodeClaim template of a NodePool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeClaimTemplate {
+    /// Labels and annotations for the nodes.
+    #[serde(default, skip_serializing_if = "TemplateMetadata::is_empty")]
+    pub metadata: TemplateMetadata,
+    /// The NodeClaim spec.
+    pub spec: NodeClaimTemplateSpec,
+}
+
+/// The spec part of a NodeClaim template.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeClaimTemplateSpec {
+    /// Constraints on the nodes' labels (instance type, zone, capacity type, GPU, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    /// Taints the nodes carry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// Taints the nodes carry at startup, removed by some other agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub startup_taints: Vec<Taint>,
+    /// The NodeClass with the cloud-specific launch configuration.
+    pub node_class_ref: NodeClassReference,
+    /// How long a node lives before it is replaced (`"720h"`) or `"Never"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(([0-9]+(s|m|h))+|Never)$"))]
+    pub expire_after: Option<String>,
+    /// How long a draining node may take before it is forcibly terminated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(s|m|h))+$"))]
+    pub termination_grace_period: Option<String>,
+}
+
+/// When nodes may be consolidated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ConsolidationPolicy {
+    /// Only nodes without workload pods.
+    WhenEmpty,
+    /// Empty nodes and nodes whose pods fit elsewhere or on a cheaper node.
+    #[default]
+    WhenEmptyOrUnderutilized,
+}
+
+/// Disruption settings of a NodePool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Disruption {
+    /// Which nodes may be consolidated (default `WhenEmptyOrUnderutilized`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consolidation_policy: Option<ConsolidationPolicy>,
+    /// How long a node must be consolidatable before it is (`"30s"`), or `"Never"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(([0-9]+(s|m|h))+|Never)$"))]
+    pub consolidate_after: Option<String>,
+    /// Disruption budgets; when unset the default is `[{nodes: "10%"}]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<Vec<Budget>>,
+}
+
+/// Observed state of a NodePool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolStatus {
+    /// `Ready`, `NodeClassReady`, `ValidationSucceeded`, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Current totals of the pool's nodes (`cpu`, `memory`, `nvidia.com/gpu`, `nodes`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, Quantity>,
+    /// Current summed price of the pool's nodes, in dollars per hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hourly_cost: Option<f64>,
+    /// The NodeClass generation last reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_class_observed_generation: Option<i64>,
+}
+
+impl NodePool {
+    /// The template's `requirements`, parsed (template labels not included;
+    /// see [`NodePool::node_requirements`]).
+    pub fn requirements(&self) -> Result<Requirements, PolicyError> {
+        Requirements::from_node_selector_requirements(&self.spec.template.spec.requirements)
+    }
+
+    /// The template requirements intersected with the template labels (each
+    /// `key In [value]`): what every node of the pool satisfies.
+    pub fn node_requirements(&self) -> Result<Requirements, PolicyError> {
+        let labels = Requirements::from_labels(&self.spec.template.metadata.labels);
+        Ok(self.requirements()?.intersect(&labels))
+    }
+
+    /// The weight; 0 when unset (the lowest priority).
+    pub fn weight(&self) -> u32 {
+        self.spec.weight.map_or(0, |w| w.max(0) as u32)
+    }
+
+    /// The parsed limits.
+    pub fn limits(&self) -> Result<Limits, PolicyError> {
+        Limits::from_resource_list(&self.spec.limits)
+    }
+
+    /// The node class reference.
+    pub fn node_class_ref(&self) -> &NodeClassReference {
+        &self.spec.template.spec.node_class_ref
+    }
+
+    /// `expireAfter` (default 720h); `None` for `"Never"`.
+    pub fn expire_after(&self) -> Result<Option<Duration>, PolicyError> {
+        let text = self
+            .spec
+            .template
+            .spec
+            .expire_after
+            .as_deref()
+            .unwrap_or(DEFAULT_EXPIRE_AFTER);
+        Ok(parse_nillable_duration(text)?)
+    }
+
+    /// `terminationGracePeriod`; `None` when unset (wait for pods indefinitely).
+    pub fn termination_grace_period(&self) -> Result<Option<Duration>, PolicyError> {
+        self.spec
+            .template
+            .spec
+            .termination_grace_period
+            .as_deref()
+            .map(parse_duration)
+            .transpose()
+            .map_err(Into::into)
+    }
+
+    /// The consolidation policy (default `WhenEmptyOrUnderutilized`).
+    pub fn consolidation_policy(&self) -> ConsolidationPolicy {
+        self.spec
+            .disruption
+            .as_ref()
+            .and_then(|d| d.consolidation_policy)
+            .unwrap_or_default()
+    }
+
+    /// `consolidateAfter` (default 0s); `None` for `"Never"`.
+    pub fn consolidate_after(&self) -> Result<Option<Duration>, PolicyError> {
+        let text = self
+            .spec
+            .disruption
+            .as_ref()
+            .and_then(|d| d.consolidate_after.as_deref())
+            .unwrap_or(DEFAULT_CONSOLIDATE_AFTER);
+        Ok(parse_nillable_duration(text)?)
+    }
+
+    /// The budgets as written; `None` when unset (the default budget applies).
+    pub fn budgets(&self) -> Option<&[Budget]> {
+        self.spec
+            .disruption
+            .as_ref()
+            .and_then(|d| d.budgets.as_deref())
+    }
+
+    /// How many of the pool's `total_nodes` may be disrupted for `reason` at
+    /// `now`: the minimum over active budgets that apply to `reason`
+    /// (default budget `nodes: "10%"` when none is set; `total_nodes` when
+    /// no budget applies; 0 for a malformed budget).
+    pub fn allowed_disruptions(
+        &self,
+        reason: DisruptionReason,
+        total_nodes: usize,
+        now: DateTime<Utc>,
+    ) -> usize {
+        budget::allowed_disruptions(self.budgets(), reason, total_nodes, now)
+    }
+}
+
+#[cfg(test)]
+mod tests;

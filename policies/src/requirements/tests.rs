@@ -1,0 +1,1 @@
+//! Requirement algebra tables.
