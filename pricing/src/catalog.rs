@@ -14,7 +14,10 @@ pub const EMBEDDED_FILES: [(&str, &str); 3] = [
 ];
 
 /// An ordered collection of instance types, unique by `(cloud, name)`.
-#[derive(Debug, Clone, PartialEq, Default)]
+///
+/// It serializes as the list of its instance types.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
+#[serde(transparent)]
 pub struct Catalog {
     instance_types: Vec<InstanceType>,
 }

@@ -345,6 +345,35 @@ fn labels_for_a_sample_of_types() {
 }
 
 #[test]
+fn label_values_are_valid_kubernetes_label_values() {
+    fn valid(v: &str) -> bool {
+        v.len() <= 63
+            && (v.is_empty()
+                || (v.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && v.ends_with(|c: char| c.is_ascii_alphanumeric())
+                    && v.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))))
+    }
+    for t in embedded().instance_types() {
+        for o in &t.offerings {
+            for (k, v) in t.offering_labels(o) {
+                assert!(
+                    valid(&v),
+                    "{}: {k}={v:?} is not a valid label value",
+                    t.name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn catalog_serializes_as_a_list_of_types() {
+    let v = serde_json::to_value(embedded()).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), embedded().len());
+}
+
+#[test]
 fn cheapest_offering_respects_capacity_type_and_availability() {
     let c = embedded();
     let p5 = c.get(Cloud::Aws, "p5.48xlarge").unwrap();
@@ -712,6 +741,12 @@ on_demand = { price = 1.0, source = "x", as_of = 2026-07-20 }"#;
     assert!(
         err(&entry("", GOOD_OFFERINGS).replace("family = \"p5\"\n", ""))
             .contains("missing field `family`")
+    );
+    // A date-time is not a date.
+    let dt = r#"{ zone = "us-east-1a", capacity_type = "spot", price = 2.0, source = "x", as_of = 2026-07-20T10:00:00Z }"#;
+    assert!(
+        err(&entry("", dt))
+            .contains("offerings[0].as_of: expected a date such as 2026-07-20, got the date-time")
     );
     // Unsupported schema.
     assert!(err(&format!("schema = 2\n{}", entry("", GOOD_OFFERINGS))).contains("schema"));
