@@ -3,16 +3,28 @@
 //! Pure: no I/O, no async, no clock reads. Everything the solver needs is resolved into the
 //! [`ClusterSnapshot`] first; the [`Plan`] it returns is a value that other code executes.
 
+#[path = "pack/bound_stub.rs"]
+pub mod bound;
 mod pack;
 pub mod plan;
 pub mod pod;
 pub mod resources;
 pub mod snapshot;
 
+#[cfg(test)]
+mod tests;
+
 pub use plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, Unschedulable};
 pub use pod::{Pod, PodRef};
 pub use resources::{ResourceTable, Resources};
-pub use snapshot::{ClusterSnapshot, ExistingNode, NodePoolSpec, OfferingKey, PoolLimits, PoolUsage};
+pub use snapshot::{
+    ClusterSnapshot, ExistingNode, NodePoolSpec, OfferingKey, PoolLimits, PoolUsage,
+};
+
+/// Label naming the NodePool that owns a node.
+pub const NODEPOOL_LABEL: &str = "quartermaster.dev/nodepool";
+/// Well-known instance type label.
+pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
 
 use chrono::{DateTime, Utc};
 use quartermaster_pricing::Catalog;
@@ -43,6 +55,11 @@ pub fn solve(snapshot: &ClusterSnapshot, catalog: &Catalog, now: DateTime<Utc>) 
 }
 
 /// [`solve`] with explicit options.
-pub fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, now: DateTime<Utc>, options: &SolveOptions) -> Plan {
+pub fn solve_with(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    now: DateTime<Utc>,
+    options: &SolveOptions,
+) -> Plan {
     pack::solve(snapshot, catalog, now, options)
 }

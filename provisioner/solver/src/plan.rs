@@ -92,7 +92,11 @@ impl Plan {
     /// How far above the lower bound the plan's cost is, as a fraction (0.02 = 2%).
     pub fn gap(&self) -> f64 {
         if self.lower_bound_per_hour <= 0.0 {
-            return if self.cost_per_hour <= 0.0 { 0.0 } else { f64::INFINITY };
+            return if self.cost_per_hour <= 0.0 {
+                0.0
+            } else {
+                f64::INFINITY
+            };
         }
         (self.cost_per_hour - self.lower_bound_per_hour) / self.lower_bound_per_hour
     }

@@ -27,7 +27,10 @@ pub struct PodRef {
 impl PodRef {
     /// A reference from its parts.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self { namespace: namespace.into(), name: name.into() }
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 }
 
@@ -192,7 +195,9 @@ impl HostPort {
     pub fn conflicts(&self, other: &HostPort) -> bool {
         self.port == other.port
             && self.protocol == other.protocol
-            && (self.host_ip == other.host_ip || self.host_ip == "0.0.0.0" || other.host_ip == "0.0.0.0")
+            && (self.host_ip == other.host_ip
+                || self.host_ip == "0.0.0.0"
+                || other.host_ip == "0.0.0.0")
     }
 }
 

@@ -42,7 +42,9 @@ pub struct ResourceTable {
 
 impl Default for ResourceTable {
     fn default() -> Self {
-        Self { names: FIXED_RESOURCES.iter().map(|s| (*s).to_owned()).collect() }
+        Self {
+            names: FIXED_RESOURCES.iter().map(|s| (*s).to_owned()).collect(),
+        }
     }
 }
 

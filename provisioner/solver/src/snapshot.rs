@@ -49,7 +49,11 @@ pub struct PoolLimits {
 
 impl Default for PoolLimits {
     fn default() -> Self {
-        Self { resources: Resources([i64::MAX; crate::resources::MAX_RESOURCES]), nodes: None, max_hourly_cost: None }
+        Self {
+            resources: Resources([i64::MAX; crate::resources::MAX_RESOURCES]),
+            nodes: None,
+            max_hourly_cost: None,
+        }
     }
 }
 

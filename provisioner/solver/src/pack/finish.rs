@@ -1,0 +1,230 @@
+//! After packing: each new node gets the cheapest offering that still holds its pods (the
+//! others become its fallbacks), and the plan is assembled with its lower bound.
+
+use quartermaster_policies::{Requirement, Requirements};
+use quartermaster_pricing::Catalog;
+
+use crate::bound::{BoundClass, BoundInput, BoundShape, lower_bound};
+use crate::plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, Unschedulable};
+use crate::pod::ZONE;
+
+use super::bins::BinKind;
+use super::packer::Packer;
+use super::shapes::Zones;
+
+/// How many fallback offerings each new node carries.
+const MAX_ALTERNATIVES: usize = 12;
+
+/// Re-picks every new node's offering: the cheapest (shape, offering) of the same pool that
+/// every class on it allows and that holds its requests (the zone stays when a pod's
+/// constraints depend on it). Returns, per bin, the ordered alternatives (chosen first).
+pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Vec<(usize, usize)>> {
+    let mut choices = vec![Vec::new(); packer.bins.len()];
+    for b in 0..packer.bins.len() {
+        let BinKind::New { shape, offering } = packer.bins[b].kind else {
+            continue;
+        };
+        let bin = &packer.bins[b];
+        let pool = packer.shapes[shape].pool;
+        let zone_fixed = bin
+            .classes
+            .iter()
+            .any(|&(c, _)| packer.classes[c as usize].zone_sensitive);
+        let mut found: Vec<(f64, usize, usize)> = Vec::new();
+        for &s2 in &pool_shapes[pool] {
+            let shape2 = &packer.shapes[s2];
+            if !bin.requests.fits_in(&shape2.allocatable) {
+                continue;
+            }
+            for (o2, off) in shape2.offerings.iter().enumerate() {
+                if zone_fixed && off.zone != bin.zone {
+                    continue;
+                }
+                if bin
+                    .classes
+                    .iter()
+                    .all(|&(c, _)| packer.classes[c as usize].allows(s2, o2))
+                {
+                    found.push((off.price, s2, o2));
+                }
+            }
+            if found.len() > MAX_ALTERNATIVES * 4 {
+                break;
+            }
+        }
+        found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        found.dedup_by(|a, b| {
+            a.1 == b.1
+                && packer.shapes[a.1].offerings[a.2].zone == packer.shapes[b.1].offerings[b.2].zone
+                && a.0 == b.0
+        });
+        let mut list: Vec<(usize, usize)> = found.iter().map(|&(_, s, o)| (s, o)).collect();
+        if list.is_empty() {
+            list.push((shape, offering));
+        }
+        list.truncate(MAX_ALTERNATIVES + 1);
+        let (s_new, o_new) = list[0];
+        if (s_new, o_new) != (shape, offering) {
+            let old = &packer.shapes[shape];
+            let new = &packer.shapes[s_new];
+            let usage = &mut packer.usage[pool];
+            usage.resources -= old.capacity;
+            usage.resources += new.capacity;
+            usage.hourly_cost += new.offerings[o_new].price - old.offerings[offering].price;
+            packer.bins[b].kind = BinKind::New {
+                shape: s_new,
+                offering: o_new,
+            };
+            packer.bins[b].zone = new.offerings[o_new].zone;
+        }
+        choices[b] = list;
+    }
+    choices
+}
+
+fn choice(
+    packer: &Packer<'_>,
+    catalog: &Catalog,
+    zones: &Zones,
+    shape: usize,
+    offering: usize,
+) -> OfferingChoice {
+    let s = &packer.shapes[shape];
+    let o = &s.offerings[offering];
+    OfferingChoice {
+        instance_type: catalog.instance_types()[s.instance_type].name.clone(),
+        zone: zones.name(o.zone).to_owned(),
+        capacity_type: o.capacity_type,
+        price_per_hour: o.price,
+    }
+}
+
+/// Turns the packed state into a [`Plan`].
+pub fn assemble(
+    packer: &Packer<'_>,
+    catalog: &Catalog,
+    zones: &Zones,
+    choices: &[Vec<(usize, usize)>],
+    notes: Vec<String>,
+) -> Plan {
+    let snapshot = packer.snapshot;
+    let mut plan = Plan {
+        notes,
+        ..Plan::default()
+    };
+    for (b, bin) in packer.bins.iter().enumerate() {
+        if bin.pods.is_empty() {
+            continue;
+        }
+        let pods = bin
+            .pods
+            .iter()
+            .map(|&p| snapshot.pending[p].id.clone())
+            .collect();
+        match bin.kind {
+            BinKind::Existing(n) => plan.existing.push(ExistingPlacement {
+                node: snapshot.nodes[n].name.clone(),
+                in_flight: snapshot.nodes[n].in_flight,
+                pods,
+            }),
+            BinKind::New { shape, offering } => {
+                let pool = &snapshot.node_pools[packer.shapes[shape].pool];
+                let chosen = choice(packer, catalog, zones, shape, offering);
+                let alternatives: Vec<OfferingChoice> = choices[b]
+                    .iter()
+                    .filter(|&&(s, o)| (s, o) != (shape, offering))
+                    .map(|&(s, o)| choice(packer, catalog, zones, s, o))
+                    .collect();
+                let mut requirements: Requirements = pool.requirements.clone();
+                let mut types: Vec<String> = vec![chosen.instance_type.clone()];
+                types.extend(alternatives.iter().map(|a| a.instance_type.clone()));
+                types.dedup();
+                requirements.add(Requirement::in_values(crate::INSTANCE_TYPE_LABEL, types));
+                if bin
+                    .classes
+                    .iter()
+                    .any(|&(c, _)| packer.classes[c as usize].zone_sensitive)
+                {
+                    requirements.add(Requirement::in_values(ZONE, [chosen.zone.clone()]));
+                }
+                plan.cost_per_hour += chosen.price_per_hour;
+                plan.new_nodes.push(NewNode {
+                    node_pool: pool.name.clone(),
+                    cloud: pool.cloud,
+                    offering: chosen,
+                    alternatives,
+                    pods,
+                    requests: bin.requests,
+                    requirements,
+                });
+            }
+        }
+    }
+    for (pod, reason) in &packer.unschedulable {
+        plan.unschedulable.push(Unschedulable {
+            pod: snapshot.pending[*pod].id.clone(),
+            reason: reason.clone(),
+        });
+    }
+    plan.unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+    for (pod, relaxed) in &packer.relaxed {
+        plan.relaxations.push(Relaxation {
+            pod: snapshot.pending[*pod].id.clone(),
+            relaxed: relaxed.clone(),
+        });
+    }
+    plan.lower_bound_per_hour = bound(packer).min(plan.cost_per_hour);
+    plan
+}
+
+/// A lower bound on the cost of placing the pods this plan places.
+fn bound(packer: &Packer<'_>) -> f64 {
+    let shapes_offset = packer.shapes.len();
+    let mut shapes: Vec<BoundShape> = packer
+        .shapes
+        .iter()
+        .map(|s| BoundShape {
+            price: s.min_price(),
+            capacity: s.allocatable,
+            max_copies: None,
+        })
+        .collect();
+    let existing: Vec<usize> = packer
+        .bins
+        .iter()
+        .enumerate()
+        .filter_map(|(b, bin)| matches!(bin.kind, BinKind::Existing(_)).then_some(b))
+        .collect();
+    for &b in &existing {
+        let bin = &packer.bins[b];
+        shapes.push(BoundShape {
+            price: 0.0,
+            capacity: bin.free + bin.requests,
+            max_copies: Some(1.0),
+        });
+    }
+    let mut placed = vec![0u64; packer.classes.len()];
+    for bin in &packer.bins {
+        for &(c, n) in &bin.classes {
+            placed[c as usize] += u64::from(n);
+        }
+    }
+    let classes = packer
+        .classes
+        .iter()
+        .enumerate()
+        .filter(|(c, _)| placed[*c] > 0)
+        .map(|(c, class)| {
+            let mut compatible: Vec<usize> = class.compat.iter().map(|sc| sc.shape as usize).collect();
+            compatible.extend(
+                existing
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| matches!(packer.bins[**b].kind, BinKind::Existing(n) if class.existing.contains(&n)))
+                    .map(|(i, _)| shapes_offset + i),
+            );
+            BoundClass { count: placed[c], requests: class.requests, shapes: compatible }
+        })
+        .collect();
+    lower_bound(&BoundInput { classes, shapes }).dollars_per_hour
+}

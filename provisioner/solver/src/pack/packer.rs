@@ -1,0 +1,597 @@
+//! The packing loop: places classes, in order, on bins that exist, then on new bins chosen by
+//! cost efficiency (or, for the baseline, by size).
+
+use crate::Strategy;
+use crate::pod::ZONE;
+use crate::resources::Resources;
+use crate::snapshot::{ClusterSnapshot, PoolUsage};
+
+use super::bins::{Bin, BinKind, Block, NO_ZONE, room};
+use super::classes::{Class, Groups, Topology, repels};
+use super::shapes::{Shape, ZoneId, Zones};
+
+/// How many following classes a new node is filled from when it is opened.
+const FILL_WINDOW: usize = 24;
+
+/// The packer's working state.
+pub struct Packer<'a> {
+    /// Input.
+    pub snapshot: &'a ClusterSnapshot,
+    /// Launch shapes.
+    pub shapes: &'a [Shape],
+    /// Pod classes.
+    pub classes: Vec<Class>,
+    /// Counting groups for topology rules.
+    pub groups: Groups,
+    /// Bins: existing nodes first, then new ones in opening order.
+    pub bins: Vec<Bin>,
+    /// Pods of each class not yet placed (placed from the back).
+    pub remaining: Vec<Vec<usize>>,
+    /// Zones each class may be placed in (for spread minimums).
+    pub eligible_zones: Vec<Vec<ZoneId>>,
+    /// What each pool uses, planned nodes included.
+    pub usage: Vec<PoolUsage>,
+    /// Pods that cannot be placed: (pod index, reason).
+    pub unschedulable: Vec<(usize, String)>,
+    /// Pods placed after relaxing rules: (pod index, what was relaxed).
+    pub relaxed: Vec<(usize, String)>,
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Pool weight tiers, highest first: pool indices of equal weight.
+    pub tiers: Vec<Vec<usize>>,
+    /// Memo of the last shape/offering a class opened, while it stays the best.
+    memo: Vec<Option<(usize, usize)>>,
+}
+
+/// One way to open a bin for a class.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    shape: usize,
+    offering: usize,
+    score: f64,
+    price: f64,
+    saturated: bool,
+}
+
+impl<'a> Packer<'a> {
+    /// Sets up bins for existing nodes and the per-class bookkeeping.
+    pub fn new(
+        snapshot: &'a ClusterSnapshot,
+        shapes: &'a [Shape],
+        classes: Vec<Class>,
+        mut groups: Groups,
+        zones: &mut Zones,
+        strategy: Strategy,
+    ) -> Self {
+        let mut bins = Vec::with_capacity(snapshot.nodes.len() + snapshot.pending.len() / 8);
+        for (i, node) in snapshot.nodes.iter().enumerate() {
+            let zone = node.labels.get(ZONE).map_or(NO_ZONE, |z| zones.intern(z));
+            let mut used = Resources::ZERO;
+            let mut host_ports = Vec::new();
+            for pod in &node.pods {
+                used += pod.requests;
+                host_ports.extend(pod.host_ports.iter().cloned());
+            }
+            bins.push(Bin {
+                kind: BinKind::Existing(i),
+                zone,
+                free: node.allocatable.saturating_sub(&used),
+                host_ports,
+                classes: Vec::new(),
+                pods: Vec::new(),
+                requests: Resources::ZERO,
+            });
+        }
+        for group in &mut groups.groups {
+            group.zone_counts.resize(zones.len(), 0);
+            group.bin_counts = vec![0; bins.len()];
+            for (b, node) in snapshot.nodes.iter().enumerate() {
+                let n = node.pods.iter().filter(|p| group.counts(p)).count() as i64;
+                if n > 0 {
+                    group.bin_counts[b] += n;
+                    group.total += n;
+                    if bins[b].zone != NO_ZONE {
+                        group.zone_counts[bins[b].zone as usize] += n;
+                    }
+                }
+            }
+        }
+        let eligible_zones = classes
+            .iter()
+            .map(|c| {
+                let mut z: Vec<ZoneId> = c
+                    .compat
+                    .iter()
+                    .flat_map(|sc| {
+                        sc.offerings
+                            .iter()
+                            .map(|&o| shapes[sc.shape as usize].offerings[o as usize].zone)
+                    })
+                    .chain(
+                        c.existing
+                            .iter()
+                            .map(|&n| bins[n].zone)
+                            .filter(|&z| z != NO_ZONE),
+                    )
+                    .collect();
+                z.sort_unstable();
+                z.dedup();
+                z
+            })
+            .collect();
+        let remaining = classes
+            .iter()
+            .map(|c| c.pods.iter().rev().copied().collect())
+            .collect();
+        let usage = snapshot
+            .node_pools
+            .iter()
+            .map(|p| p.usage.clone())
+            .collect();
+        let mut weights: Vec<u32> = snapshot.node_pools.iter().map(|p| p.weight).collect();
+        weights.sort_unstable_by(|a, b| b.cmp(a));
+        weights.dedup();
+        let tiers = weights
+            .iter()
+            .map(|w| {
+                (0..snapshot.node_pools.len())
+                    .filter(|&p| snapshot.node_pools[p].weight == *w)
+                    .collect()
+            })
+            .collect();
+        let memo = vec![None; classes.len()];
+        Self {
+            snapshot,
+            shapes,
+            classes,
+            groups,
+            bins,
+            remaining,
+            eligible_zones,
+            usage,
+            unschedulable: Vec::new(),
+            relaxed: Vec::new(),
+            strategy,
+            tiers,
+            memo,
+        }
+    }
+
+    /// The order classes are placed in.
+    fn order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.classes.len()).collect();
+        match self.strategy {
+            Strategy::CostOptimal => order.sort_by(|&a, &b| {
+                let (ca, cb) = (&self.classes[a], &self.classes[b]);
+                cb.requests
+                    .has_accelerator()
+                    .cmp(&ca.requests.has_accelerator())
+                    .then(cb.value.total_cmp(&ca.value))
+                    .then(cb.requests.cmp(&ca.requests))
+                    .then(a.cmp(&b))
+            }),
+            Strategy::KarpenterGreedy => order.sort_by(|&a, &b| {
+                let (ra, rb) = (&self.classes[a].requests, &self.classes[b].requests);
+                rb.get(crate::resources::CPU)
+                    .cmp(&ra.get(crate::resources::CPU))
+                    .then(
+                        rb.get(crate::resources::MEMORY)
+                            .cmp(&ra.get(crate::resources::MEMORY)),
+                    )
+                    .then(a.cmp(&b))
+            }),
+        }
+        order
+    }
+
+    /// Places every class; what cannot be placed lands in `unschedulable`.
+    pub fn run(&mut self, static_reason: impl Fn(&Packer<'_>, usize) -> String) {
+        let order = self.order();
+        for (position, &c) in order.iter().enumerate() {
+            loop {
+                let relaxed_before = self.classes[c].relaxed_rules.len();
+                let block = self.place_class(c, &order[position + 1..]);
+                if self.remaining[c].is_empty() {
+                    break;
+                }
+                if self.classes[c].relax_one() {
+                    continue;
+                }
+                let reason =
+                    if self.classes[c].compat.is_empty() && self.classes[c].existing.is_empty() {
+                        static_reason(self, c)
+                    } else {
+                        block.unwrap_or_else(|| "no node can hold it".to_owned())
+                    };
+                let _ = relaxed_before;
+                for pod in std::mem::take(&mut self.remaining[c]) {
+                    self.unschedulable.push((pod, reason.clone()));
+                }
+                break;
+            }
+        }
+    }
+
+    /// Places as many pods of class `c` as possible; returns why the rest could not be placed.
+    fn place_class(&mut self, c: usize, later: &[usize]) -> Option<String> {
+        // 1. Room already paid for: existing nodes, in-flight claims, nodes planned so far.
+        for b in 0..self.bins.len() {
+            if self.remaining[c].is_empty() {
+                return None;
+            }
+            if !self.may_use_bin(c, b) {
+                continue;
+            }
+            if let Ok(k) = self.room_on_bin(c, b) {
+                self.place(c, b, k);
+            }
+        }
+        // 2. New nodes.
+        while !self.remaining[c].is_empty() {
+            match self.open_bin(c, later) {
+                Ok(b) => {
+                    let k = self.room_on_bin(c, b).unwrap_or(0);
+                    if k == 0 {
+                        return Some("no node can hold it".to_owned());
+                    }
+                    self.place(c, b, k);
+                    if self.strategy == Strategy::CostOptimal {
+                        self.fill(b, later);
+                    }
+                }
+                Err(reason) => return Some(reason),
+            }
+        }
+        None
+    }
+
+    /// Static eligibility of a bin for a class.
+    fn may_use_bin(&self, c: usize, b: usize) -> bool {
+        let class = &self.classes[c];
+        match self.bins[b].kind {
+            BinKind::Existing(n) => class.existing.contains(&n),
+            BinKind::New { shape, offering } => class.allows(shape, offering),
+        }
+    }
+
+    fn room_on_bin(&self, c: usize, b: usize) -> Result<i64, Block> {
+        let bin = &self.bins[b];
+        let k = room(
+            &self.classes[c],
+            c,
+            &self.classes,
+            &self.groups,
+            &self.eligible_zones[c],
+            Some((b, bin)),
+            bin.zone,
+            &bin.free,
+        )?;
+        // Pods already on an existing node may repel this class.
+        if let BinKind::Existing(_) = bin.kind {
+            let rep = self.classes[c].rep(self.snapshot);
+            let placed_repels = bin.classes.iter().any(|&(o, _)| {
+                repels(
+                    self.classes[o as usize].rep(self.snapshot),
+                    rep,
+                    crate::pod::HOSTNAME,
+                )
+            });
+            if placed_repels {
+                return Err(Block::AntiAffinity(Topology::Hostname));
+            }
+        }
+        Ok(k.min(self.remaining[c].len() as i64))
+    }
+
+    /// Puts `k` pods of class `c` on bin `b`.
+    fn place(&mut self, c: usize, b: usize, k: i64) {
+        let k = (k.max(0) as usize).min(self.remaining[c].len());
+        if k == 0 {
+            return;
+        }
+        let requests = self.classes[c].requests;
+        let bin = &mut self.bins[b];
+        for _ in 0..k {
+            let pod = self.remaining[c].pop().expect("k is bounded by remaining");
+            bin.pods.push(pod);
+            bin.free -= requests;
+            bin.requests += requests;
+        }
+        bin.host_ports
+            .extend(self.classes[c].host_ports.iter().cloned());
+        match bin.classes.iter_mut().find(|(cl, _)| *cl as usize == c) {
+            Some((_, n)) => *n += k as u32,
+            None => bin.classes.push((c as u32, k as u32)),
+        }
+        let zone = bin.zone;
+        for &g in &self.classes[c].member_of {
+            let group = &mut self.groups.groups[g];
+            group.bin_counts[b] += k as i64;
+            group.total += k as i64;
+            if zone != NO_ZONE {
+                group.zone_counts[zone as usize] += k as i64;
+            }
+        }
+        if !self.classes[c].relaxed_rules.is_empty()
+            || !self.classes[c].relaxed_preferences.is_empty()
+        {
+            let mut what: Vec<String> = self.classes[c]
+                .relaxed_preferences
+                .iter()
+                .map(|w| format!("preferred node affinity (weight {w})"))
+                .collect();
+            what.extend(self.classes[c].relaxed_rules.iter().cloned());
+            let what = what.join(", ");
+            let placed = &self.bins[b].pods;
+            for &pod in &placed[placed.len() - k..] {
+                self.relaxed.push((pod, what.clone()));
+            }
+        }
+    }
+
+    /// Fills a freshly opened bin from the classes that come later.
+    fn fill(&mut self, b: usize, later: &[usize]) {
+        let mut taken = 0;
+        for &c2 in later {
+            if taken == FILL_WINDOW {
+                break;
+            }
+            if self.remaining[c2].is_empty() {
+                continue;
+            }
+            taken += 1;
+            if self.may_use_bin(c2, b)
+                && let Ok(k) = self.room_on_bin(c2, b)
+            {
+                self.place(c2, b, k);
+            }
+        }
+    }
+
+    /// Whether pool `p` may add a node of `shape` at `price` without passing its limits.
+    pub fn within_limits(&self, p: usize, shape: &Shape, price: f64) -> Result<(), String> {
+        let pool = &self.snapshot.node_pools[p];
+        let usage = &self.usage[p];
+        let table = &self.snapshot.resources;
+        for slot in 0..table.len() {
+            let limit = pool.limits.resources.get(slot);
+            if limit != i64::MAX
+                && usage
+                    .resources
+                    .get(slot)
+                    .saturating_add(shape.capacity.get(slot))
+                    > limit
+            {
+                return Err(format!(
+                    "NodePool {}: limit {}={} reached",
+                    pool.name,
+                    table.name(slot),
+                    table.format(slot, limit)
+                ));
+            }
+        }
+        if let Some(nodes) = pool.limits.nodes
+            && usage.nodes + 1 > nodes
+        {
+            return Err(format!(
+                "NodePool {}: limit nodes={nodes} reached",
+                pool.name
+            ));
+        }
+        if let Some(max) = pool.limits.max_hourly_cost
+            && usage.hourly_cost + price > max + 1e-9
+        {
+            return Err(format!(
+                "NodePool {}: limit maxHourlyCost=${max}/h reached",
+                pool.name
+            ));
+        }
+        Ok(())
+    }
+
+    /// Picks the offering of `shape` for class `c`: the cheapest zone whose topology allows the
+    /// class, preferring the least loaded zone for zonal spreads.
+    fn pick_offering(&self, c: usize, shape: usize) -> Result<(usize, i64), Block> {
+        let class = &self.classes[c];
+        let Some(compat) = class.compat_for(shape) else {
+            return Err(Block::Resources);
+        };
+        let alloc = self.shapes[shape].allocatable;
+        let spread_group = class
+            .spreads
+            .iter()
+            .find(|r| r.active && r.topology == Topology::Zone)
+            .map(|r| r.group);
+        let mut best: Option<(usize, i64, i64)> = None;
+        let mut last_block = Block::Resources;
+        for &o in &compat.offerings {
+            let zone = self.shapes[shape].offerings[o as usize].zone;
+            match room(
+                class,
+                c,
+                &self.classes,
+                &self.groups,
+                &self.eligible_zones[c],
+                None,
+                zone,
+                &alloc,
+            ) {
+                Ok(k) if k > 0 => {
+                    let load = spread_group.map_or(0, |g| self.groups.groups[g].in_zone(zone));
+                    if best.is_none_or(|(_, _, l)| load < l) {
+                        best = Some((o as usize, k, load));
+                    }
+                    if spread_group.is_none() {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(block) => last_block = block,
+            }
+        }
+        best.map(|(o, k, _)| (o, k)).ok_or(last_block)
+    }
+
+    /// Value per dollar of opening `shape`/`offering` for class `c`, filling it from `later`.
+    fn evaluate(
+        &self,
+        c: usize,
+        shape: usize,
+        offering: usize,
+        anchor_room: i64,
+        later: &[usize],
+    ) -> Candidate {
+        let s = &self.shapes[shape];
+        let price = s.offerings[offering].price;
+        let zone = s.offerings[offering].zone;
+        let anchor = &self.classes[c];
+        let rem = self.remaining[c].len() as i64;
+        let k = anchor_room.min(rem);
+        let mut saturated = k < rem;
+        if self.strategy == Strategy::KarpenterGreedy {
+            let cpu = s.allocatable.get(crate::resources::CPU) as f64;
+            return Candidate {
+                shape,
+                offering,
+                score: k as f64 * 1e6 + cpu / 1e6 - price / 1e12,
+                price,
+                saturated,
+            };
+        }
+        let mut free = s.allocatable;
+        for (slot, amount) in anchor.requests.0.iter().enumerate() {
+            free.0[slot] -= amount * k;
+        }
+        let mut value = k as f64 * anchor.value.max(1e-9);
+        let mut taken = 0;
+        for &c2 in later {
+            if taken == FILL_WINDOW {
+                break;
+            }
+            let rem2 = self.remaining[c2].len() as i64;
+            if rem2 == 0 {
+                continue;
+            }
+            taken += 1;
+            let class2 = &self.classes[c2];
+            if !class2.allows(shape, offering) {
+                continue;
+            }
+            let Ok(k2) = room(
+                class2,
+                c2,
+                &self.classes,
+                &self.groups,
+                &self.eligible_zones[c2],
+                None,
+                zone,
+                &free,
+            ) else {
+                continue;
+            };
+            let k2 = k2.min(rem2);
+            saturated &= k2 < rem2;
+            for (slot, amount) in class2.requests.0.iter().enumerate() {
+                free.0[slot] -= amount * k2;
+            }
+            value += k2 as f64 * class2.value.max(1e-9);
+        }
+        Candidate {
+            shape,
+            offering,
+            score: value / price,
+            price,
+            saturated,
+        }
+    }
+
+    /// Opens the best new bin for class `c`, or says why none can be opened.
+    fn open_bin(&mut self, c: usize, later: &[usize]) -> Result<usize, String> {
+        let mut last_reason: Option<String> = None;
+        // A remembered choice stays best while the last evaluation was not limited by how many
+        // pods were left (the same fill would come out again).
+        if let Some((shape, _)) = self.memo[c]
+            && let Ok((offering, k)) = self.pick_offering(c, shape)
+            && self
+                .within_limits(
+                    self.shapes[shape].pool,
+                    &self.shapes[shape],
+                    self.shapes[shape].offerings[offering].price,
+                )
+                .is_ok()
+            && (k as usize) < self.remaining[c].len()
+        {
+            return Ok(self.open(c, shape, offering));
+        }
+        self.memo[c] = None;
+        for tier in 0..self.tiers.len() {
+            let mut best: Option<Candidate> = None;
+            let compat_len = self.classes[c].compat.len();
+            for i in 0..compat_len {
+                let shape = self.classes[c].compat[i].shape as usize;
+                let pool = self.shapes[shape].pool;
+                if !self.tiers[tier].contains(&pool) {
+                    continue;
+                }
+                let (offering, k) = match self.pick_offering(c, shape) {
+                    Ok(x) => x,
+                    Err(block) => {
+                        last_reason.get_or_insert_with(|| block.describe());
+                        continue;
+                    }
+                };
+                let price = self.shapes[shape].offerings[offering].price;
+                if let Err(reason) = self.within_limits(pool, &self.shapes[shape], price) {
+                    if last_reason
+                        .as_ref()
+                        .is_none_or(|r| !r.starts_with("NodePool"))
+                    {
+                        last_reason = Some(reason);
+                    }
+                    continue;
+                }
+                let candidate = self.evaluate(c, shape, offering, k, later);
+                let better = match best {
+                    None => true,
+                    Some(b) => {
+                        candidate.score > b.score * (1.0 + 1e-12)
+                            || (candidate.score >= b.score * (1.0 - 1e-12)
+                                && candidate.price < b.price)
+                    }
+                };
+                if better {
+                    best = Some(candidate);
+                }
+            }
+            if let Some(best) = best {
+                if best.saturated {
+                    self.memo[c] = Some((best.shape, best.offering));
+                }
+                return Ok(self.open(c, best.shape, best.offering));
+            }
+        }
+        Err(last_reason.unwrap_or_else(|| "no NodePool can launch a node for it".to_owned()))
+    }
+
+    fn open(&mut self, _c: usize, shape: usize, offering: usize) -> usize {
+        let s = &self.shapes[shape];
+        let price = s.offerings[offering].price;
+        let usage = &mut self.usage[s.pool];
+        usage.resources += s.capacity;
+        usage.nodes += 1;
+        usage.hourly_cost += price;
+        self.bins.push(Bin {
+            kind: BinKind::New { shape, offering },
+            zone: s.offerings[offering].zone,
+            free: s.allocatable,
+            host_ports: Vec::new(),
+            classes: Vec::new(),
+            pods: Vec::new(),
+            requests: Resources::ZERO,
+        });
+        for group in &mut self.groups.groups {
+            group.bin_counts.push(0);
+        }
+        self.bins.len() - 1
+    }
+}

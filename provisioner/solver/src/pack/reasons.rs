@@ -1,0 +1,90 @@
+//! Why a class has nowhere to go at all: the first filter (taints, node affinity, size) that
+//! leaves no instance type, said in a sentence a user can act on.
+
+use crate::pod::tolerates_all;
+use crate::snapshot::ClusterSnapshot;
+
+use super::classes::Class;
+use super::shapes::Shape;
+
+/// The reason no shape and no existing node can ever host `class`.
+pub fn static_reason(snapshot: &ClusterSnapshot, shapes: &[Shape], class: &Class) -> String {
+    let pod = class.rep(snapshot);
+    if snapshot.node_pools.is_empty() {
+        return "no NodePool is defined and no existing node can hold it".to_owned();
+    }
+    // Taints.
+    let tolerated: Vec<usize> = (0..snapshot.node_pools.len())
+        .filter(|&p| tolerates_all(&pod.tolerations, &snapshot.node_pools[p].taints).is_ok())
+        .collect();
+    if tolerated.is_empty() {
+        let taint = snapshot
+            .node_pools
+            .iter()
+            .find_map(|p| tolerates_all(&pod.tolerations, &p.taints).err())
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        return format!("no NodePool tolerates taint {taint}");
+    }
+    // Node selector / affinity against the tolerated pools' instance types.
+    let pool_shapes: Vec<&Shape> = shapes
+        .iter()
+        .filter(|s| tolerated.contains(&s.pool))
+        .collect();
+    if pool_shapes.is_empty() {
+        let names: Vec<&str> = tolerated
+            .iter()
+            .map(|&p| snapshot.node_pools[p].name.as_str())
+            .collect();
+        return format!(
+            "NodePool {} offers no instance type (check its requirements and the catalog)",
+            names.join(", ")
+        );
+    }
+    let matching: Vec<&Shape> = pool_shapes
+        .iter()
+        .copied()
+        .filter(|s| {
+            pod.node_terms.is_empty()
+                || s.offerings
+                    .iter()
+                    .any(|o| pod.node_terms.iter().any(|t| t.matches(&o.labels)))
+        })
+        .collect();
+    if matching.is_empty() {
+        let terms: Vec<String> = pod.node_terms.iter().map(|t| format!("{t}")).collect();
+        return format!(
+            "no instance type of a NodePool it tolerates matches its node selector / affinity ({})",
+            terms.join(" or ")
+        );
+    }
+    // Size: name the resource that no compatible type has enough of.
+    let table = &snapshot.resources;
+    for slot in 0..table.len() {
+        let need = class.requests.get(slot);
+        if need == 0 {
+            continue;
+        }
+        let most = matching
+            .iter()
+            .map(|s| s.allocatable.get(slot))
+            .max()
+            .unwrap_or(0);
+        if need > most {
+            let name = table.name(slot);
+            return if most <= 0 {
+                format!(
+                    "requests {} {name}; no compatible instance type has any",
+                    table.format(slot, need)
+                )
+            } else {
+                format!(
+                    "requests {} {name}; the largest compatible instance type has {}",
+                    table.format(slot, need),
+                    table.format(slot, most)
+                )
+            };
+        }
+    }
+    "no compatible instance type has room for all of its requests at once".to_owned()
+}

@@ -1,0 +1,173 @@
+//! Launch shapes: every (NodePool, instance type) pair a new node could be, with the offerings
+//! (zone × capacity type × price) the pool allows and the room left after system overhead and
+//! DaemonSets.
+
+use std::collections::BTreeMap;
+
+use quartermaster_pricing::{CapacityType, Catalog, InstanceType};
+
+use crate::pod::{Pod, tolerates_all};
+use crate::resources::{ResourceTable, Resources};
+use crate::snapshot::{ClusterSnapshot, NodePoolSpec, OfferingKey};
+
+/// Interned zone name.
+pub type ZoneId = u16;
+
+/// Interns zone names so topology counts are plain vectors.
+#[derive(Debug, Default)]
+pub struct Zones {
+    names: Vec<String>,
+}
+
+impl Zones {
+    /// The id of `zone`, interning it.
+    pub fn intern(&mut self, zone: &str) -> ZoneId {
+        if let Some(i) = self.names.iter().position(|z| z == zone) {
+            return i as ZoneId;
+        }
+        self.names.push(zone.to_owned());
+        (self.names.len() - 1) as ZoneId
+    }
+
+    /// The name of `id`.
+    pub fn name(&self, id: ZoneId) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// How many zones are known.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+}
+
+/// One priced way to launch a shape.
+#[derive(Debug, Clone)]
+pub struct ShapeOffering {
+    /// Zone.
+    pub zone: ZoneId,
+    /// Capacity type.
+    pub capacity_type: CapacityType,
+    /// Dollars per hour.
+    pub price: f64,
+    /// Every label a node of this offering carries (type, offering and pool labels).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A (NodePool, instance type) pair with its usable offerings.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    /// Index into `snapshot.node_pools`.
+    pub pool: usize,
+    /// Index into `catalog.instance_types()`.
+    pub instance_type: usize,
+    /// Offerings allowed by the pool and available, cheapest first.
+    pub offerings: Vec<ShapeOffering>,
+    /// Room for pods: allocatable minus DaemonSet overhead.
+    pub allocatable: Resources,
+    /// Full capacity (what NodePool limits count).
+    pub capacity: Resources,
+}
+
+impl Shape {
+    /// The cheapest offering's price.
+    pub fn min_price(&self) -> f64 {
+        self.offerings.first().map_or(f64::INFINITY, |o| o.price)
+    }
+}
+
+/// Converts the catalog's resource map into a vector over the snapshot's resource table.
+pub fn to_resources(table: &ResourceTable, map: &BTreeMap<String, u64>) -> Resources {
+    let mut r = Resources::ZERO;
+    for (name, amount) in map {
+        if let Some(slot) = table.slot(name) {
+            r.set(slot, i64::try_from(*amount).unwrap_or(i64::MAX));
+        }
+    }
+    r
+}
+
+/// Sum of the requests of the DaemonSet pods that would run on a node with these labels and taints.
+pub fn daemonset_overhead(
+    daemonsets: &[Pod],
+    labels: &BTreeMap<String, String>,
+    pool: &NodePoolSpec,
+) -> Resources {
+    let mut overhead = Resources::ZERO;
+    for ds in daemonsets {
+        let taints_ok = tolerates_all(&ds.tolerations, &pool.taints).is_ok();
+        let terms_ok = ds.node_terms.is_empty() || ds.node_terms.iter().any(|t| t.matches(labels));
+        if taints_ok && terms_ok {
+            overhead += ds.requests;
+        }
+    }
+    overhead
+}
+
+/// Builds every shape of every pool, pools ordered by descending weight.
+pub fn build_shapes(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    zones: &mut Zones,
+) -> Vec<Shape> {
+    let mut shapes = Vec::new();
+    for (pool_index, pool) in snapshot.node_pools.iter().enumerate() {
+        for (type_index, it) in catalog.instance_types().iter().enumerate() {
+            if it.cloud != pool.cloud {
+                continue;
+            }
+            if let Some(shape) = build_shape(snapshot, pool_index, pool, type_index, it, zones) {
+                shapes.push(shape);
+            }
+        }
+    }
+    shapes
+}
+
+fn build_shape(
+    snapshot: &ClusterSnapshot,
+    pool_index: usize,
+    pool: &NodePoolSpec,
+    type_index: usize,
+    it: &InstanceType,
+    zones: &mut Zones,
+) -> Option<Shape> {
+    let mut offerings: Vec<ShapeOffering> = Vec::new();
+    for o in it.offerings.iter().filter(|o| o.available) {
+        let key = OfferingKey {
+            cloud: it.cloud,
+            instance_type: it.name.clone(),
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type,
+        };
+        if snapshot.unavailable.contains(&key) {
+            continue;
+        }
+        let mut labels = it.offering_labels(o);
+        labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        labels.insert(crate::NODEPOOL_LABEL.to_owned(), pool.name.clone());
+        if !pool.requirements.matches(&labels) {
+            continue;
+        }
+        offerings.push(ShapeOffering {
+            zone: zones.intern(&o.zone),
+            capacity_type: o.capacity_type,
+            price: o.price_per_hour,
+            labels,
+        });
+    }
+    if offerings.is_empty() {
+        return None;
+    }
+    offerings.sort_by(|a, b| a.price.total_cmp(&b.price).then(a.zone.cmp(&b.zone)));
+    let capacity = to_resources(&snapshot.resources, &it.capacity());
+    let overhead = daemonset_overhead(&snapshot.daemonsets, &offerings[0].labels, pool);
+    let allocatable =
+        to_resources(&snapshot.resources, &it.allocatable()).saturating_sub(&overhead);
+    Some(Shape {
+        pool: pool_index,
+        instance_type: type_index,
+        offerings,
+        allocatable,
+        capacity,
+    })
+}

@@ -1,0 +1,205 @@
+//! Cost choices: shapes, capacity types, pool weights, existing room, the lower bound.
+
+use quartermaster_policies::Operator;
+use quartermaster_pricing::CapacityType;
+
+use super::fixtures::*;
+use crate::snapshot::ExistingNode;
+
+#[test]
+fn two_one_gpu_pods_buy_two_small_nodes_not_one_big_one() {
+    // aws/karpenter-provider-aws#5379: greedy packing puts both on a 4-GPU g5.12xlarge.
+    let s = snapshot(pods("infer", 2, 2000, 8192, 1), vec![on_demand_pool("gpu")]);
+    let plan = solve(&s);
+    assert_eq!(types(&plan), ["g5.xlarge", "g5.xlarge"]);
+    assert!((plan.cost_per_hour - 2.012).abs() < 1e-9);
+    let greedy = solve_greedy(&s);
+    assert_eq!(types(&greedy), ["g5.12xlarge"]);
+    assert!(plan.cost_per_hour < greedy.cost_per_hour);
+}
+
+#[test]
+fn many_one_gpu_pods_still_take_the_cheapest_per_gpu_shape() {
+    let s = snapshot(pods("infer", 9, 2000, 8192, 1), vec![on_demand_pool("gpu")]);
+    let plan = solve(&s);
+    assert_eq!(plan.new_nodes.len(), 9);
+    assert!(plan.unschedulable.is_empty());
+    assert!(
+        (plan.lower_bound_per_hour - plan.cost_per_hour).abs() < 1e-6
+            || plan.lower_bound_per_hour <= plan.cost_per_hour
+    );
+}
+
+#[test]
+fn cpu_pods_never_buy_gpu_nodes_when_cpu_nodes_are_cheaper() {
+    let s = snapshot(pods("web", 6, 1000, 2048, 0), vec![on_demand_pool("any")]);
+    let plan = solve(&s);
+    assert!(
+        plan.new_nodes
+            .iter()
+            .all(|n| n.offering.instance_type.starts_with("m6i")),
+        "{:?}",
+        types(&plan)
+    );
+}
+
+#[test]
+fn spot_is_taken_when_allowed_and_cheaper() {
+    let s = snapshot(
+        pods("infer", 1, 2000, 8192, 1),
+        vec![pool("gpu", Default::default())],
+    );
+    let plan = solve(&s);
+    assert_eq!(plan.new_nodes[0].offering.capacity_type, CapacityType::Spot);
+    assert!((plan.cost_per_hour - 0.45).abs() < 1e-9);
+    // On-demand falls in the alternatives for the launcher to fall back to.
+    assert!(
+        plan.new_nodes[0]
+            .alternatives
+            .iter()
+            .any(|a| a.capacity_type == CapacityType::OnDemand)
+    );
+}
+
+#[test]
+fn on_demand_only_pool_never_buys_spot() {
+    let s = snapshot(pods("infer", 3, 2000, 8192, 1), vec![on_demand_pool("gpu")]);
+    let plan = solve(&s);
+    assert!(
+        plan.new_nodes
+            .iter()
+            .all(|n| n.offering.capacity_type == CapacityType::OnDemand)
+    );
+    assert!(
+        plan.new_nodes
+            .iter()
+            .flat_map(|n| &n.alternatives)
+            .all(|a| a.capacity_type == CapacityType::OnDemand)
+    );
+}
+
+#[test]
+fn higher_weight_pool_wins_even_when_pricier() {
+    let mut heavy = pool(
+        "on-demand",
+        requirements(&[(
+            "quartermaster.dev/capacity-type",
+            Operator::In,
+            &["on-demand"],
+        )]),
+    );
+    heavy.weight = 50;
+    let light = pool(
+        "spot",
+        requirements(&[("quartermaster.dev/capacity-type", Operator::In, &["spot"])]),
+    );
+    let plan = solve(&snapshot(pods("web", 2, 1000, 1024, 0), vec![light, heavy]));
+    assert!(plan.new_nodes.iter().all(|n| n.node_pool == "on-demand"));
+}
+
+#[test]
+fn equal_weight_pools_compare_on_price() {
+    let a = on_demand_pool("on-demand");
+    let b = pool(
+        "spot",
+        requirements(&[("quartermaster.dev/capacity-type", Operator::In, &["spot"])]),
+    );
+    let plan = solve(&snapshot(pods("web", 2, 1000, 1024, 0), vec![a, b]));
+    assert!(plan.new_nodes.iter().all(|n| n.node_pool == "spot"));
+}
+
+#[test]
+fn existing_room_is_used_first_and_costs_nothing() {
+    let mut s = snapshot(pods("web", 3, 1000, 1024, 0), vec![on_demand_pool("cpu")]);
+    s.nodes.push(ExistingNode {
+        name: "node-1".into(),
+        in_flight: false,
+        node_pool: Some("cpu".into()),
+        labels: [(
+            "topology.kubernetes.io/zone".to_owned(),
+            "us-east-1a".to_owned(),
+        )]
+        .into(),
+        taints: Vec::new(),
+        allocatable: node_resources(2500, 8192, 0),
+        pods: vec![pod("running", 400, 512, 0)],
+    });
+    let plan = solve(&s);
+    assert_eq!(plan.existing.len(), 1);
+    assert_eq!(
+        plan.existing[0].pods.len(),
+        2,
+        "2100m free holds two 1000m pods"
+    );
+    assert_eq!(plan.new_nodes.len(), 1);
+    assert_eq!(placed(&plan), 3);
+}
+
+#[test]
+fn pods_nominated_to_an_in_flight_claim_are_not_provisioned_twice() {
+    // The claim's room is already partly taken by the pods nominated to it; a new pending pod
+    // that fits the rest goes there too, and nothing new is bought.
+    let mut s = snapshot(pods("infer", 1, 2000, 4096, 1), vec![on_demand_pool("gpu")]);
+    s.nodes.push(ExistingNode {
+        name: "claim-abc".into(),
+        in_flight: true,
+        node_pool: Some("gpu".into()),
+        labels: [(
+            "topology.kubernetes.io/zone".to_owned(),
+            "us-east-1a".to_owned(),
+        )]
+        .into(),
+        taints: Vec::new(),
+        allocatable: node_resources(47000, 190_000, 4),
+        pods: pods("nominated", 3, 2000, 4096, 1),
+    });
+    let plan = solve(&s);
+    assert!(plan.new_nodes.is_empty());
+    assert_eq!(plan.existing[0].node, "claim-abc");
+    assert!(plan.existing[0].in_flight);
+    assert_eq!(plan.cost_per_hour, 0.0);
+}
+
+#[test]
+fn unavailable_offerings_are_skipped() {
+    let mut s = snapshot(pods("infer", 1, 2000, 8192, 1), vec![on_demand_pool("gpu")]);
+    for zone in ZONES {
+        s.unavailable.insert(crate::OfferingKey {
+            cloud: quartermaster_pricing::Cloud::Aws,
+            instance_type: "g5.xlarge".into(),
+            zone: zone.into(),
+            capacity_type: CapacityType::OnDemand,
+        });
+    }
+    let plan = solve(&s);
+    assert_eq!(types(&plan), ["g5.12xlarge"]);
+}
+
+#[test]
+fn alternatives_hold_the_same_pods_and_are_ordered_by_price() {
+    let plan = solve(&snapshot(
+        pods("infer", 1, 2000, 8192, 1),
+        vec![on_demand_pool("gpu")],
+    ));
+    let node = &plan.new_nodes[0];
+    assert!(!node.alternatives.is_empty());
+    let prices: Vec<f64> = node.alternatives.iter().map(|a| a.price_per_hour).collect();
+    assert!(prices.windows(2).all(|w| w[0] <= w[1]));
+    assert!(prices[0] >= node.offering.price_per_hour);
+    assert!(
+        node.alternatives
+            .iter()
+            .all(|a| a.instance_type.starts_with("g5"))
+    );
+}
+
+#[test]
+fn lower_bound_never_exceeds_cost() {
+    let mut all = pods("infer", 5, 2000, 8192, 1);
+    all.extend(pods("web", 20, 500, 1024, 0));
+    all.extend(pods("train", 2, 16000, 65536, 4));
+    let plan = solve(&snapshot(all, vec![on_demand_pool("any")]));
+    assert!(plan.lower_bound_per_hour <= plan.cost_per_hour + 1e-9);
+    assert!(plan.lower_bound_per_hour >= 0.0);
+    assert_eq!(placed(&plan), 27);
+}
