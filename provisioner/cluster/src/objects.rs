@@ -1,0 +1,246 @@
+//! Routing raw objects by kind into typed buckets ([`Inventory`]); every other kind is skipped
+//! with a note.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::apps::v1::{DaemonSetSpec, DeploymentSpec, ReplicaSetSpec, StatefulSetSpec};
+use k8s_openapi::api::batch::v1::{JobSpec, JobStatus};
+use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use quartermaster_policies::labels::GROUP;
+use quartermaster_policies::validate::KINDS;
+use quartermaster_policies::{NodeClaim, NodePool, ValidatedObject, validate_manifest};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::ClusterError;
+
+/// One Kubernetes object: identity, metadata, spec and status.
+#[derive(Debug, Clone)]
+pub(crate) struct Object<S, T = ()> {
+    /// `Kind/namespace/name` (namespaced kinds) or `Kind/name`.
+    pub id: String,
+    /// Namespace (`default` when unset; empty for cluster-scoped kinds).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// Metadata.
+    pub meta: ObjectMeta,
+    /// `spec`.
+    pub spec: S,
+    /// `status`.
+    pub status: T,
+}
+
+impl Object<(), ()> {
+    /// The same identity with a spec and a status.
+    fn with<S, T>(self, spec: S, status: T) -> Object<S, T> {
+        Object {
+            id: self.id,
+            namespace: self.namespace,
+            name: self.name,
+            meta: self.meta,
+            spec,
+            status,
+        }
+    }
+}
+
+impl<S, T> Object<S, T> {
+    /// `metadata.labels`.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        self.meta.labels.clone().unwrap_or_default()
+    }
+
+    /// The owner reference marked `controller: true`.
+    pub fn controller(&self) -> Option<&OwnerReference> {
+        self.meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+    }
+}
+
+/// Every object that matters for planning, by kind, in input order.
+#[derive(Debug, Default)]
+pub(crate) struct Inventory {
+    pub pods: Vec<Object<PodSpec, Option<PodStatus>>>,
+    pub deployments: Vec<Object<DeploymentSpec>>,
+    pub replica_sets: Vec<Object<ReplicaSetSpec>>,
+    pub stateful_sets: Vec<Object<StatefulSetSpec>>,
+    pub jobs: Vec<Object<JobSpec, Option<JobStatus>>>,
+    pub daemon_sets: Vec<Object<DaemonSetSpec>>,
+    pub nodes: Vec<Object<NodeSpec, Option<NodeStatus>>>,
+    pub node_pools: Vec<(String, NodePool)>,
+    pub node_claims: Vec<(String, NodeClaim)>,
+    /// `(kind, name)` of every NodeClass given.
+    pub node_classes: BTreeSet<(String, String)>,
+    /// Kinds skipped, with how many objects of each.
+    pub skipped: BTreeMap<String, usize>,
+}
+
+/// Deserialises `value[key]` as `T`; errors carry the field path under `key`.
+fn part<T: DeserializeOwned>(
+    value: &Value,
+    key: &str,
+    id: &str,
+) -> Result<Option<T>, ClusterError> {
+    match value.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_path_to_error::deserialize(v).map(Some).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." {
+                key.to_owned()
+            } else {
+                format!("{key}.{path}")
+            };
+            ClusterError::invalid(id, field, e.into_inner().to_string())
+        }),
+    }
+}
+
+/// [`part`], required.
+fn required<T: DeserializeOwned>(value: &Value, key: &str, id: &str) -> Result<T, ClusterError> {
+    part(value, key, id)?.ok_or_else(|| ClusterError::invalid(id, key, "missing"))
+}
+
+/// The API group of an `apiVersion` (`""` for the core group).
+fn group(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+/// Validates a Quartermaster object with the policies crate; the error names the first problem
+/// and counts the others.
+fn validated(value: &Value, id: &str) -> Result<ValidatedObject, ClusterError> {
+    validate_manifest(value).map_err(|problems| {
+        let more = match problems.len() {
+            0 | 1 => String::new(),
+            n => format!(" (and {} more; see `quartermaster validate`)", n - 1),
+        };
+        match problems.first() {
+            Some(first) => {
+                ClusterError::invalid(id, &first.path, format!("{}{more}", first.reason))
+            }
+            None => ClusterError::invalid(id, "", "invalid"),
+        }
+    })
+}
+
+impl Inventory {
+    /// Sorts `objects` by kind. Fails on an object without a kind or name, or with a malformed
+    /// field in a kind that is used.
+    pub fn sort(objects: &[Value], notes: &mut Vec<String>) -> Result<Inventory, ClusterError> {
+        let mut inv = Inventory::default();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for (index, value) in objects.iter().enumerate() {
+            let unidentified = |reason: &str| ClusterError::Unidentified {
+                index: index + 1,
+                reason: reason.to_owned(),
+            };
+            let kind = value
+                .get("kind")
+                .and_then(Value::as_str)
+                .filter(|k| !k.is_empty());
+            let Some(kind) = kind else {
+                return Err(unidentified("no kind"));
+            };
+            let api_version = value
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let name = value
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if name.is_empty() {
+                return Err(unidentified(&format!("{kind} without metadata.name")));
+            }
+            let namespace = value
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .unwrap_or("default");
+            let namespaced = format!("{kind}/{namespace}/{name}");
+            let cluster_scoped = format!("{kind}/{name}");
+            let is_quartermaster = group(api_version) == GROUP;
+            let ns = namespace.to_owned();
+            let object = |id: &str, namespace: String| -> Result<Object<(), ()>, ClusterError> {
+                Ok(Object {
+                    id: id.to_owned(),
+                    namespace,
+                    name: name.to_owned(),
+                    meta: required(value, "metadata", id)?,
+                    spec: (),
+                    status: (),
+                })
+            };
+            let identity = match kind {
+                "Pod" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "DaemonSet" => {
+                    Some(&namespaced)
+                }
+                "Node" => Some(&cluster_scoped),
+                k if is_quartermaster && KINDS.contains(&k) => Some(&cluster_scoped),
+                _ => None,
+            };
+            if let Some(identity) = identity
+                && !seen.insert(identity.clone())
+            {
+                return Err(ClusterError::invalid(
+                    identity,
+                    "metadata.name",
+                    "given twice",
+                ));
+            }
+            let id = namespaced.as_str();
+            match kind {
+                "Pod" => inv.pods.push(
+                    object(id, ns)?.with(required(value, "spec", id)?, part(value, "status", id)?),
+                ),
+                "Deployment" => inv
+                    .deployments
+                    .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
+                "ReplicaSet" => inv
+                    .replica_sets
+                    .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
+                "StatefulSet" => inv
+                    .stateful_sets
+                    .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
+                "Job" => inv.jobs.push(
+                    object(id, ns)?.with(required(value, "spec", id)?, part(value, "status", id)?),
+                ),
+                "DaemonSet" => inv
+                    .daemon_sets
+                    .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
+                "Node" => {
+                    let id = cluster_scoped.as_str();
+                    let spec = part::<NodeSpec>(value, "spec", id)?.unwrap_or_default();
+                    inv.nodes
+                        .push(object(id, String::new())?.with(spec, part(value, "status", id)?));
+                }
+                k if is_quartermaster && KINDS.contains(&k) => {
+                    let id = cluster_scoped.as_str();
+                    match validated(value, id)? {
+                        ValidatedObject::NodePool(pool) => {
+                            inv.node_pools.push((id.to_owned(), pool))
+                        }
+                        ValidatedObject::NodeClaim(claim) => {
+                            inv.node_claims.push((id.to_owned(), claim))
+                        }
+                        class => {
+                            inv.node_classes
+                                .insert((class.kind().to_owned(), name.to_owned()));
+                        }
+                    }
+                }
+                "NodePool" | "NodeClaim" => {
+                    notes.push(format!(
+                        "{cluster_scoped}: apiVersion {api_version:?} is not {GROUP}; skipped"
+                    ));
+                }
+                other => *inv.skipped.entry(other.to_owned()).or_default() += 1,
+            }
+        }
+        Ok(inv)
+    }
+}

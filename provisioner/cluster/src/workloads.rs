@@ -1,0 +1,500 @@
+//! Which pods exist or will exist: bare Pods, and the pods controllers (Deployment, ReplicaSet,
+//! StatefulSet, Job) will create from their templates; DaemonSet templates, which become per-node
+//! overhead.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use quartermaster_solver::PodRef;
+use quartermaster_solver::pod::{TaintEffect, Toleration};
+
+use crate::error::ClusterError;
+use crate::objects::{Inventory, Object};
+use crate::pod::PodSource;
+use crate::selectors::At;
+
+/// The label a StatefulSet controller puts on each pod with the pod's name.
+pub(crate) const STATEFULSET_POD_NAME: &str = "statefulset.kubernetes.io/pod-name";
+
+/// Pods that share one spec: a bare pod (one replica) or a controller's template.
+#[derive(Debug, Clone)]
+pub(crate) struct Workload<'a> {
+    /// The spec, with the workload's identity as id.
+    pub template: PodSource<'a>,
+    /// The pods to create, in order.
+    pub replicas: Vec<PodRef>,
+    /// StatefulSet pods carry their own name as a label.
+    pub stateful: bool,
+}
+
+/// Everything [`expand`] finds.
+#[derive(Debug, Default)]
+pub(crate) struct Expansion<'a> {
+    /// Pods to place.
+    pub pending: Vec<Workload<'a>>,
+    /// Pods bound to a node: `(node name, pod)`.
+    pub bound: Vec<(String, PodSource<'a>)>,
+    /// DaemonSet templates.
+    pub daemon_sets: Vec<PodSource<'a>>,
+}
+
+const TEMPLATE_SPEC: &str = "spec.template.spec";
+
+fn template<'a, S, T>(
+    object: &'a Object<S, T>,
+    template: &'a PodTemplateSpec,
+    kind: &str,
+) -> Result<PodSource<'a>, ClusterError> {
+    let at = At {
+        object: &object.id,
+        spec_path: TEMPLATE_SPEC,
+    };
+    let spec: &PodSpec = template
+        .spec
+        .as_ref()
+        .ok_or_else(|| ClusterError::invalid(&object.id, TEMPLATE_SPEC, "missing"))?;
+    Ok(PodSource {
+        id: PodRef::new(&object.namespace, &object.name),
+        labels: template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default(),
+        spec,
+        owner: Some(format!("{kind}/{}/{}", object.namespace, object.name)),
+        at,
+    })
+}
+
+fn count(
+    value: Option<i32>,
+    default: i32,
+    object: &str,
+    field: &str,
+) -> Result<usize, ClusterError> {
+    let v = value.unwrap_or(default);
+    usize::try_from(v)
+        .map_err(|_| ClusterError::invalid(object, field, format!("must not be negative, got {v}")))
+}
+
+fn replicas(name: &str, n: usize) -> Vec<(String, usize)> {
+    (0..n).map(|i| (name.to_owned(), i)).collect()
+}
+
+/// Expands the inventory into pods. Controllers whose pods are themselves given as Pod objects
+/// (a `kubectl get all -o yaml` dump) are not expanded again; ReplicaSets owned by a given
+/// Deployment are left to it.
+pub(crate) fn expand<'a>(
+    inv: &'a Inventory,
+    notes: &mut Vec<String>,
+) -> Result<Expansion<'a>, ClusterError> {
+    let mut out = Expansion::default();
+
+    // (namespace, ReplicaSet) -> Deployment, for ReplicaSets whose Deployment is given.
+    let deployments: BTreeSet<(&str, &str)> = inv
+        .deployments
+        .iter()
+        .map(|d| (d.namespace.as_str(), d.name.as_str()))
+        .collect();
+    let mut rs_deployment: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+    for rs in &inv.replica_sets {
+        if let Some(c) = rs.controller().filter(|c| c.kind == "Deployment")
+            && deployments.contains(&(rs.namespace.as_str(), c.name.as_str()))
+        {
+            rs_deployment.insert((rs.namespace.as_str(), rs.name.as_str()), c.name.as_str());
+        }
+    }
+    // The controller a pod reports to, as `(kind, namespace, name)`, with ReplicaSets of a given
+    // Deployment reported as the Deployment.
+    let controller_of =
+        |pod: &'a Object<PodSpec, Option<k8s_openapi::api::core::v1::PodStatus>>| {
+            pod.controller().map(|c| {
+                match rs_deployment.get(&(pod.namespace.as_str(), c.name.as_str())) {
+                    Some(d) if c.kind == "ReplicaSet" => (
+                        "Deployment".to_owned(),
+                        pod.namespace.clone(),
+                        (*d).to_owned(),
+                    ),
+                    _ => (c.kind.clone(), pod.namespace.clone(), c.name.clone()),
+                }
+            })
+        };
+
+    let mut materialized: BTreeSet<(String, String, String)> = BTreeSet::new();
+    let mut finished = 0usize;
+    for pod in &inv.pods {
+        let controller = controller_of(pod);
+        if let Some(c) = &controller {
+            materialized.insert(c.clone());
+        }
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            finished += 1;
+            continue;
+        }
+        let source = PodSource {
+            id: PodRef::new(&pod.namespace, &pod.name),
+            labels: pod.labels(),
+            spec: &pod.spec,
+            owner: controller
+                .as_ref()
+                .map(|(k, ns, n)| format!("{k}/{ns}/{n}")),
+            at: At {
+                object: &pod.id,
+                spec_path: "spec",
+            },
+        };
+        match pod.spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+            Some(node) => out.bound.push((node.to_owned(), source)),
+            None if controller
+                .as_ref()
+                .is_some_and(|(k, _, _)| k == "DaemonSet") =>
+            {
+                notes.push(format!(
+                    "{}: pending DaemonSet pod skipped: the DaemonSet pins it to an existing node",
+                    pod.id
+                ))
+            }
+            None if pod
+                .spec
+                .scheduling_gates
+                .as_ref()
+                .is_some_and(|g| !g.is_empty()) =>
+            {
+                notes.push(format!(
+                    "{}: has scheduling gates; not planned until they are removed",
+                    pod.id
+                ))
+            }
+            None => out.pending.push(Workload {
+                template: source,
+                replicas: vec![PodRef::new(&pod.namespace, &pod.name)],
+                stateful: false,
+            }),
+        }
+    }
+    if finished > 0 {
+        notes.push(format!(
+            "skipped {finished} finished pod(s) (phase Succeeded or Failed)"
+        ));
+    }
+
+    let given_as_pods =
+        |kind: &str, object_ns: &str, name: &str, id: &str, notes: &mut Vec<String>| {
+            let key = (kind.to_owned(), object_ns.to_owned(), name.to_owned());
+            let given = materialized.contains(&key);
+            if given {
+                notes.push(format!(
+                    "{id}: its pods are given as Pod objects; the template is not expanded"
+                ));
+            }
+            given
+        };
+    let mut add = |source: PodSource<'a>, names: Vec<(String, usize)>, stateful: bool| {
+        let ns = source.id.namespace.clone();
+        out.pending.push(Workload {
+            template: source,
+            replicas: names
+                .into_iter()
+                .map(|(n, i)| PodRef::new(&ns, format!("{n}-{i}")))
+                .collect(),
+            stateful,
+        });
+    };
+
+    for d in &inv.deployments {
+        if given_as_pods("Deployment", &d.namespace, &d.name, &d.id, notes) {
+            continue;
+        }
+        let n = count(d.spec.replicas, 1, &d.id, "spec.replicas")?;
+        add(
+            template(d, &d.spec.template, "Deployment")?,
+            replicas(&d.name, n),
+            false,
+        );
+    }
+    for rs in &inv.replica_sets {
+        if rs_deployment.contains_key(&(rs.namespace.as_str(), rs.name.as_str()))
+            || given_as_pods("ReplicaSet", &rs.namespace, &rs.name, &rs.id, notes)
+        {
+            continue;
+        }
+        let n = count(rs.spec.replicas, 1, &rs.id, "spec.replicas")?;
+        let t = rs
+            .spec
+            .template
+            .as_ref()
+            .ok_or_else(|| ClusterError::invalid(&rs.id, "spec.template", "missing"))?;
+        add(template(rs, t, "ReplicaSet")?, replicas(&rs.name, n), false);
+    }
+    for s in &inv.stateful_sets {
+        if given_as_pods("StatefulSet", &s.namespace, &s.name, &s.id, notes) {
+            continue;
+        }
+        let n = count(s.spec.replicas, 1, &s.id, "spec.replicas")?;
+        add(
+            template(s, &s.spec.template, "StatefulSet")?,
+            replicas(&s.name, n),
+            true,
+        );
+    }
+    for j in &inv.jobs {
+        if given_as_pods("Job", &j.namespace, &j.name, &j.id, notes) {
+            continue;
+        }
+        if j.spec.suspend == Some(true) {
+            notes.push(format!("{}: suspended; no pods planned", j.id));
+            continue;
+        }
+        let parallelism = count(j.spec.parallelism, 1, &j.id, "spec.parallelism")?;
+        let n = match j.spec.completions {
+            // A work-queue Job (no completions) runs `parallelism` pods.
+            None => parallelism,
+            Some(_) => {
+                let completions = count(j.spec.completions, 1, &j.id, "spec.completions")?;
+                let succeeded = j
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.succeeded)
+                    .unwrap_or(0)
+                    .max(0) as usize;
+                parallelism.min(completions.saturating_sub(succeeded))
+            }
+        };
+        add(
+            template(j, &j.spec.template, "Job")?,
+            replicas(&j.name, n),
+            false,
+        );
+    }
+    for ds in &inv.daemon_sets {
+        out.daemon_sets
+            .push(template(ds, &ds.spec.template, "DaemonSet")?);
+    }
+    Ok(out)
+}
+
+/// The tolerations the DaemonSet controller adds to every DaemonSet pod, so that node conditions
+/// and cordoning do not evict or block them (`network-unavailable` only with `hostNetwork`).
+pub(crate) fn daemon_set_tolerations(host_network: bool) -> Vec<Toleration> {
+    let mut keys = vec![
+        ("node.kubernetes.io/not-ready", TaintEffect::NoExecute),
+        ("node.kubernetes.io/unreachable", TaintEffect::NoExecute),
+        ("node.kubernetes.io/disk-pressure", TaintEffect::NoSchedule),
+        (
+            "node.kubernetes.io/memory-pressure",
+            TaintEffect::NoSchedule,
+        ),
+        ("node.kubernetes.io/pid-pressure", TaintEffect::NoSchedule),
+        ("node.kubernetes.io/unschedulable", TaintEffect::NoSchedule),
+    ];
+    if host_network {
+        keys.push((
+            "node.kubernetes.io/network-unavailable",
+            TaintEffect::NoSchedule,
+        ));
+    }
+    keys.into_iter()
+        .map(|(key, effect)| Toleration {
+            key: key.to_owned(),
+            exists: true,
+            value: String::new(),
+            effect: Some(effect),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use quartermaster_solver::resources::CPU;
+
+    use crate::testing::{ingest, ingest_err};
+
+    fn names(ingested: &crate::Ingested) -> Vec<String> {
+        ingested
+            .snapshot
+            .pending
+            .iter()
+            .map(|p| p.id.to_string())
+            .collect()
+    }
+
+    const TEMPLATE: &str = "    template:
+      metadata: {labels: {app: web}}
+      spec:
+        containers: [{name: c, resources: {requests: {cpu: 250m}}}]";
+
+    #[test]
+    fn deployment_expands_to_replicas_of_its_template() {
+        let ingested = ingest(&format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: shop}}\nspec:\n    replicas: 3\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}\n"
+        ));
+        assert_eq!(names(&ingested), ["shop/web-0", "shop/web-1", "shop/web-2"]);
+        let pod = &ingested.snapshot.pending[2];
+        assert_eq!(pod.requests.get(CPU), 250);
+        assert_eq!(pod.labels["app"], "web");
+        assert_eq!(pod.owner.as_deref(), Some("Deployment/shop/web"));
+        // replicas defaults to 1; the namespace to `default`.
+        let ingested = ingest(&format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}\n"
+        ));
+        assert_eq!(names(&ingested), ["default/web-0"]);
+    }
+
+    #[test]
+    fn replica_set_and_stateful_set() {
+        let ingested = ingest(&format!(
+            "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {{name: rs}}\nspec:\n    replicas: 2\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: redis}}\nspec:\n    replicas: 2\n    serviceName: redis\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}\n"
+        ));
+        assert_eq!(
+            names(&ingested),
+            [
+                "default/rs-0",
+                "default/rs-1",
+                "default/redis-0",
+                "default/redis-1"
+            ]
+        );
+        let redis1 = &ingested.snapshot.pending[3];
+        assert_eq!(
+            redis1.labels["statefulset.kubernetes.io/pod-name"],
+            "redis-1"
+        );
+        assert_eq!(redis1.owner.as_deref(), Some("StatefulSet/default/redis"));
+    }
+
+    fn job(spec: &str, status: &str) -> String {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: train}}\nspec:\n{spec}\n{TEMPLATE}\n{status}\n"
+        )
+    }
+
+    #[test]
+    fn job_runs_min_of_parallelism_and_remaining_completions() {
+        assert_eq!(
+            names(&ingest(&job("    parallelism: 4\n    completions: 10", ""))).len(),
+            4
+        );
+        assert_eq!(
+            names(&ingest(&job("    parallelism: 4\n    completions: 2", ""))).len(),
+            2
+        );
+        // Neither set: one pod. Only parallelism (a work queue): parallelism pods.
+        assert_eq!(
+            names(&ingest(&job("    backoffLimit: 1", ""))),
+            ["default/train-0"]
+        );
+        assert_eq!(names(&ingest(&job("    parallelism: 3", ""))).len(), 3);
+        // Completions already reached count against what is left.
+        assert_eq!(
+            names(&ingest(&job(
+                "    parallelism: 4\n    completions: 5",
+                "status: {succeeded: 3}"
+            )))
+            .len(),
+            2
+        );
+        let suspended = ingest(&job("    parallelism: 4\n    suspend: true", ""));
+        assert!(suspended.snapshot.pending.is_empty());
+        assert!(
+            suspended
+                .notes
+                .iter()
+                .any(|n| n.contains("Job/default/train: suspended"))
+        );
+        let e = ingest_err(&job("    parallelism: -1", ""));
+        assert_eq!(
+            e.to_string(),
+            "Job/default/train: spec.parallelism: must not be negative, got -1"
+        );
+    }
+
+    #[test]
+    fn daemon_set_template_becomes_node_overhead() {
+        let s = ingest(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: node-exporter, namespace: monitoring}\nspec:\n  selector: {matchLabels: {app: ne}}\n  template:\n    metadata: {labels: {app: ne}}\n    spec:\n      hostNetwork: true\n      tolerations: [{operator: Exists}]\n      containers: [{name: ne, ports: [{containerPort: 9100, hostPort: 9100}], resources: {requests: {cpu: 100m}}}]\n",
+        )
+        .snapshot;
+        assert!(s.pending.is_empty());
+        assert_eq!(s.daemonsets.len(), 1);
+        let ds = &s.daemonsets[0];
+        assert_eq!(ds.id.to_string(), "monitoring/node-exporter");
+        assert_eq!(ds.requests.get(CPU), 100);
+        assert_eq!(ds.host_ports[0].port, 9100);
+        assert_eq!(
+            ds.owner.as_deref(),
+            Some("DaemonSet/monitoring/node-exporter")
+        );
+        assert!(
+            ds.tolerations
+                .iter()
+                .any(|t| t.key == "node.kubernetes.io/unschedulable")
+        );
+        assert!(
+            ds.tolerations
+                .iter()
+                .any(|t| t.key == "node.kubernetes.io/network-unavailable")
+        );
+    }
+
+    #[test]
+    fn controllers_whose_pods_are_given_are_not_expanded_again() {
+        // What `kubectl get deploy,rs,pods -o yaml` returns: the Deployment, its ReplicaSet and
+        // its pods. Only the pods count.
+        let ingested = ingest(&format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n    replicas: 2\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}
+---
+apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {{name: web-7d9f, ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: web, uid: u1, controller: true}}]}}\nspec:\n    replicas: 2\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}
+---
+apiVersion: v1\nkind: Pod\nmetadata: {{name: web-7d9f-abcde, labels: {{app: web}}, ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web-7d9f, uid: u2, controller: true}}]}}\nspec:\n  containers: [{{name: c}}]
+---
+apiVersion: v1\nkind: Pod\nmetadata: {{name: web-7d9f-fghij, labels: {{app: web}}, ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web-7d9f, uid: u2, controller: true}}]}}\nspec:\n  containers: [{{name: c}}]\n  nodeName: node-1
+---
+apiVersion: v1\nkind: Pod\nmetadata: {{name: done}}\nspec:\n  containers: [{{name: c}}]\nstatus: {{phase: Succeeded}}
+---
+apiVersion: v1\nkind: Pod\nmetadata: {{name: gated}}\nspec:\n  schedulingGates: [{{name: example.com/quota}}]\n  containers: [{{name: c}}]
+"
+        ));
+        assert_eq!(names(&ingested), ["default/web-7d9f-abcde"]);
+        assert_eq!(
+            ingested.snapshot.pending[0].owner.as_deref(),
+            Some("Deployment/default/web")
+        );
+        let notes = ingested.notes.join("\n");
+        assert!(
+            notes.contains("Deployment/default/web: its pods are given as Pod objects"),
+            "{notes}"
+        );
+        assert!(notes.contains("skipped 1 finished pod(s)"), "{notes}");
+        assert!(
+            notes.contains("Pod/default/gated: has scheduling gates"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("1 pod(s) bound to node node-1, which is not given, are ignored"),
+            "{notes}"
+        );
+    }
+
+    #[test]
+    fn same_names_from_different_kinds_stay_distinct() {
+        let ingested = ingest(&format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: web}}\nspec:\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}\n"
+        ));
+        assert_eq!(
+            names(&ingested),
+            ["default/web-0", "default/web-0-statefulset"]
+        );
+    }
+
+    #[test]
+    fn missing_template_spec_is_named() {
+        let e = ingest_err(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template: {metadata: {labels: {app: web}}}\n",
+        );
+        assert_eq!(
+            e.to_string(),
+            "Deployment/default/web: spec.template.spec: missing"
+        );
+    }
+}
