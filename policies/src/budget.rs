@@ -25,7 +25,9 @@ use crate::error::PolicyError;
 pub const DEFAULT_BUDGET_NODES: &str = "10%";
 
 /// Why a node is being disrupted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum DisruptionReason {
     /// Consolidation onto fewer / cheaper nodes.
     Underutilized,
@@ -136,9 +138,10 @@ pub fn parse_schedule(schedule: &str) -> Result<Cron, PolicyError> {
     if let Some(name) = pattern.strip_prefix('@') {
         const MACROS: [&str; 6] = ["yearly", "annually", "monthly", "weekly", "daily", "hourly"];
         if !MACROS.iter().any(|m| m.eq_ignore_ascii_case(name)) {
-            return Err(bad(format!(
+            return Err(bad(
                 "unknown macro; expected one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly"
-            )));
+                    .to_owned(),
+            ));
         }
     } else if pattern.split_whitespace().count() != 5 {
         return Err(bad(
@@ -196,9 +199,10 @@ impl Budget {
             (None, None) => Ok(true),
             (Some(schedule), Some(window)) => {
                 let cron = parse_schedule(schedule)?;
-                let window = TimeDelta::from_std(window).map_err(|_| PolicyError::InvalidBudget {
-                    reason: "duration is too long".to_owned(),
-                })?;
+                let window =
+                    TimeDelta::from_std(window).map_err(|_| PolicyError::InvalidBudget {
+                        reason: "duration is too long".to_owned(),
+                    })?;
                 let Some(checkpoint) = now.checked_sub_signed(window) else {
                     return Ok(true);
                 };
@@ -276,7 +280,10 @@ mod tests {
         assert_eq!(BudgetNodes::parse("3").unwrap(), BudgetNodes::Count(3));
         assert_eq!(BudgetNodes::parse("0").unwrap(), BudgetNodes::Count(0));
         assert_eq!(BudgetNodes::parse("10%").unwrap(), BudgetNodes::Percent(10));
-        assert_eq!(BudgetNodes::parse("100%").unwrap(), BudgetNodes::Percent(100));
+        assert_eq!(
+            BudgetNodes::parse("100%").unwrap(),
+            BudgetNodes::Percent(100)
+        );
         for bad in ["101%", "", "%", "-1", "1.5", "ten", "10 %", "5%%", "+3"] {
             assert!(BudgetNodes::parse(bad).is_err(), "{bad:?}");
         }
@@ -334,14 +341,29 @@ mod tests {
     #[test]
     fn macros_and_bad_schedules() {
         for ok in [
-            "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly",
-            "*/5 * * * *", "0 0 1 jan *", "0 9 * * 1-5",
+            "@yearly",
+            "@annually",
+            "@monthly",
+            "@weekly",
+            "@daily",
+            "@midnight",
+            "@hourly",
+            "*/5 * * * *",
+            "0 0 1 jan *",
+            "0 9 * * 1-5",
         ] {
             assert!(parse_schedule(ok).is_ok(), "{ok}");
         }
         for bad in [
-            "", "@reboot", "@every 5m", "* * * *", "0 0 * * * *", "61 * * * *", "0 25 * * *",
-            "not a cron", "0 0 32 * *",
+            "",
+            "@reboot",
+            "@every 5m",
+            "* * * *",
+            "0 0 * * * *",
+            "61 * * * *",
+            "0 25 * * *",
+            "not a cron",
+            "0 0 32 * *",
         ] {
             assert!(parse_schedule(bad).is_err(), "{bad:?}");
         }
@@ -382,7 +404,12 @@ mod tests {
         );
         let only_underutilized = vec![underutilized_only];
         assert_eq!(
-            allowed_disruptions(Some(&only_underutilized), DisruptionReason::Underutilized, 20, now),
+            allowed_disruptions(
+                Some(&only_underutilized),
+                DisruptionReason::Underutilized,
+                20,
+                now
+            ),
             0
         );
         assert_eq!(

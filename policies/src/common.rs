@@ -6,9 +6,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A node selector requirement with Karpenter's `minValues` extension.
-///
-/// `operator` is kept as text so that an unknown operator is reported by
-/// validation with its path rather than failing deserialisation.
+// `operator` is kept as text so that an unknown operator is reported by
+// validation with its path rather than failing deserialisation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeSelectorRequirementWithMinValues {

@@ -177,8 +177,7 @@ pub fn validate_dns_subdomain(s: &str) -> Result<(), String> {
         !b.is_empty()
             && b[0].is_ascii_alphanumeric()
             && b[b.len() - 1].is_ascii_alphanumeric()
-            && b
-                .iter()
+            && b.iter()
                 .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
     });
     if ok {

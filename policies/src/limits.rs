@@ -236,7 +236,10 @@ mod tests {
             ("maxHourlyCost", "$5"),
         ] {
             let e = Limits::from_resource_list(&list(&[(k, v)])).unwrap_err();
-            assert!(matches!(e, PolicyError::InvalidLimit { ref resource, .. } if resource == k), "{k}={v}: {e}");
+            assert!(
+                matches!(e, PolicyError::InvalidLimit { ref resource, .. } if resource == k),
+                "{k}={v}: {e}"
+            );
         }
     }
 
@@ -249,26 +252,46 @@ mod tests {
             ("maxHourlyCost", "100"),
         ]))
         .unwrap();
-        assert_eq!(l.exceeded_by(&usage(&[("cpu", "10"), ("nvidia.com/gpu", "8")], 2, 100.0)), None);
+        assert_eq!(
+            l.exceeded_by(&usage(&[("cpu", "10"), ("nvidia.com/gpu", "8")], 2, 100.0)),
+            None
+        );
         let e = l.exceeded_by(&usage(&[("cpu", "10500m")], 0, 0.0)).unwrap();
         assert_eq!(e.to_string(), "cpu: usage 10500m exceeds limit 10");
         let e = l.exceeded_by(&usage(&[], 3, 0.0)).unwrap();
         assert_eq!(e.resource, "nodes");
         let e = l.exceeded_by(&usage(&[], 0, 100.01)).unwrap();
-        assert_eq!(e.to_string(), "maxHourlyCost: usage $100.0100/h exceeds limit $100.0000/h");
-        assert_eq!(l.all_exceeded_by(&usage(&[("cpu", "11"), ("nvidia.com/gpu", "9")], 3, 101.0)).len(), 4);
+        assert_eq!(
+            e.to_string(),
+            "maxHourlyCost: usage $100.0100/h exceeds limit $100.0000/h"
+        );
+        assert_eq!(
+            l.all_exceeded_by(&usage(&[("cpu", "11"), ("nvidia.com/gpu", "9")], 3, 101.0))
+                .len(),
+            4
+        );
     }
 
     #[test]
     fn would_exceed_adds_the_launch() {
-        let l = Limits::from_resource_list(&list(&[("nvidia.com/gpu", "16"), ("maxHourlyCost", "120")])).unwrap();
+        let l = Limits::from_resource_list(&list(&[
+            ("nvidia.com/gpu", "16"),
+            ("maxHourlyCost", "120"),
+        ]))
+        .unwrap();
         let current = usage(&[("nvidia.com/gpu", "8")], 1, 98.32);
         let p5 = usage(&[("nvidia.com/gpu", "8")], 1, 98.32);
         let e = l.would_exceed(&current, &p5).unwrap();
         assert_eq!(e.resource, "maxHourlyCost");
         let small = usage(&[("nvidia.com/gpu", "1")], 1, 1.2);
         assert_eq!(l.would_exceed(&current, &small), None);
-        assert_eq!(l.remaining(&current)["nvidia.com/gpu"], Millis::from_whole(8));
-        assert_eq!(l.remaining(&usage(&[("nvidia.com/gpu", "20")], 0, 0.0))["nvidia.com/gpu"], Millis::ZERO);
+        assert_eq!(
+            l.remaining(&current)["nvidia.com/gpu"],
+            Millis::from_whole(8)
+        );
+        assert_eq!(
+            l.remaining(&usage(&[("nvidia.com/gpu", "20")], 0, 0.0))["nvidia.com/gpu"],
+            Millis::ZERO
+        );
     }
 }

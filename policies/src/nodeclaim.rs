@@ -22,6 +22,8 @@ use crate::requirements::Requirements;
 
 /// A request for one node: the constraints it must meet and the resources
 /// it must offer. Status records what was launched.
+// `printcolumn(..)` repeats `type_ = "string"`, which clippy mistakes for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "quartermaster.dev",
@@ -34,15 +36,42 @@ use crate::requirements::Requirements;
     derive = "PartialEq",
     doc = "NodeClaim is a request for a single node and the record of the instance launched for it.",
     printcolumn(name = "Type", type_ = "string", json_path = ".status.instanceType"),
-    printcolumn(name = "Capacity", type_ = "string", json_path = ".status.capacityType"),
+    printcolumn(
+        name = "Capacity",
+        type_ = "string",
+        json_path = ".status.capacityType"
+    ),
     printcolumn(name = "Zone", type_ = "string", json_path = ".status.zone"),
     printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
     printcolumn(name = "Price/h", type_ = "number", json_path = ".status.pricePerHour"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(name = "ID", type_ = "string", json_path = ".status.providerID", priority = 1),
-    printcolumn(name = "NodePool", type_ = "string", json_path = ".metadata.labels.quartermaster\\.dev/nodepool", priority = 1),
-    printcolumn(name = "NodeClass", type_ = "string", json_path = ".spec.nodeClassRef.name", priority = 1)
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "ID",
+        type_ = "string",
+        json_path = ".status.providerID",
+        priority = 1
+    ),
+    printcolumn(
+        name = "NodePool",
+        type_ = "string",
+        json_path = ".metadata.labels.quartermaster\\.dev/nodepool",
+        priority = 1
+    ),
+    printcolumn(
+        name = "NodeClass",
+        type_ = "string",
+        json_path = ".spec.nodeClassRef.name",
+        priority = 1
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeClaimSpec {
@@ -84,7 +113,11 @@ pub struct ResourceRequests {
 #[serde(rename_all = "camelCase")]
 pub struct NodeClaimStatus {
     /// The cloud provider's id of the instance (`aws:///us-east-1a/i-0abc`).
-    #[serde(rename = "providerID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "providerID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
     /// The Node's name once registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]

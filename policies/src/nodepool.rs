@@ -11,8 +11,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use crate::common::{NodeClassReference, NodeSelectorRequirementWithMinValues, TemplateMetadata};
 use crate::budget::{self, Budget, DisruptionReason};
+pub use crate::common::{
+    NodeClassReference, NodeSelectorRequirementWithMinValues, TemplateMetadata,
+};
 use crate::duration::{parse_duration, parse_nillable_duration};
 use crate::error::PolicyError;
 use crate::limits::Limits;
@@ -26,6 +28,8 @@ pub const DEFAULT_CONSOLIDATE_AFTER: &str = "0s";
 /// A pool of nodes Quartermaster may launch: what they look like
 /// (`template`), how many (`limits`), how they are disrupted
 /// (`disruption`) and the pool's priority (`weight`).
+// `printcolumn(..)` repeats `type_ = "string"`, which clippy mistakes for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "quartermaster.dev",
@@ -37,15 +41,51 @@ pub const DEFAULT_CONSOLIDATE_AFTER: &str = "0s";
     status = "NodePoolStatus",
     derive = "PartialEq",
     doc = "NodePool describes the nodes Quartermaster may provision and how they are disrupted.",
-    printcolumn(name = "NodeClass", type_ = "string", json_path = ".spec.template.spec.nodeClassRef.name"),
-    printcolumn(name = "Nodes", type_ = "string", json_path = ".status.resources.nodes"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(
+        name = "NodeClass",
+        type_ = "string",
+        json_path = ".spec.template.spec.nodeClassRef.name"
+    ),
+    printcolumn(
+        name = "Nodes",
+        type_ = "string",
+        json_path = ".status.resources.nodes"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
     printcolumn(name = "Cost/h", type_ = "number", json_path = ".status.hourlyCost"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(name = "Weight", type_ = "integer", json_path = ".spec.weight", priority = 1),
-    printcolumn(name = "CPU", type_ = "string", json_path = ".status.resources.cpu", priority = 1),
-    printcolumn(name = "Memory", type_ = "string", json_path = ".status.resources.memory", priority = 1),
-    printcolumn(name = "GPUs", type_ = "string", json_path = ".status.resources.nvidia\\.com/gpu", priority = 1)
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Weight",
+        type_ = "integer",
+        json_path = ".spec.weight",
+        priority = 1
+    ),
+    printcolumn(
+        name = "CPU",
+        type_ = "string",
+        json_path = ".status.resources.cpu",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Memory",
+        type_ = "string",
+        json_path = ".status.resources.memory",
+        priority = 1
+    ),
+    printcolumn(
+        name = "GPUs",
+        type_ = "string",
+        json_path = ".status.resources.nvidia\\.com/gpu",
+        priority = 1
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodePoolSpec {

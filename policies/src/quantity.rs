@@ -175,7 +175,7 @@ pub fn parse_quantity(input: &str) -> Result<Millis, QuantityError> {
         }
         _ => false,
     };
-    let number = parse_number(&input[i..]).map_err(|r| err(r))?;
+    let number = parse_number(&input[i..]).map_err(&err)?;
     let (mantissa, frac_digits, sticky) = (number.mantissa, number.frac_digits, number.sticky);
     let consumed = number.consumed;
     i += consumed;
@@ -189,7 +189,9 @@ pub fn parse_quantity(input: &str) -> Result<Millis, QuantityError> {
             .ok_or_else(|| err("value is too large"))?;
     }
     let exp = pow10 + 3 - frac_digits as i64;
-    if exp >= 0 && sticky {
+    // Dropped digits sit past the 30th decimal place; they are worth less
+    // than a milli-unit unless the suffix scales them up by 10^27 or more.
+    if sticky && pow10 + i64::from(pow2 / 3) >= 27 {
         return Err(err("too many significant digits"));
     }
     if exp >= 0 {
@@ -199,6 +201,8 @@ pub fn parse_quantity(input: &str) -> Result<Millis, QuantityError> {
                 .checked_mul(scale)
                 .ok_or_else(|| err("value is too large"))?;
         }
+        // A dropped non-zero digit makes the value just above a whole milli-unit.
+        magnitude += i128::from(sticky);
     } else {
         magnitude = match pow10_i128(-exp) {
             // Round up (away from zero) to a whole milli-unit, as Kubernetes does.
@@ -382,13 +386,31 @@ mod tests {
     #[test]
     fn rejects_malformed_quantities() {
         for bad in [
-            "", "abc", "1.2.3", "1K", "1 Gi", "Gi", "1Gib", "--1", "1e", "e3", "1e+", "1.5.", "0x10",
-            "1mm", "NaN", "1e99999", "1.0000000000000000000000000000000000001e40",
+            "",
+            "abc",
+            "1.2.3",
+            "1K",
+            "1 Gi",
+            "Gi",
+            "1Gib",
+            "--1",
+            "1e",
+            "e3",
+            "1e+",
+            "1.5.",
+            "0x10",
+            "1mm",
+            "NaN",
+            "1e99999",
+            "1.0000000000000000000000000000000000001e40",
         ] {
             assert!(parse_quantity(bad).is_err(), "{bad:?} should be rejected");
         }
         let e = parse_quantity("1K").unwrap_err();
-        assert_eq!(e.to_string(), r#"invalid quantity "1K": unknown suffix "K""#);
+        assert_eq!(
+            e.to_string(),
+            r#"invalid quantity "1K": unknown suffix "K""#
+        );
     }
 
     #[test]
@@ -426,7 +448,10 @@ mod tests {
         assert_eq!(a - b, Millis::from_millis(1500));
         assert_eq!(-b, Millis::from_millis(-500));
         assert_eq!([a, b].iter().sum::<Millis>(), Millis::from_millis(2500));
-        assert_eq!(Millis::from_millis(i128::MAX) + a, Millis::from_millis(i128::MAX));
+        assert_eq!(
+            Millis::from_millis(i128::MAX) + a,
+            Millis::from_millis(i128::MAX)
+        );
         assert_eq!(Millis::from_millis(i128::MAX).checked_add(a), None);
         assert_eq!(
             quantity_millis(&Quantity("3Gi".into())).unwrap(),

@@ -10,6 +10,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How to launch EC2 instances: region, networking, image, IAM and tags.
+// `printcolumn(..)` repeats `type_ = "string"`, which clippy mistakes for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "quartermaster.dev",
@@ -23,8 +25,16 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     doc = "AWSNodeClass is the EC2 launch configuration referenced by NodePools.",
     printcolumn(name = "Region", type_ = "string", json_path = ".spec.region"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AWSNodeClassSpec {
@@ -165,7 +175,11 @@ pub struct EbsVolume {
     #[serde(rename = "kmsKeyID", default, skip_serializing_if = "Option::is_none")]
     pub kms_key_id: Option<String>,
     /// Snapshot to create the volume from.
-    #[serde(rename = "snapshotID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "snapshotID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub snapshot_id: Option<String>,
 }
 
@@ -178,7 +192,11 @@ pub struct MetadataOptions {
     #[schemars(extend("enum" = ["enabled", "disabled"]))]
     pub http_endpoint: Option<String>,
     /// `enabled` or `disabled`.
-    #[serde(rename = "httpProtocolIPv6", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "httpProtocolIPv6",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(extend("enum" = ["enabled", "disabled"]))]
     pub http_protocol_ipv6: Option<String>,
     /// Hop limit for metadata requests (1–64).

@@ -8,6 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How to launch Azure virtual machines.
+// `printcolumn(..)` repeats `type_ = "string"`, which clippy mistakes for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "quartermaster.dev",
@@ -21,9 +23,21 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     doc = "AzureNodeClass is the Azure VM launch configuration referenced by NodePools.",
     printcolumn(name = "Location", type_ = "string", json_path = ".spec.location"),
-    printcolumn(name = "ResourceGroup", type_ = "string", json_path = ".spec.resourceGroup"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "ResourceGroup",
+        type_ = "string",
+        json_path = ".spec.resourceGroup"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AzureNodeClassSpec {
@@ -46,7 +60,11 @@ pub struct AzureNodeClassSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
     /// OS disk size in GB.
-    #[serde(rename = "osDiskSizeGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "osDiskSizeGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 1))]
     pub os_disk_size_gb: Option<i32>,
 }

@@ -8,6 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How to launch Compute Engine instances.
+// `printcolumn(..)` repeats `type_ = "string"`, which clippy mistakes for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "quartermaster.dev",
@@ -22,8 +24,16 @@ use serde::{Deserialize, Serialize};
     doc = "GCPNodeClass is the Compute Engine launch configuration referenced by NodePools.",
     printcolumn(name = "Project", type_ = "string", json_path = ".spec.project"),
     printcolumn(name = "Region", type_ = "string", json_path = ".spec.region"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GCPNodeClassSpec {

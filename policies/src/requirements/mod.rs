@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
 pub use requirement::{Operator, Requirement};
 
+use crate::common::NodeSelectorRequirementWithMinValues;
 use crate::error::PolicyError;
 use crate::labels::{NORMALIZED_LABELS, normalize_label_key};
-use crate::common::NodeSelectorRequirementWithMinValues;
 
 /// Requirements on a set of label keys (ANDed); at most one [`Requirement`]
 /// per key, so adding a second one for a key intersects the two.
@@ -30,9 +30,9 @@ pub struct Incompatibility {
     pub key: String,
     /// The receiving side's requirement (`self` in `a.compatible(b)`); `None`
     /// when it does not define the key and so offers no known values.
-    pub ours: Option<Requirement>,
+    pub ours: Option<Box<Requirement>>,
     /// The other side's requirement.
-    pub theirs: Requirement,
+    pub theirs: Box<Requirement>,
 }
 
 /// `key "topology.kubernetes.io/zone": In [us-east-1a] vs In [us-east-1b]`.
@@ -149,8 +149,8 @@ impl Requirements {
                 };
                 return Err(Incompatibility {
                     key: key.clone(),
-                    ours: Some(ours.clone()),
-                    theirs: theirs.clone(),
+                    ours: Some(Box::new(ours.clone())),
+                    theirs: Box::new(theirs.clone()),
                 });
             }
         }
@@ -178,8 +178,8 @@ impl Requirements {
                     if !ours.intersects(theirs) {
                         return Err(Incompatibility {
                             key: key.clone(),
-                            ours: Some(ours.clone()),
-                            theirs: theirs.clone(),
+                            ours: Some(Box::new(ours.clone())),
+                            theirs: Box::new(theirs.clone()),
                         });
                     }
                 }
@@ -188,7 +188,7 @@ impl Requirements {
                         return Err(Incompatibility {
                             key: key.clone(),
                             ours: None,
-                            theirs: theirs.clone(),
+                            theirs: Box::new(theirs.clone()),
                         });
                     }
                 }

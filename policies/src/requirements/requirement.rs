@@ -147,7 +147,9 @@ impl Requirement {
         match op {
             Operator::In | Operator::NotIn => {
                 if values.is_empty() {
-                    return Err(invalid(format!("operator {op} requires at least one value")));
+                    return Err(invalid(format!(
+                        "operator {op} requires at least one value"
+                    )));
                 }
                 let set: BTreeSet<String> = values.into_iter().collect();
                 Ok(if op == Operator::In {
@@ -174,7 +176,9 @@ impl Requirement {
                     )));
                 };
                 let n = parse_int(value).ok_or_else(|| {
-                    invalid(format!("operator {op} requires an integer value, got {value:?}"))
+                    invalid(format!(
+                        "operator {op} requires an integer value, got {value:?}"
+                    ))
                 })?;
                 let mut r = Self::exists(key);
                 match op {
@@ -475,7 +479,10 @@ impl Requirement {
             values: (!values.is_empty()).then_some(values),
         };
         let listed = || self.values.iter().cloned().collect::<Vec<_>>();
-        let clamp = |n: i128| n.clamp(i128::from(i64::MIN), i128::from(i64::MAX)).to_string();
+        let clamp = |n: i128| {
+            n.clamp(i128::from(i64::MIN), i128::from(i64::MAX))
+                .to_string()
+        };
         if !self.complement {
             return vec![if self.allows_absent && self.values.is_empty() {
                 term(Operator::DoesNotExist, vec![])

@@ -1,0 +1,151 @@
+//! Semantic checks of a NodePool.
+
+use super::FieldError;
+use super::fields::{self, field, index, key, push};
+use crate::budget::{BudgetNodes, parse_schedule};
+use crate::labels::validate_label_key;
+use crate::limits::{LIMIT_MAX_HOURLY_COST, LIMIT_NODES, parse_hourly_cost};
+use crate::nodepool::NodePool;
+use crate::quantity::parse_quantity;
+use crate::requirements::Requirements;
+
+/// Every semantic problem of a NodePool (empty when valid).
+pub fn validate_nodepool(np: &NodePool) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    fields::metadata_name(&np.metadata, true, &mut errs);
+    let spec = &np.spec;
+
+    if let Some(w) = spec.weight
+        && !(1..=100).contains(&w)
+    {
+        push(
+            &mut errs,
+            "spec.weight",
+            format!("must be between 1 and 100, got {w}"),
+        );
+    }
+
+    for (name, q) in &spec.limits {
+        let p = key("spec.limits", name);
+        if name == LIMIT_MAX_HOURLY_COST {
+            if let Err(e) = parse_hourly_cost(&q.0) {
+                push(&mut errs, p, e);
+            }
+            continue;
+        }
+        if let Err(e) = validate_label_key(name) {
+            push(&mut errs, p, e.replace("label key", "resource name"));
+            continue;
+        }
+        match parse_quantity(&q.0) {
+            Err(e) => push(&mut errs, p, e.to_string()),
+            Ok(v) if v.is_negative() => {
+                push(&mut errs, p, format!("{:?} must not be negative", q.0))
+            }
+            Ok(v) if name == LIMIT_NODES && v.millis() % 1000 != 0 => {
+                push(
+                    &mut errs,
+                    p,
+                    format!("{:?} must be a whole number of nodes", q.0),
+                );
+            }
+            Ok(_) => {}
+        }
+    }
+
+    let template = &spec.template;
+    let labels_path = "spec.template.metadata.labels";
+    fields::labels(&template.metadata.labels, labels_path, true, &mut errs);
+    fields::annotations(
+        &template.metadata.annotations,
+        "spec.template.metadata.annotations",
+        &mut errs,
+    );
+    let ts = &template.spec;
+    let req_path = "spec.template.spec.requirements";
+    let before = errs.len();
+    fields::requirements(&ts.requirements, req_path, true, &mut errs);
+    if errs.len() == before
+        && let Ok(reqs) = Requirements::from_node_selector_requirements(&ts.requirements)
+    {
+        // Template labels must satisfy the requirements on the same key.
+        for (k, v) in &template.metadata.labels {
+            if let Some(r) = reqs.get(k)
+                && !r.has(v)
+            {
+                push(
+                    &mut errs,
+                    key(labels_path, k),
+                    format!("value {v:?} does not satisfy requirement {r} in {req_path}"),
+                );
+            }
+        }
+    }
+    fields::taints(&ts.taints, "spec.template.spec.taints", &mut errs);
+    fields::taints(
+        &ts.startup_taints,
+        "spec.template.spec.startupTaints",
+        &mut errs,
+    );
+    fields::node_class_ref(
+        &ts.node_class_ref,
+        "spec.template.spec.nodeClassRef",
+        &mut errs,
+    );
+    fields::duration(
+        ts.expire_after.as_deref(),
+        "spec.template.spec.expireAfter",
+        true,
+        &mut errs,
+    );
+    fields::duration(
+        ts.termination_grace_period.as_deref(),
+        "spec.template.spec.terminationGracePeriod",
+        false,
+        &mut errs,
+    );
+
+    if let Some(d) = &spec.disruption {
+        fields::duration(
+            d.consolidate_after.as_deref(),
+            "spec.disruption.consolidateAfter",
+            true,
+            &mut errs,
+        );
+        for (i, b) in d.budgets.iter().flatten().enumerate() {
+            let p = index("spec.disruption.budgets", i);
+            if let Err(e) = BudgetNodes::parse(&b.nodes) {
+                let reason = match e {
+                    crate::PolicyError::InvalidBudget { reason } => reason,
+                    other => other.to_string(),
+                };
+                push(&mut errs, field(&p, "nodes"), reason);
+            }
+            if let Some(s) = &b.schedule
+                && let Err(e) = parse_schedule(s)
+            {
+                push(&mut errs, field(&p, "schedule"), e.to_string());
+            }
+            fields::duration(
+                b.duration.as_deref(),
+                &field(&p, "duration"),
+                false,
+                &mut errs,
+            );
+            match (&b.schedule, &b.duration) {
+                (Some(_), None) => push(
+                    &mut errs,
+                    field(&p, "duration"),
+                    "required when schedule is set",
+                ),
+                (None, Some(_)) => push(
+                    &mut errs,
+                    field(&p, "schedule"),
+                    "required when duration is set",
+                ),
+                _ => {}
+            }
+        }
+    }
+    errs
+}
