@@ -4,4 +4,5 @@
 mod catalog;
 mod crds;
 mod layering;
+mod plan;
 mod validate;

@@ -1,9 +1,199 @@
-//! `quartermaster plan`: placeholder replaced by the plan implementation.
+//! `quartermaster plan -f FILE...`: what to buy for the pods in ordinary Kubernetes YAML.
+//!
+//! Reads the files, builds a snapshot with `quartermaster-cluster`, asks `quartermaster-solver`
+//! for a plan and prints it. Every decision is the solver's; this file only formats.
 
 use std::io::Write;
 
-use crate::cli::PlanArgs;
+use anyhow::Context;
+use quartermaster_solver::{OfferingChoice, Plan};
+use serde_json::{Value, json};
 
-pub fn run(_args: &PlanArgs, _out: &mut dyn Write, _err: &mut dyn Write) -> anyhow::Result<u8> {
-    anyhow::bail!("`plan` is not built yet")
+use super::catalog::load_catalog;
+use crate::cli::{PlanArgs, PlanFormat};
+use crate::manifests::read_documents;
+use crate::output::{Table, money};
+
+/// How many pod names a table cell lists before summarising the rest.
+const PODS_PER_CELL: usize = 4;
+
+pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow::Result<u8> {
+    let catalog = load_catalog(args.catalog.as_deref())?;
+    let mut objects = Vec::new();
+    for path in &args.files {
+        objects.extend(read_documents(path)?.into_iter().map(|d| d.value));
+    }
+    let ingested = quartermaster_cluster::snapshot_with_catalog(&objects, &catalog)?;
+    let plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, chrono::Utc::now());
+    let mut notes = ingested.notes;
+    notes.extend(
+        plan.notes
+            .iter()
+            .filter(|n| !notes.contains(n))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    match args.output {
+        PlanFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, &to_json(&plan, &notes))
+                .context("writing JSON")?;
+            writeln!(out)?;
+        }
+        PlanFormat::Table => write_table(&plan, &notes, out)?,
+    }
+    Ok(crate::EXIT_OK)
+}
+
+fn offering_json(o: &OfferingChoice) -> Value {
+    json!({
+        "instance_type": o.instance_type,
+        "zone": o.zone,
+        "capacity_type": o.capacity_type.to_string(),
+        "price_per_hour": o.price_per_hour,
+    })
+}
+
+/// The `plan -o json` contract: keys are only ever added.
+fn to_json(plan: &Plan, notes: &[String]) -> Value {
+    let new_nodes: Vec<Value> = plan
+        .new_nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "nodepool": n.node_pool,
+                "cloud": n.cloud.to_string(),
+                "instance_type": n.offering.instance_type,
+                "zone": n.offering.zone,
+                "capacity_type": n.offering.capacity_type.to_string(),
+                "price_per_hour": n.offering.price_per_hour,
+                "pods": n.pods.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "alternatives": n.alternatives.iter().map(offering_json).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let existing: Vec<Value> = plan
+        .existing
+        .iter()
+        .map(|e| {
+            json!({
+                "node": e.node,
+                "in_flight": e.in_flight,
+                "pods": e.pods.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let unschedulable: Vec<Value> = plan
+        .unschedulable
+        .iter()
+        .map(|u| json!({"pod": u.pod.to_string(), "reason": u.reason}))
+        .collect();
+    let relaxations: Vec<Value> = plan
+        .relaxations
+        .iter()
+        .map(|r| json!({"pod": r.pod.to_string(), "relaxed": r.relaxed}))
+        .collect();
+    let gap = plan.gap();
+    json!({
+        "new_nodes": new_nodes,
+        "existing_nodes": existing,
+        "unschedulable": unschedulable,
+        "cost_per_hour": plan.cost_per_hour,
+        "lower_bound_per_hour": plan.lower_bound_per_hour,
+        "gap": if gap.is_finite() { json!(gap) } else { Value::Null },
+        "relaxations": relaxations,
+        "notes": notes,
+    })
+}
+
+/// `a, b, c, d, +3 more`.
+fn pod_list<T: ToString>(pods: &[T]) -> String {
+    let mut names: Vec<String> = pods
+        .iter()
+        .take(PODS_PER_CELL)
+        .map(ToString::to_string)
+        .collect();
+    if pods.len() > PODS_PER_CELL {
+        names.push(format!("+{} more", pods.len() - PODS_PER_CELL));
+    }
+    names.join(", ")
+}
+
+fn write_table(plan: &Plan, notes: &[String], out: &mut dyn Write) -> anyhow::Result<()> {
+    let placed: usize = plan.new_nodes.iter().map(|n| n.pods.len()).sum::<usize>()
+        + plan.existing.iter().map(|e| e.pods.len()).sum::<usize>();
+    if plan.new_nodes.is_empty() {
+        writeln!(out, "No new nodes.")?;
+    } else {
+        writeln!(out, "New nodes:")?;
+        let mut table = Table::new([
+            "NODEPOOL",
+            "INSTANCE TYPE",
+            "ZONE",
+            "CAPACITY",
+            "$/HOUR",
+            "PODS",
+        ]);
+        for n in &plan.new_nodes {
+            table.push([
+                n.node_pool.clone(),
+                n.offering.instance_type.clone(),
+                n.offering.zone.clone(),
+                n.offering.capacity_type.to_string(),
+                money(n.offering.price_per_hour),
+                format!("{}: {}", n.pods.len(), pod_list(&n.pods)),
+            ]);
+        }
+        table.write(out)?;
+    }
+    if !plan.existing.is_empty() {
+        writeln!(out, "\nOn existing nodes:")?;
+        let mut table = Table::new(["NODE", "PODS"]);
+        for e in &plan.existing {
+            let name = if e.in_flight {
+                format!("{} (launching)", e.node)
+            } else {
+                e.node.clone()
+            };
+            table.push([name, format!("{}: {}", e.pods.len(), pod_list(&e.pods))]);
+        }
+        table.write(out)?;
+    }
+    writeln!(out)?;
+    let gap = plan.gap();
+    let gap = if gap.is_finite() {
+        format!("{:.1}%", gap * 100.0)
+    } else {
+        "-".to_owned()
+    };
+    writeln!(
+        out,
+        "Cost: ${}/hour for {} new node(s); lower bound ${}/hour (gap {gap}). {placed} pod(s) placed, {} unschedulable.",
+        money(plan.cost_per_hour),
+        plan.new_nodes.len(),
+        money(plan.lower_bound_per_hour),
+        plan.unschedulable.len(),
+    )?;
+    if !plan.unschedulable.is_empty() {
+        writeln!(out, "\nUnschedulable:")?;
+        let mut table = Table::new(["POD", "REASON"]);
+        for u in &plan.unschedulable {
+            table.push([u.pod.to_string(), u.reason.clone()]);
+        }
+        table.write(out)?;
+    }
+    if !plan.relaxations.is_empty() {
+        writeln!(out, "\nRelaxed to place pods:")?;
+        let mut table = Table::new(["POD", "RELAXED"]);
+        for r in &plan.relaxations {
+            table.push([r.pod.to_string(), r.relaxed.clone()]);
+        }
+        table.write(out)?;
+    }
+    if !notes.is_empty() {
+        writeln!(out, "\nNotes:")?;
+        for note in notes {
+            writeln!(out, "  - {note}")?;
+        }
+    }
+    Ok(())
 }
