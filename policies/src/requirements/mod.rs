@@ -216,7 +216,12 @@ impl Requirements {
 
     /// The requirement on `key` (after normalisation), if any.
     pub fn get(&self, key: &str) -> Option<&Requirement> {
-        self.by_key.get(normalize_label_key(key))
+        self.by_key.get(key).or_else(|| {
+            let normalized = normalize_label_key(key);
+            (normalized != key)
+                .then(|| self.by_key.get(normalized))
+                .flatten()
+        })
     }
 
     /// Whether there is a requirement on `key`.

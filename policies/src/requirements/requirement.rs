@@ -120,6 +120,14 @@ pub struct Requirement {
     min_values: Option<u32>,
 }
 
+/// The key with deprecated aliases replaced, reusing the allocation when unchanged.
+fn normalized(key: String) -> String {
+    match normalize_label_key(&key) {
+        n if n == key => key,
+        n => n.to_owned(),
+    }
+}
+
 /// Parses a label value as Go's `strconv.Atoi` / Kubernetes' `ParseInt` would.
 fn parse_int(value: &str) -> Option<i128> {
     value.parse::<i64>().ok().map(i128::from)
@@ -137,8 +145,7 @@ impl Requirement {
         I: IntoIterator<Item = V>,
         V: Into<String>,
     {
-        let key: String = key.into();
-        let key = normalize_label_key(&key).to_owned();
+        let key = normalized(key.into());
         let values: Vec<String> = values.into_iter().map(Into::into).collect();
         let invalid = |reason: String| PolicyError::InvalidRequirement {
             key: key.clone(),
@@ -224,9 +231,8 @@ impl Requirement {
         I: IntoIterator<Item = V>,
         V: Into<String>,
     {
-        let key: String = key.into();
         Self::concrete(
-            normalize_label_key(&key).to_owned(),
+            normalized(key.into()),
             values.into_iter().map(Into::into).collect(),
             false,
         )
@@ -234,14 +240,12 @@ impl Requirement {
 
     /// `key Exists`.
     pub fn exists(key: impl Into<String>) -> Self {
-        let key: String = key.into();
-        Self::complement(normalize_label_key(&key).to_owned(), BTreeSet::new(), false)
+        Self::complement(normalized(key.into()), BTreeSet::new(), false)
     }
 
     /// `key DoesNotExist`.
     pub fn does_not_exist(key: impl Into<String>) -> Self {
-        let key: String = key.into();
-        Self::concrete(normalize_label_key(&key).to_owned(), BTreeSet::new(), true)
+        Self::concrete(normalized(key.into()), BTreeSet::new(), true)
     }
 
     /// The same requirement with `minValues` set.
