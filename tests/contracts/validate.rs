@@ -27,14 +27,17 @@ fn invalid_nodepool_problems_carry_field_paths() {
         "spec.template.spec.requirements[0].values",
         "spec.template.spec.requirements[1].operator",
         "spec.template.spec.requirements[2].values",
-        "spec.limits.cpu",
+        "spec.limits[cpu]",
         "spec.disruption.budgets[0].nodes",
         "spec.disruption.budgets[1].schedule",
         "spec.disruption.budgets[2].duration",
     ];
     for expected in expected_paths {
         assert!(
-            out.stdout.lines().any(|l| l.starts_with(&format!("{prefix}{expected}: "))),
+            out.stdout.lines().any(|l| {
+                l.strip_prefix(&format!("{prefix}{expected}"))
+                    .is_some_and(|rest| rest.starts_with(": ") || rest.starts_with('[') || rest.starts_with('.'))
+            }),
             "no problem reported at {expected}:\n{}",
             out.stdout
         );
@@ -58,6 +61,22 @@ fn unknown_fields_and_kinds_are_named() {
     assert!(out.stdout.contains(&format!("{f}: NodePool/typo: spec.template.spec")), "{}", out.stdout);
     assert!(out.stdout.contains("requirments"), "{}", out.stdout);
     assert!(out.stdout.contains(&format!("{f}: Widget/w: ")), "{}", out.stdout);
+}
+
+#[test]
+fn a_missing_node_class_ref_is_named() {
+    let dir = std::env::temp_dir().join(format!("qm-validate-ref-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("noref.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: quartermaster.dev/v1\nkind: NodePool\nmetadata: {name: noref}\nspec:\n  template:\n    spec:\n      requirements: []\n",
+    )
+    .unwrap();
+    let f = file.display().to_string();
+    let out = quartermaster(&["validate", &f]);
+    assert_eq!(out.code, 1);
+    assert!(out.stdout.contains(&format!("{f}: NodePool/noref: spec.template.spec.nodeClassRef: ")), "{}", out.stdout);
 }
 
 #[test]
