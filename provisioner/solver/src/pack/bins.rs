@@ -146,12 +146,9 @@ pub fn room(
             Topology::Hostname => group.on_bin(bin_index),
             Topology::Zone => group.in_zone(zone),
         };
+        // The first pod of a self-affine group opens the domain; the rest follow it there.
         if here == 0 && !(group.total == 0 && class.member_of.contains(&rule.group)) {
             return Err(Block::Affinity(rule.topology));
-        }
-        if here == 0 && rule.topology == Topology::Hostname {
-            // The first pod of a self-affine group opens the domain; the rest follow it there.
-            k = k.min(i64::MAX);
         }
     }
     for rule in class.anti_affinity.iter().filter(|r| r.active) {

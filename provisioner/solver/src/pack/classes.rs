@@ -209,7 +209,7 @@ pub struct Group {
 impl Group {
     /// Whether `pod` is counted by this group.
     pub fn counts(&self, pod: &Pod) -> bool {
-        self.namespaces.iter().any(|n| *n == pod.id.namespace) && self.selector.matches(&pod.labels)
+        self.namespaces.contains(&pod.id.namespace) && self.selector.matches(&pod.labels)
     }
 
     /// Matching pods on bin `bin` (0 for a bin not yet opened).

@@ -20,6 +20,7 @@ const MAX_ALTERNATIVES: usize = 12;
 /// constraints depend on it). Returns, per bin, the ordered alternatives (chosen first).
 pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Vec<(usize, usize)>> {
     let mut choices = vec![Vec::new(); packer.bins.len()];
+    #[allow(clippy::needless_range_loop)] // the body re-borrows `packer` mutably
     for b in 0..packer.bins.len() {
         let BinKind::New { shape, offering } = packer.bins[b].kind else {
             continue;
