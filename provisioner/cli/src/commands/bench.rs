@@ -1,6 +1,7 @@
 //! `quartermaster bench`: generated scenarios, solved cost-optimally and by the greedy baseline.
 
 use std::io::Write;
+use std::time::Instant;
 
 use anyhow::Context;
 use quartermaster_bench::BenchResult;
@@ -22,8 +23,13 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow
         // An unknown name has no default sizes: build it anyway to get the error listing the
         // valid ones.
         for pods in if sizes.is_empty() { vec![1] } else { sizes } {
+            let started = Instant::now();
             let scenario = quartermaster_bench::build(name, pods)?;
-            write!(err, "bench: {name}: {pods} pods ...")?;
+            let built = started.elapsed().as_secs_f64();
+            write!(
+                err,
+                "bench: {name}: {pods} pods (generated in {built:.3} s) ..."
+            )?;
             err.flush()?;
             let result = quartermaster_bench::run(&scenario);
             writeln!(
