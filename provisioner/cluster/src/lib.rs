@@ -282,7 +282,7 @@ apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: karpenter}\nspec: 
             "object 1: no kind"
         );
         assert_eq!(
-            ingest_err("kind: Service\nmetadata: {name: a}\n---\nkind: Pod\n").to_string(),
+            ingest_err("kind: Service\n---\nkind: Pod\n").to_string(),
             "object 2: Pod without metadata.name"
         );
         let pod =

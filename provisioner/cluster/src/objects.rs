@@ -149,10 +149,19 @@ impl Inventory {
                 .get("apiVersion")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
+            let is_quartermaster = group(api_version) == GROUP;
+            let used = matches!(
+                kind,
+                "Pod" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "DaemonSet" | "Node"
+            ) || (is_quartermaster && KINDS.contains(&kind));
             let name = value
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
+            if !used && !matches!(kind, "NodePool" | "NodeClaim") {
+                *inv.skipped.entry(kind.to_owned()).or_default() += 1;
+                continue;
+            }
             if name.is_empty() {
                 return Err(unidentified(&format!("{kind} without metadata.name")));
             }
@@ -163,7 +172,6 @@ impl Inventory {
                 .unwrap_or("default");
             let namespaced = format!("{kind}/{namespace}/{name}");
             let cluster_scoped = format!("{kind}/{name}");
-            let is_quartermaster = group(api_version) == GROUP;
             let ns = namespace.to_owned();
             let object = |id: &str, namespace: String| -> Result<Object<(), ()>, ClusterError> {
                 Ok(Object {
