@@ -3,7 +3,6 @@
 //! Pure: no I/O, no async, no clock reads. Everything the solver needs is resolved into the
 //! [`ClusterSnapshot`] first; the [`Plan`] it returns is a value that other code executes.
 
-#[path = "pack/bound_stub.rs"]
 pub mod bound;
 mod pack;
 pub mod plan;

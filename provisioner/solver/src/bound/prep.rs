@@ -10,12 +10,15 @@ use crate::resources::{MAX_RESOURCES, Resources};
 
 use super::{BoundInput, Options};
 
+/// Largest number of (class, shape) pairs for which pods per copy are capped at class counts.
+const COUNT_CAP_PAIRS: usize = 4000;
+
 /// A class of identical pods in the reduced problem.
 #[derive(Debug, Clone)]
 pub(super) struct Class {
     /// How many pods.
     pub count: u64,
-    /// Their requests (negative amounts read as zero).
+    /// What one pod requests (negative amounts read as zero).
     pub requests: Resources,
     /// For a class whose every shape is capacity-limited: the cost per pod of the relaxation's
     /// escape column (see [`super`]).
@@ -31,6 +34,8 @@ pub(super) struct Shape {
     pub price: f64,
     /// How many copies may be used (`None`: any number).
     pub copies: Option<f64>,
+    /// What one copy holds.
+    pub capacity: Resources,
     /// Classes it may host, ascending.
     pub classes: Vec<usize>,
     /// Per class of `classes`: upper bound on how many pods of it one copy holds in the LP.
@@ -54,11 +59,19 @@ impl Shape {
 
     /// Pods of local class `i` that one copy holds in the LP when it holds nothing else.
     pub fn alone(&self, i: usize) -> f64 {
-        let mut load = if self.upper[i].is_finite() { 1.0 / self.upper[i] } else { 0.0 };
+        let mut load = if self.upper[i].is_finite() {
+            1.0 / self.upper[i]
+        } else {
+            0.0
+        };
         for j in 0..self.row_count {
             load = load.max(self.row(j)[i]);
         }
-        if load > 0.0 { 1.0 / load } else { f64::INFINITY }
+        if load > 0.0 {
+            1.0 / load
+        } else {
+            f64::INFINITY
+        }
     }
 }
 
@@ -99,7 +112,11 @@ fn raw_shape(price: f64, capacity: Resources, max_copies: Option<f64>) -> Option
             Some(m)
         }
     };
-    Some(RawShape { price, copies, capacity })
+    Some(RawShape {
+        price,
+        copies,
+        capacity,
+    })
 }
 
 /// How many pods with `requests` one machine of `capacity` holds (at most `cap`); in the plain
@@ -110,14 +127,21 @@ fn fit(capacity: &Resources, requests: &Resources, cap: u64, strengthen: bool) -
         return u64::try_from(capacity.copies_of(requests, cap)).unwrap_or(0);
     }
     let ok = (0..MAX_RESOURCES).all(|r| requests.get(r) == 0 || capacity.get(r) > 0);
-    if ok { u64::try_from(cap).unwrap_or(0) } else { 0 }
+    if ok {
+        u64::try_from(cap).unwrap_or(0)
+    } else {
+        0
+    }
 }
 
 /// Reduces `input`: see the module docs.
 pub(super) fn reduce(input: &BoundInput, options: &Options) -> Problem {
     let strengthen = options.strengthen;
-    let raw: Vec<Option<RawShape>> =
-        input.shapes.iter().map(|s| raw_shape(s.price, s.capacity, s.max_copies)).collect();
+    let raw: Vec<Option<RawShape>> = input
+        .shapes
+        .iter()
+        .map(|s| raw_shape(s.price, s.capacity, s.max_copies))
+        .collect();
 
     // Classes: compatible shapes that really fit, merged by (requests, shapes).
     let mut merged: Vec<(u64, Resources, Vec<usize>)> = Vec::new();
@@ -154,7 +178,10 @@ pub(super) fn reduce(input: &BoundInput, options: &Options) -> Problem {
             // Only free room (unlimited or not) can host it: it adds nothing to any plan's cost.
             continue;
         }
-        if shapes.iter().any(|s| free(s) && raw[*s].as_ref().is_some_and(|r| r.copies.is_none())) {
+        if shapes
+            .iter()
+            .any(|s| free(s) && raw[*s].as_ref().is_some_and(|r| r.copies.is_none()))
+        {
             continue; // unlimited free room hosts every pod of it at no cost
         }
         match index.get(&(requests, shapes.clone())) {
@@ -176,29 +203,60 @@ pub(super) fn reduce(input: &BoundInput, options: &Options) -> Problem {
             hosts[s].push(c);
         }
     }
-    let alive: Vec<usize> = (0..input.shapes.len()).filter(|&s| !hosts[s].is_empty()).collect();
+    let alive: Vec<usize> = (0..input.shapes.len())
+        .filter(|&s| !hosts[s].is_empty())
+        .collect();
     let dropped = dominated(&alive, &raw, &hosts, &merged, merged.len());
 
-    // Build the reduced shapes.
-    let mut new_index = vec![usize::MAX; input.shapes.len()];
+    // Build the reduced shapes. Capping a class's pods per copy at its count makes the pricing
+    // points dense (many classes at their cap) and the LP slow to converge; large inputs, where
+    // it rarely matters, go without.
+    let pairs: usize = alive
+        .iter()
+        .zip(&dropped)
+        .filter(|(_, g)| !**g)
+        .map(|(&s, _)| hosts[s].len())
+        .sum();
+    let count_caps = options.count_caps && pairs <= COUNT_CAP_PAIRS;
     let mut shapes = Vec::new();
     for (&s, &gone) in alive.iter().zip(&dropped) {
         if gone {
             continue;
         }
         let Some(rs) = raw[s].as_ref() else { continue };
-        new_index[s] = shapes.len();
         let classes = hosts[s].clone();
         let fits: Vec<u64> = classes
             .iter()
-            .map(|&c| if strengthen { fit(&rs.capacity, &merged[c].1, merged[c].0, true) } else { 0 })
+            .map(|&c| {
+                let (count, requests, _) = &merged[c];
+                if strengthen {
+                    fit(&rs.capacity, requests, *count, true)
+                } else {
+                    0
+                }
+            })
             .collect();
-        let upper = fits.iter().map(|&k| if strengthen { k as f64 } else { f64::INFINITY }).collect();
+        let upper = classes
+            .iter()
+            .zip(&fits)
+            .map(|(&c, &k)| {
+                let (_, requests, _) = &merged[c];
+                if !strengthen {
+                    f64::INFINITY
+                } else if count_caps || requests.is_zero() {
+                    // (Pods requesting nothing are limited by their count alone.)
+                    k as f64
+                } else {
+                    fit(&rs.capacity, requests, u64::MAX, true) as f64
+                }
+            })
+            .collect();
         let requests: Vec<&Resources> = classes.iter().map(|&c| &merged[c].1).collect();
         let (rows, row_count) = machine_rows(&rs.capacity, &requests, options);
         shapes.push(Shape {
             price: rs.price,
             copies: rs.copies,
+            capacity: rs.capacity,
             classes,
             upper,
             fit: fits,
@@ -209,7 +267,12 @@ pub(super) fn reduce(input: &BoundInput, options: &Options) -> Problem {
 
     let mut classes: Vec<Class> = merged
         .into_iter()
-        .map(|(count, requests, _)| Class { count, requests, escape: None, shapes: Vec::new() })
+        .map(|(count, requests, _)| Class {
+            count,
+            requests,
+            escape: None,
+            shapes: Vec::new(),
+        })
         .collect();
     for (s, shape) in shapes.iter().enumerate() {
         for (i, &c) in shape.classes.iter().enumerate() {
@@ -217,7 +280,11 @@ pub(super) fn reduce(input: &BoundInput, options: &Options) -> Problem {
         }
     }
     for class in &mut classes {
-        if class.shapes.iter().all(|&(s, _)| shapes[s].copies.is_some()) {
+        if class
+            .shapes
+            .iter()
+            .all(|&(s, _)| shapes[s].copies.is_some())
+        {
             // Capacity-limited only: the relaxation may leave its pods unplaced at the dearest
             // per-pod cost any of its shapes could charge them in the LP.
             let escape = class
@@ -306,7 +373,11 @@ fn dominated(
 pub(super) fn dff_u(k: u32, req: i64, cap: i64) -> f64 {
     let q = (i128::from(k) + 1) * i128::from(req);
     let c = i128::from(cap);
-    if q % c == 0 { req as f64 / cap as f64 } else { (q / c) as f64 / f64::from(k) }
+    if q % c == 0 {
+        req as f64 / cap as f64
+    } else {
+        (q / c) as f64 / f64::from(k)
+    }
 }
 
 /// The dual-feasible function that counts items larger than `cap - t` as a whole machine, items
@@ -324,7 +395,11 @@ pub(super) fn dff_large(t: i64, req: i64, cap: i64) -> f64 {
 /// The rows of one shape's machine polytope for the given classes: for every requested
 /// resource, its size row (`req/cap`) and the dual-feasible rows of [`Options`]; rows another
 /// row dominates are dropped.
-fn machine_rows(capacity: &Resources, requests: &[&Resources], options: &Options) -> (Vec<f64>, usize) {
+fn machine_rows(
+    capacity: &Resources,
+    requests: &[&Resources],
+    options: &Options,
+) -> (Vec<f64>, usize) {
     let n = requests.len();
     let mut rows: Vec<Vec<f64>> = Vec::new();
     for r in 0..MAX_RESOURCES {
@@ -336,21 +411,39 @@ fn machine_rows(capacity: &Resources, requests: &[&Resources], options: &Options
             // Only in the plain LP could a class requesting `r` be here; it never is.
             continue;
         }
-        rows.push(requests.iter().map(|q| q.get(r) as f64 / cap as f64).collect());
+        rows.push(
+            requests
+                .iter()
+                .map(|q| q.get(r) as f64 / cap as f64)
+                .collect(),
+        );
         if !options.strengthen {
             continue;
         }
         for k in 1..=options.dff_levels {
-            rows.push(requests.iter().map(|q| dff_u(k, q.get(r).min(cap), cap)).collect());
+            rows.push(
+                requests
+                    .iter()
+                    .map(|q| dff_u(k, q.get(r).min(cap), cap))
+                    .collect(),
+            );
         }
-        let mut large: Vec<i64> =
-            requests.iter().map(|q| q.get(r)).filter(|&a| 2 * a > cap && a <= cap).collect();
+        let mut large: Vec<i64> = requests
+            .iter()
+            .map(|q| q.get(r))
+            .filter(|&a| 2 * a > cap && a <= cap)
+            .collect();
         large.sort_unstable_by(|a, b| b.cmp(a));
         large.dedup();
         for &l in large.iter().take(options.large_rows) {
             let t = cap - l + 1;
             if 2 * t <= cap {
-                rows.push(requests.iter().map(|q| dff_large(t, q.get(r).min(cap), cap)).collect());
+                rows.push(
+                    requests
+                        .iter()
+                        .map(|q| dff_large(t, q.get(r).min(cap), cap))
+                        .collect(),
+                );
             }
         }
     }
