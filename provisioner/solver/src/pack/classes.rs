@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::rc::Rc;
 
 use quartermaster_policies::Requirements;
 
@@ -86,6 +87,18 @@ pub struct ShapeCompat {
     pub offerings: Vec<u16>,
 }
 
+/// The shapes a group of classes may use: shared by every class with the same node terms and
+/// tolerations (whether the requests fit is checked when packing).
+#[derive(Debug, Clone, Default)]
+pub struct CompatSet {
+    /// Compatible shapes with their allowed offerings.
+    pub list: Vec<ShapeCompat>,
+    /// For each shape, the index into `list`, or `u32::MAX`.
+    pub by_shape: Vec<u32>,
+    /// Preferred node-affinity weights dropped to find any shape.
+    pub relaxed: Vec<i32>,
+}
+
 /// Pods that the packer treats as one.
 #[derive(Debug, Clone)]
 pub struct Class {
@@ -93,10 +106,10 @@ pub struct Class {
     pub pods: Vec<usize>,
     /// Requests of one pod.
     pub requests: Resources,
-    /// Shapes that may host the class (static checks: taints, node affinity, size).
-    pub compat: Vec<ShapeCompat>,
-    /// For each shape, the index into `compat`, or `u32::MAX`.
-    pub compat_by_shape: Vec<u32>,
+    /// Shapes whose taints and labels admit the class (shared between classes).
+    pub compat: Rc<CompatSet>,
+    /// True when at least one compatible shape is large enough for one pod.
+    pub fits_any: bool,
     /// Existing nodes that may host the class (static checks).
     pub existing: Vec<usize>,
     /// Cheapest standalone cost share of one pod, dollars per hour.
@@ -178,8 +191,8 @@ impl Class {
 
     /// The compatibility entry for `shape`.
     pub fn compat_for(&self, shape: usize) -> Option<&ShapeCompat> {
-        match self.compat_by_shape.get(shape) {
-            Some(&i) if i != u32::MAX => Some(&self.compat[i as usize]),
+        match self.compat.by_shape.get(shape) {
+            Some(&i) if i != u32::MAX => Some(&self.compat.list[i as usize]),
             _ => None,
         }
     }
@@ -335,9 +348,6 @@ fn shape_compat(
         if tolerates_all(&pod.tolerations, &pool.taints).is_err() {
             continue;
         }
-        if !pod.requests.fits_in(&shape.allocatable) {
-            continue;
-        }
         let offerings: Vec<u16> = shape
             .offerings
             .iter()
@@ -384,36 +394,34 @@ pub fn build_classes(
     notes: &mut Vec<String>,
 ) -> Vec<Class> {
     // Node terms are shared by many classes: compute shape compatibility once per distinct
-    // (terms, tolerations, requests) key.
-    let mut compat_cache: HashMap<String, (Vec<ShapeCompat>, Vec<i32>)> = HashMap::new();
+    // (terms, preferences, tolerations) key.
+    let mut compat_cache: HashMap<String, Rc<CompatSet>> = HashMap::new();
     let mut classes = Vec::new();
     for pods in group_pods(&snapshot.pending) {
         let rep = &snapshot.pending[pods[0]];
-        let key = format!(
-            "{:?}|{:?}|{:?}|{:?}",
-            rep.node_terms, rep.preferred_node_terms, rep.tolerations, rep.requests
-        );
-        let (compat, relaxed) = compat_cache
+        let key = format!("{:?}|{:?}|{:?}", rep.node_terms, rep.preferred_node_terms, rep.tolerations);
+        let compat = compat_cache
             .entry(key)
             .or_insert_with(|| {
                 let n = rep.preferred_node_terms.len();
-                let mut weights: Vec<i32> =
-                    rep.preferred_node_terms.iter().map(|p| p.weight).collect();
+                let mut weights: Vec<i32> = rep.preferred_node_terms.iter().map(|p| p.weight).collect();
                 weights.sort_by_key(|w| std::cmp::Reverse(*w));
+                let mut set = CompatSet::default();
                 for keep in (0..=n).rev() {
-                    let compat =
-                        shape_compat(rep, &terms_with_preferences(rep, keep), shapes, snapshot);
-                    if !compat.is_empty() || keep == 0 {
-                        return (compat, weights[keep..].to_vec());
+                    let list = shape_compat(rep, &terms_with_preferences(rep, keep), shapes, snapshot);
+                    if !list.is_empty() || keep == 0 {
+                        set.list = list;
+                        set.relaxed = weights[keep..].to_vec();
+                        break;
                     }
                 }
-                (Vec::new(), Vec::new())
+                set.by_shape = vec![u32::MAX; shapes.len()];
+                for (i, c) in set.list.iter().enumerate() {
+                    set.by_shape[c.shape as usize] = i as u32;
+                }
+                Rc::new(set)
             })
             .clone();
-        let mut compat_by_shape = vec![u32::MAX; shapes.len()];
-        for (i, c) in compat.iter().enumerate() {
-            compat_by_shape[c.shape as usize] = i as u32;
-        }
         let existing: Vec<usize> = snapshot
             .nodes
             .iter()
@@ -428,18 +436,22 @@ pub fn build_classes(
             .map(|(i, _)| i)
             .collect();
         let value = compat
+            .list
             .iter()
+            .filter(|c| rep.requests.fits_in(&shapes[c.shape as usize].allocatable))
             .map(|c| {
                 let shape = &shapes[c.shape as usize];
                 shape.offerings[c.offerings[0] as usize].price
                     * dominant_share(&rep.requests, &shape.allocatable)
             })
             .fold(f64::INFINITY, f64::min);
+        let fits_any = value.is_finite();
+        let relaxed = compat.relaxed.clone();
         let mut class = Class {
             pods,
             requests: rep.requests,
             compat,
-            compat_by_shape,
+            fits_any,
             existing,
             value: if value.is_finite() { value } else { 0.0 },
             spreads: Vec::new(),

@@ -1,6 +1,9 @@
 //! After packing: each new node gets the cheapest offering that still holds its pods (the
 //! others become its fallbacks), and the plan is assembled with its lower bound.
 
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use quartermaster_policies::{Requirement, Requirements};
 use quartermaster_pricing::Catalog;
 
@@ -9,6 +12,8 @@ use crate::plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, 
 use crate::pod::ZONE;
 
 use super::bins::BinKind;
+use super::classes::CompatSet;
+use crate::resources::Resources;
 use super::packer::Packer;
 use super::shapes::Zones;
 
@@ -179,53 +184,61 @@ pub fn assemble(
 }
 
 /// A lower bound on the cost of placing the pods this plan places.
+///
+/// Each bound shape is a (shape, cheapest offering a class may use) pair, so a class limited to
+/// on-demand is never priced at spot.
 fn bound(packer: &Packer<'_>) -> f64 {
-    let shapes_offset = packer.shapes.len();
-    let mut shapes: Vec<BoundShape> = packer
-        .shapes
-        .iter()
-        .map(|s| BoundShape {
-            price: s.min_price(),
-            capacity: s.allocatable,
-            max_copies: None,
-        })
-        .collect();
-    let existing: Vec<usize> = packer
-        .bins
-        .iter()
-        .enumerate()
-        .filter_map(|(b, bin)| matches!(bin.kind, BinKind::Existing(_)).then_some(b))
-        .collect();
-    for &b in &existing {
-        let bin = &packer.bins[b];
-        shapes.push(BoundShape {
-            price: 0.0,
-            capacity: bin.free + bin.requests,
-            max_copies: Some(1.0),
-        });
-    }
+    let mut shapes: Vec<BoundShape> = Vec::new();
+    let mut index: HashMap<(u32, u16), usize> = HashMap::new();
+    let mut existing_index: HashMap<usize, usize> = HashMap::new();
     let mut placed = vec![0u64; packer.classes.len()];
     for bin in &packer.bins {
         for &(c, n) in &bin.classes {
             placed[c as usize] += u64::from(n);
         }
     }
-    let classes = packer
-        .classes
-        .iter()
-        .enumerate()
-        .filter(|(c, _)| placed[*c] > 0)
-        .map(|(c, class)| {
-            let mut compatible: Vec<usize> = class.compat.iter().map(|sc| sc.shape as usize).collect();
-            compatible.extend(
-                existing
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, b)| matches!(packer.bins[**b].kind, BinKind::Existing(n) if class.existing.contains(&n)))
-                    .map(|(i, _)| shapes_offset + i),
-            );
-            BoundClass { count: placed[c], requests: class.requests, shapes: compatible }
-        })
-        .collect();
+    // Pods with the same requests, shapes and existing nodes are one class for the bound
+    // (labels and topology do not enter it).
+    let mut merged: HashMap<(Resources, *const CompatSet, Vec<usize>), usize> = HashMap::new();
+    let mut classes: Vec<BoundClass> = Vec::new();
+    for (c, class) in packer.classes.iter().enumerate() {
+        if placed[c] == 0 {
+            continue;
+        }
+        let key = (class.requests, Rc::as_ptr(&class.compat), class.existing.clone());
+        if let Some(&i) = merged.get(&key) {
+            classes[i].count += placed[c];
+            continue;
+        }
+        let mut compatible = Vec::with_capacity(class.compat.list.len());
+        for sc in &class.compat.list {
+            let shape = &packer.shapes[sc.shape as usize];
+            if !class.requests.fits_in(&shape.allocatable) {
+                continue;
+            }
+            let key = (sc.shape, sc.offerings[0]);
+            let i = *index.entry(key).or_insert_with(|| {
+                shapes.push(BoundShape {
+                    price: shape.offerings[sc.offerings[0] as usize].price,
+                    capacity: shape.allocatable,
+                    max_copies: None,
+                });
+                shapes.len() - 1
+            });
+            compatible.push(i);
+        }
+        for (b, bin) in packer.bins.iter().enumerate() {
+            let BinKind::Existing(n) = bin.kind else { break };
+            if class.existing.contains(&n) {
+                let i = *existing_index.entry(b).or_insert_with(|| {
+                    shapes.push(BoundShape { price: 0.0, capacity: bin.free + bin.requests, max_copies: Some(1.0) });
+                    shapes.len() - 1
+                });
+                compatible.push(i);
+            }
+        }
+        merged.insert(key, classes.len());
+        classes.push(BoundClass { count: placed[c], requests: class.requests, shapes: compatible });
+    }
     lower_bound(&BoundInput { classes, shapes }).dollars_per_hour
 }

@@ -7,7 +7,10 @@ use crate::resources::Resources;
 use crate::snapshot::{ClusterSnapshot, PoolUsage};
 
 use super::bins::{Bin, BinKind, Block, NO_ZONE, room};
-use super::classes::{Class, Groups, Topology, repels};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::classes::{Class, CompatSet, Groups, Topology, repels};
 use super::shapes::{Shape, ZoneId, Zones};
 
 /// How many following classes a new node is filled from when it is opened.
@@ -96,24 +99,28 @@ impl<'a> Packer<'a> {
                 }
             }
         }
+        let mut zone_cache: HashMap<*const CompatSet, Vec<ZoneId>> = HashMap::new();
         let eligible_zones = classes
             .iter()
             .map(|c| {
-                let mut z: Vec<ZoneId> = c
-                    .compat
-                    .iter()
-                    .flat_map(|sc| {
-                        sc.offerings
+                let from_shapes = zone_cache
+                    .entry(Rc::as_ptr(&c.compat))
+                    .or_insert_with(|| {
+                        let mut z: Vec<ZoneId> = c
+                            .compat
+                            .list
                             .iter()
-                            .map(|&o| shapes[sc.shape as usize].offerings[o as usize].zone)
+                            .flat_map(|sc| {
+                                sc.offerings.iter().map(|&o| shapes[sc.shape as usize].offerings[o as usize].zone)
+                            })
+                            .collect();
+                        z.sort_unstable();
+                        z.dedup();
+                        z
                     })
-                    .chain(
-                        c.existing
-                            .iter()
-                            .map(|&n| bins[n].zone)
-                            .filter(|&z| z != NO_ZONE),
-                    )
-                    .collect();
+                    .clone();
+                let mut z = from_shapes;
+                z.extend(c.existing.iter().map(|&n| bins[n].zone).filter(|&z| z != NO_ZONE));
                 z.sort_unstable();
                 z.dedup();
                 z
@@ -198,7 +205,7 @@ impl<'a> Packer<'a> {
                     continue;
                 }
                 let reason =
-                    if self.classes[c].compat.is_empty() && self.classes[c].existing.is_empty() {
+                    if !self.classes[c].fits_any && self.classes[c].existing.is_empty() {
                         static_reason(self, c)
                     } else {
                         block.unwrap_or_else(|| "no node can hold it".to_owned())
@@ -526,9 +533,9 @@ impl<'a> Packer<'a> {
         self.memo[c] = None;
         for tier in 0..self.tiers.len() {
             let mut best: Option<Candidate> = None;
-            let compat_len = self.classes[c].compat.len();
+            let compat_len = self.classes[c].compat.list.len();
             for i in 0..compat_len {
-                let shape = self.classes[c].compat[i].shape as usize;
+                let shape = self.classes[c].compat.list[i].shape as usize;
                 let pool = self.shapes[shape].pool;
                 if !self.tiers[tier].contains(&pool) {
                     continue;
