@@ -298,7 +298,7 @@ pub fn group_pods(pending: &[Pod]) -> Vec<Vec<usize>> {
 }
 
 /// Interns counting groups by (selector, namespaces).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Groups {
     /// All groups.
     pub groups: Vec<Group>,
@@ -399,16 +399,21 @@ pub fn build_classes(
     let mut classes = Vec::new();
     for pods in group_pods(&snapshot.pending) {
         let rep = &snapshot.pending[pods[0]];
-        let key = format!("{:?}|{:?}|{:?}", rep.node_terms, rep.preferred_node_terms, rep.tolerations);
+        let key = format!(
+            "{:?}|{:?}|{:?}",
+            rep.node_terms, rep.preferred_node_terms, rep.tolerations
+        );
         let compat = compat_cache
             .entry(key)
             .or_insert_with(|| {
                 let n = rep.preferred_node_terms.len();
-                let mut weights: Vec<i32> = rep.preferred_node_terms.iter().map(|p| p.weight).collect();
+                let mut weights: Vec<i32> =
+                    rep.preferred_node_terms.iter().map(|p| p.weight).collect();
                 weights.sort_by_key(|w| std::cmp::Reverse(*w));
                 let mut set = CompatSet::default();
                 for keep in (0..=n).rev() {
-                    let list = shape_compat(rep, &terms_with_preferences(rep, keep), shapes, snapshot);
+                    let list =
+                        shape_compat(rep, &terms_with_preferences(rep, keep), shapes, snapshot);
                     if !list.is_empty() || keep == 0 {
                         set.list = list;
                         set.relaxed = weights[keep..].to_vec();

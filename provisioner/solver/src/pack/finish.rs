@@ -13,9 +13,9 @@ use crate::pod::ZONE;
 
 use super::bins::BinKind;
 use super::classes::CompatSet;
-use crate::resources::Resources;
 use super::packer::Packer;
 use super::shapes::Zones;
+use crate::resources::Resources;
 
 /// How many fallback offerings each new node carries.
 const MAX_ALTERNATIVES: usize = 12;
@@ -205,7 +205,11 @@ fn bound(packer: &Packer<'_>) -> f64 {
         if placed[c] == 0 {
             continue;
         }
-        let key = (class.requests, Rc::as_ptr(&class.compat), class.existing.clone());
+        let key = (
+            class.requests,
+            Rc::as_ptr(&class.compat),
+            class.existing.clone(),
+        );
         if let Some(&i) = merged.get(&key) {
             classes[i].count += placed[c];
             continue;
@@ -228,17 +232,27 @@ fn bound(packer: &Packer<'_>) -> f64 {
             compatible.push(i);
         }
         for (b, bin) in packer.bins.iter().enumerate() {
-            let BinKind::Existing(n) = bin.kind else { break };
+            let BinKind::Existing(n) = bin.kind else {
+                break;
+            };
             if class.existing.contains(&n) {
                 let i = *existing_index.entry(b).or_insert_with(|| {
-                    shapes.push(BoundShape { price: 0.0, capacity: bin.free + bin.requests, max_copies: Some(1.0) });
+                    shapes.push(BoundShape {
+                        price: 0.0,
+                        capacity: bin.free + bin.requests,
+                        max_copies: Some(1.0),
+                    });
                     shapes.len() - 1
                 });
                 compatible.push(i);
             }
         }
         merged.insert(key, classes.len());
-        classes.push(BoundClass { count: placed[c], requests: class.requests, shapes: compatible });
+        classes.push(BoundClass {
+            count: placed[c],
+            requests: class.requests,
+            shapes: compatible,
+        });
     }
     lower_bound(&BoundInput { classes, shapes }).dollars_per_hour
 }

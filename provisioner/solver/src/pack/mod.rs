@@ -16,9 +16,9 @@ mod shapes;
 use chrono::{DateTime, Utc};
 use quartermaster_pricing::Catalog;
 
-use crate::SolveOptions;
 use crate::plan::Plan;
 use crate::snapshot::ClusterSnapshot;
+use crate::{SolveOptions, Strategy};
 
 /// See [`crate::solve_with`].
 pub fn solve(
@@ -55,15 +55,33 @@ pub fn solve(
                 .then(a.cmp(&b))
         });
     }
-    let mut packer = packer::Packer::new(
-        snapshot,
-        &shapes,
-        classes,
-        groups,
-        &mut zones,
-        options.strategy,
-    );
-    packer.run(|p, c| reasons::static_reason(p.snapshot, p.shapes, &p.classes[c]));
-    let choices = finish::right_size(&mut packer, &pool_shapes);
+    // Two constructive heuristics, keep the better plan: the cost-efficiency packer, and a
+    // first-fit-decreasing packer (what Karpenter does, with our right-sizing). Fewer pods left
+    // pending wins first, then the lower cost. The baseline strategy runs alone.
+    let strategies: &[Strategy] = match options.strategy {
+        Strategy::CostOptimal => &[Strategy::CostOptimal, Strategy::KarpenterGreedy],
+        Strategy::KarpenterGreedy => &[Strategy::KarpenterGreedy],
+    };
+    let mut best: Option<(packer::Packer<'_>, Vec<Vec<(usize, usize)>>, (usize, f64))> = None;
+    for &strategy in strategies {
+        let mut packer = packer::Packer::new(
+            snapshot,
+            &shapes,
+            classes.clone(),
+            groups.clone(),
+            &mut zones,
+            strategy,
+        );
+        packer.run(|p, c| reasons::static_reason(p.snapshot, p.shapes, &p.classes[c]));
+        let choices = finish::right_size(&mut packer, &pool_shapes);
+        let score = (packer.unschedulable.len(), packer.new_cost());
+        if best
+            .as_ref()
+            .is_none_or(|(_, _, b)| score.0 < b.0 || (score.0 == b.0 && score.1 < b.1 - 1e-9))
+        {
+            best = Some((packer, choices, score));
+        }
+    }
+    let (packer, choices, _) = best.expect("at least one strategy runs");
     finish::assemble(&packer, catalog, &zones, &choices, notes)
 }

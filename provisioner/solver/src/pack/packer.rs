@@ -111,7 +111,9 @@ impl<'a> Packer<'a> {
                             .list
                             .iter()
                             .flat_map(|sc| {
-                                sc.offerings.iter().map(|&o| shapes[sc.shape as usize].offerings[o as usize].zone)
+                                sc.offerings
+                                    .iter()
+                                    .map(|&o| shapes[sc.shape as usize].offerings[o as usize].zone)
                             })
                             .collect();
                         z.sort_unstable();
@@ -120,7 +122,12 @@ impl<'a> Packer<'a> {
                     })
                     .clone();
                 let mut z = from_shapes;
-                z.extend(c.existing.iter().map(|&n| bins[n].zone).filter(|&z| z != NO_ZONE));
+                z.extend(
+                    c.existing
+                        .iter()
+                        .map(|&n| bins[n].zone)
+                        .filter(|&z| z != NO_ZONE),
+                );
                 z.sort_unstable();
                 z.dedup();
                 z
@@ -164,6 +171,18 @@ impl<'a> Packer<'a> {
         }
     }
 
+    /// Dollars per hour of the new bins.
+    pub fn new_cost(&self) -> f64 {
+        self.bins
+            .iter()
+            .filter(|b| !b.pods.is_empty())
+            .map(|b| match b.kind {
+                BinKind::New { shape, offering } => self.shapes[shape].offerings[offering].price,
+                BinKind::Existing(_) => 0.0,
+            })
+            .sum()
+    }
+
     /// The order classes are placed in.
     fn order(&self) -> Vec<usize> {
         let mut order: Vec<usize> = (0..self.classes.len()).collect();
@@ -204,12 +223,11 @@ impl<'a> Packer<'a> {
                 if self.classes[c].relax_one() {
                     continue;
                 }
-                let reason =
-                    if !self.classes[c].fits_any && self.classes[c].existing.is_empty() {
-                        static_reason(self, c)
-                    } else {
-                        block.unwrap_or_else(|| "no node can hold it".to_owned())
-                    };
+                let reason = if !self.classes[c].fits_any && self.classes[c].existing.is_empty() {
+                    static_reason(self, c)
+                } else {
+                    block.unwrap_or_else(|| "no node can hold it".to_owned())
+                };
                 let _ = relaxed_before;
                 for pod in std::mem::take(&mut self.remaining[c]) {
                     self.unschedulable.push((pod, reason.clone()));
