@@ -20,6 +20,10 @@ use crate::plan::Plan;
 use crate::snapshot::ClusterSnapshot;
 use crate::{SolveOptions, Strategy};
 
+/// A packed state with each new bin's offerings (chosen first) and its score (pods left
+/// pending, cost).
+type Packed<'a> = (packer::Packer<'a>, Vec<Vec<(usize, usize)>>, (usize, f64));
+
 /// See [`crate::solve_with`].
 pub fn solve(
     snapshot: &ClusterSnapshot,
@@ -62,7 +66,7 @@ pub fn solve(
         Strategy::CostOptimal => &[Strategy::CostOptimal, Strategy::KarpenterGreedy],
         Strategy::KarpenterGreedy => &[Strategy::KarpenterGreedy],
     };
-    let mut best: Option<(packer::Packer<'_>, Vec<Vec<(usize, usize)>>, (usize, f64))> = None;
+    let mut best: Option<Packed<'_>> = None;
     for &strategy in strategies {
         let mut packer = packer::Packer::new(
             snapshot,
