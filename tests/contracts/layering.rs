@@ -20,7 +20,7 @@ fn normal_dependencies(package: &str) -> String {
 
 #[test]
 fn pure_crates_have_no_runtime_network_or_sdk_dependency() {
-    for package in ["quartermaster-policies", "quartermaster-pricing"] {
+    for package in ["quartermaster-policies", "quartermaster-pricing", "quartermaster-solver", "quartermaster-cluster"] {
         let tree = normal_dependencies(package);
         for line in tree.lines() {
             let name = line.split_whitespace().next().unwrap_or("");
@@ -36,4 +36,23 @@ fn pure_crates_have_no_runtime_network_or_sdk_dependency() {
 fn pricing_and_policies_do_not_depend_on_each_other() {
     assert!(!normal_dependencies("quartermaster-pricing").contains("quartermaster-policies"));
     assert!(!normal_dependencies("quartermaster-policies").contains("quartermaster-pricing"));
+}
+
+#[test]
+fn the_solver_depends_on_policies_and_pricing_only() {
+    // `--depth 1` lists direct dependencies; of ours, only the two pure crates may appear, so
+    // the solver cannot reach a cloud, a cluster or a clock.
+    let output = Command::new(env!("CARGO"))
+        .current_dir(workspace_root())
+        .args(["tree", "--offline", "-e", "normal", "--prefix", "none", "--depth", "1", "-p", "quartermaster-solver"])
+        .output()
+        .expect("running cargo tree");
+    let tree = String::from_utf8(output.stdout).expect("UTF-8");
+    let ours: Vec<&str> = tree
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| name.starts_with("quartermaster"))
+        .collect();
+    assert_eq!(ours, ["quartermaster-policies", "quartermaster-pricing"], "{tree}");
 }

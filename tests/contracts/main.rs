@@ -4,6 +4,7 @@
 mod bench;
 mod catalog;
 mod crds;
+mod fixtures;
 mod layering;
 mod plan;
 mod validate;
