@@ -16,8 +16,12 @@ pub struct Output {
 impl Output {
     /// Standard output parsed as JSON; panics with both streams when it is not JSON.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
     }
 }
 
@@ -36,7 +40,10 @@ pub fn quartermaster(args: &[&str]) -> Output {
 
 /// The workspace root (this crate lives in `tests/`).
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 /// A path under the workspace root, as a string for CLI arguments.

@@ -23,14 +23,22 @@ pub const LABEL_INSTANCE_FAMILY: &str = "quartermaster.dev/instance-family";
 pub const LABEL_INSTANCE_CPU: &str = "quartermaster.dev/instance-cpu";
 /// Memory of the instance type in MiB (integer).
 pub const LABEL_INSTANCE_MEMORY: &str = "quartermaster.dev/instance-memory";
-/// GPU model (`h100`, `a100`, `l4`).
-pub const LABEL_GPU_NAME: &str = "quartermaster.dev/gpu-name";
-/// GPU manufacturer (`nvidia`, `amd`).
-pub const LABEL_GPU_MANUFACTURER: &str = "quartermaster.dev/gpu-manufacturer";
-/// Number of GPUs (integer).
-pub const LABEL_GPU_COUNT: &str = "quartermaster.dev/gpu-count";
-/// Memory per GPU in MiB (integer).
-pub const LABEL_GPU_MEMORY: &str = "quartermaster.dev/gpu-memory";
+/// Accelerator model (`h100`, `a100`, `l4`, `gaudi`, `trainium`).
+pub const LABEL_INSTANCE_GPU_NAME: &str = "quartermaster.dev/instance-gpu-name";
+/// Accelerator manufacturer (`nvidia`, `habana`, `aws`).
+pub const LABEL_INSTANCE_GPU_MANUFACTURER: &str = "quartermaster.dev/instance-gpu-manufacturer";
+/// Number of accelerators (integer).
+pub const LABEL_INSTANCE_GPU_COUNT: &str = "quartermaster.dev/instance-gpu-count";
+/// Memory per accelerator in MiB (integer).
+pub const LABEL_INSTANCE_GPU_MEMORY: &str = "quartermaster.dev/instance-gpu-memory";
+/// Network bandwidth in Mbps (integer).
+pub const LABEL_INSTANCE_NETWORK_BANDWIDTH: &str = "quartermaster.dev/instance-network-bandwidth";
+/// Accelerator interconnect (`efa`, `infiniband`).
+pub const LABEL_INSTANCE_INTERCONNECT: &str = "quartermaster.dev/instance-interconnect";
+/// Fraction of one accelerator for vGPU slices (e.g. `0.1667`).
+pub const LABEL_INSTANCE_GPU_FRACTION: &str = "quartermaster.dev/instance-gpu-fraction";
+/// Local NVMe in GB (integer).
+pub const LABEL_INSTANCE_LOCAL_NVME: &str = "quartermaster.dev/instance-local-nvme";
 
 /// `topology.kubernetes.io/zone`.
 pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
@@ -57,10 +65,14 @@ pub const WELL_KNOWN_LABELS: &[&str] = &[
     LABEL_INSTANCE_FAMILY,
     LABEL_INSTANCE_CPU,
     LABEL_INSTANCE_MEMORY,
-    LABEL_GPU_NAME,
-    LABEL_GPU_MANUFACTURER,
-    LABEL_GPU_COUNT,
-    LABEL_GPU_MEMORY,
+    LABEL_INSTANCE_GPU_NAME,
+    LABEL_INSTANCE_GPU_MANUFACTURER,
+    LABEL_INSTANCE_GPU_COUNT,
+    LABEL_INSTANCE_GPU_MEMORY,
+    LABEL_INSTANCE_NETWORK_BANDWIDTH,
+    LABEL_INSTANCE_INTERCONNECT,
+    LABEL_INSTANCE_GPU_FRACTION,
+    LABEL_INSTANCE_LOCAL_NVME,
     LABEL_ZONE,
     LABEL_REGION,
     LABEL_INSTANCE_TYPE,
@@ -259,7 +271,7 @@ mod tests {
         assert!(restricted_label_reason("team").is_none());
         assert!(restricted_label_reason("example.com/team").is_none());
         assert!(restricted_label_reason(LABEL_ZONE).is_none());
-        assert!(restricted_label_reason(LABEL_GPU_NAME).is_none());
+        assert!(restricted_label_reason(LABEL_INSTANCE_GPU_NAME).is_none());
         assert!(restricted_label_reason("node.kubernetes.io/exclude-from-lb").is_none());
         assert!(restricted_label_reason("node-restriction.kubernetes.io/x").is_none());
         assert!(restricted_label_reason("notkubernetes.io/x").is_none());

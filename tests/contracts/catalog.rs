@@ -24,13 +24,25 @@ fn find<'a>(types: &'a [Value], cloud: &str, name: &str) -> &'a Value {
 fn json_contract_has_the_promised_keys() {
     let types = catalog_json(&[]);
     for t in &types {
-        for key in ["cloud", "name", "vcpu", "memory_mib", "accelerator", "labels", "offerings"] {
+        for key in [
+            "cloud",
+            "name",
+            "vcpu",
+            "memory_mib",
+            "accelerator",
+            "labels",
+            "offerings",
+        ] {
             assert!(t.get(key).is_some(), "{} lacks {key}", t["name"]);
         }
         assert!(t["labels"].is_object());
         if let Some(acc) = t["accelerator"].as_object() {
             for key in ["manufacturer", "name", "count", "memory_mib", "resource"] {
-                assert!(acc.contains_key(key), "{} accelerator lacks {key}", t["name"]);
+                assert!(
+                    acc.contains_key(key),
+                    "{} accelerator lacks {key}",
+                    t["name"]
+                );
             }
         } else {
             assert!(t["accelerator"].is_null());
@@ -38,7 +50,13 @@ fn json_contract_has_the_promised_keys() {
         let offerings = t["offerings"].as_array().expect("offerings array");
         assert!(!offerings.is_empty(), "{} has no offering", t["name"]);
         for o in offerings {
-            for key in ["region", "zone", "capacity_type", "price_per_hour", "available"] {
+            for key in [
+                "region",
+                "zone",
+                "capacity_type",
+                "price_per_hour",
+                "available",
+            ] {
                 assert!(o.get(key).is_some(), "{} offering lacks {key}", t["name"]);
             }
             let price = o["price_per_hour"].as_f64().expect("numeric price");
@@ -50,18 +68,42 @@ fn json_contract_has_the_promised_keys() {
 #[test]
 fn at_least_forty_accelerator_types_across_three_clouds() {
     let types = catalog_json(&[]);
-    let accelerated: Vec<&Value> = types.iter().filter(|t| !t["accelerator"].is_null()).collect();
-    assert!(accelerated.len() >= 40, "only {} accelerator types", accelerated.len());
-    let clouds: BTreeSet<&str> = accelerated.iter().filter_map(|t| t["cloud"].as_str()).collect();
+    let accelerated: Vec<&Value> = types
+        .iter()
+        .filter(|t| !t["accelerator"].is_null())
+        .collect();
+    assert!(
+        accelerated.len() >= 40,
+        "only {} accelerator types",
+        accelerated.len()
+    );
+    let clouds: BTreeSet<&str> = accelerated
+        .iter()
+        .filter_map(|t| t["cloud"].as_str())
+        .collect();
     assert_eq!(clouds, BTreeSet::from(["aws", "azure", "gcp"]));
     let cpu_only = types.iter().filter(|t| t["accelerator"].is_null()).count();
-    assert!(cpu_only >= 9, "CPU types per cloud are needed for CPU pods; found {cpu_only}");
+    assert!(
+        cpu_only >= 9,
+        "CPU types per cloud are needed for CPU pods; found {cpu_only}"
+    );
 }
 
 #[test]
 fn current_prices_not_marketing_figures() {
-    let types = catalog_json(&["--cloud", "aws", "--capacity-type", "on-demand", "--region", "us-east-1"]);
-    let on_demand = |name: &str| find(&types, "aws", name)["offerings"][0]["price_per_hour"].as_f64().unwrap();
+    let types = catalog_json(&[
+        "--cloud",
+        "aws",
+        "--capacity-type",
+        "on-demand",
+        "--region",
+        "us-east-1",
+    ]);
+    let on_demand = |name: &str| {
+        find(&types, "aws", name)["offerings"][0]["price_per_hour"]
+            .as_f64()
+            .unwrap()
+    };
     assert_eq!(on_demand("p5.48xlarge"), 55.04);
     assert_eq!(on_demand("p4d.24xlarge"), 21.957642);
     assert_eq!(on_demand("dl1.24xlarge"), 13.10904);
@@ -75,13 +117,32 @@ fn accelerator_resources_and_labels() {
     assert_eq!(p5["accelerator"]["count"], 8);
     assert_eq!(p5["labels"]["quartermaster.dev/instance-gpu-name"], "h100");
     assert_eq!(p5["labels"]["quartermaster.dev/instance-gpu-count"], "8");
-    assert_eq!(p5["labels"]["quartermaster.dev/instance-interconnect"], "efa");
-    assert_eq!(p5["labels"]["node.kubernetes.io/instance-type"], "p5.48xlarge");
-    assert_eq!(find(&types, "aws", "dl1.24xlarge")["accelerator"]["resource"], "habana.ai/gaudi");
-    assert_eq!(find(&types, "aws", "trn1.32xlarge")["accelerator"]["resource"], "aws.amazon.com/neuron");
+    assert_eq!(
+        p5["labels"]["quartermaster.dev/instance-interconnect"],
+        "efa"
+    );
+    assert_eq!(
+        p5["labels"]["node.kubernetes.io/instance-type"],
+        "p5.48xlarge"
+    );
+    assert_eq!(
+        find(&types, "aws", "dl1.24xlarge")["accelerator"]["resource"],
+        "habana.ai/gaudi"
+    );
+    assert_eq!(
+        find(&types, "aws", "trn1.32xlarge")["accelerator"]["resource"],
+        "aws.amazon.com/neuron"
+    );
     let nv6 = find(&types, "azure", "Standard_NV6ads_A10_v5");
-    assert_ne!(nv6["accelerator"]["count"], 1, "a 1/6 vGPU must not advertise a whole GPU");
-    assert!(nv6["accelerator"]["fraction"].as_f64().is_some_and(|f| f > 0.0 && f < 1.0));
+    assert_ne!(
+        nv6["accelerator"]["count"], 1,
+        "a 1/6 vGPU must not advertise a whole GPU"
+    );
+    assert!(
+        nv6["accelerator"]["fraction"]
+            .as_f64()
+            .is_some_and(|f| f > 0.0 && f < 1.0)
+    );
 }
 
 #[test]
@@ -94,12 +155,22 @@ fn filters_narrow_the_listing() {
 
     let eight = catalog_json(&["--min-gpus", "8", "--cloud", "gcp"]);
     assert!(!eight.is_empty());
-    assert!(eight.iter().all(|t| t["cloud"] == "gcp" && t["accelerator"]["count"].as_u64() >= Some(8)));
+    assert!(
+        eight
+            .iter()
+            .all(|t| t["cloud"] == "gcp" && t["accelerator"]["count"].as_u64() >= Some(8))
+    );
 
     let spot = catalog_json(&["--capacity-type", "spot"]);
     assert!(!spot.is_empty());
     for t in &spot {
-        assert!(t["offerings"].as_array().unwrap().iter().all(|o| o["capacity_type"] == "spot"));
+        assert!(
+            t["offerings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|o| o["capacity_type"] == "spot")
+        );
     }
 
     let region = catalog_json(&["--region", "us-central1"]);
@@ -128,13 +199,22 @@ fn bad_override_file_names_file_entry_and_field() {
     let out = quartermaster(&["catalog", "--catalog", file.to_str().unwrap()]);
     assert_eq!(out.code, 1);
     assert!(out.stdout.is_empty());
-    assert_eq!(out.stderr.lines().count(), 1, "one clear line: {}", out.stderr);
+    assert_eq!(
+        out.stderr.lines().count(),
+        1,
+        "one clear line: {}",
+        out.stderr
+    );
     assert!(out.stderr.starts_with("error: "), "{}", out.stderr);
     assert!(out.stderr.contains("bad.toml"), "{}", out.stderr);
 
     let missing = quartermaster(&["catalog", "--catalog", "/nonexistent/catalog.toml"]);
     assert_eq!(missing.code, 1);
-    assert!(missing.stderr.contains("/nonexistent/catalog.toml"), "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("/nonexistent/catalog.toml"),
+        "{}",
+        missing.stderr
+    );
 }
 
 #[test]

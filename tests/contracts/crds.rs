@@ -23,8 +23,17 @@ fn chart_crds_equal_generated_crds() {
 #[test]
 fn every_kind_is_generated_in_group_quartermaster_dev() {
     let out = quartermaster(&["crds"]);
-    for kind in ["NodePool", "NodeClaim", "AWSNodeClass", "GCPNodeClass", "AzureNodeClass"] {
-        assert!(out.stdout.contains(&format!("kind: {kind}\n")), "{kind} missing");
+    for kind in [
+        "NodePool",
+        "NodeClaim",
+        "AWSNodeClass",
+        "GCPNodeClass",
+        "AzureNodeClass",
+    ] {
+        assert!(
+            out.stdout.contains(&format!("kind: {kind}\n")),
+            "{kind} missing"
+        );
     }
     assert_eq!(out.stdout.matches("group: quartermaster.dev\n").count(), 5);
     assert_eq!(out.stdout.matches("scope: Cluster\n").count(), 5);

@@ -6,21 +6,49 @@ use quartermaster_tests::workspace_root;
 
 /// Crates that must never appear below a pure crate: async runtimes, HTTP stacks, kube's client,
 /// cloud SDKs.
-const IMPURE: &[&str] = &["tokio", "hyper", "reqwest", "kube-client", "kube-runtime", "aws-sdk", "aws-config", "google-cloud", "azure_"];
+const IMPURE: &[&str] = &[
+    "tokio",
+    "hyper",
+    "reqwest",
+    "kube-client",
+    "kube-runtime",
+    "aws-sdk",
+    "aws-config",
+    "google-cloud",
+    "azure_",
+];
 
 fn normal_dependencies(package: &str) -> String {
     let output = Command::new(env!("CARGO"))
         .current_dir(workspace_root())
-        .args(["tree", "--offline", "-e", "normal", "--prefix", "none", "-p", package])
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-p",
+            package,
+        ])
         .output()
         .expect("running cargo tree");
-    assert!(output.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).expect("UTF-8")
 }
 
 #[test]
 fn pure_crates_have_no_runtime_network_or_sdk_dependency() {
-    for package in ["quartermaster-policies", "quartermaster-pricing", "quartermaster-solver", "quartermaster-cluster"] {
+    for package in [
+        "quartermaster-policies",
+        "quartermaster-pricing",
+        "quartermaster-solver",
+        "quartermaster-cluster",
+    ] {
         let tree = normal_dependencies(package);
         for line in tree.lines() {
             let name = line.split_whitespace().next().unwrap_or("");
@@ -44,7 +72,18 @@ fn the_solver_depends_on_policies_and_pricing_only() {
     // the solver cannot reach a cloud, a cluster or a clock.
     let output = Command::new(env!("CARGO"))
         .current_dir(workspace_root())
-        .args(["tree", "--offline", "-e", "normal", "--prefix", "none", "--depth", "1", "-p", "quartermaster-solver"])
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--depth",
+            "1",
+            "-p",
+            "quartermaster-solver",
+        ])
         .output()
         .expect("running cargo tree");
     let tree = String::from_utf8(output.stdout).expect("UTF-8");
@@ -54,5 +93,9 @@ fn the_solver_depends_on_policies_and_pricing_only() {
         .filter_map(|l| l.split_whitespace().next())
         .filter(|name| name.starts_with("quartermaster"))
         .collect();
-    assert_eq!(ours, ["quartermaster-policies", "quartermaster-pricing"], "{tree}");
+    assert_eq!(
+        ours,
+        ["quartermaster-policies", "quartermaster-pricing"],
+        "{tree}"
+    );
 }

@@ -5,6 +5,7 @@ mod bench;
 mod catalog;
 mod crds;
 mod fixtures;
+mod labels;
 mod layering;
 mod plan;
 mod validate;

@@ -12,7 +12,11 @@ fn shipped_examples_are_valid() {
     let mut argv = vec!["validate"];
     argv.extend(files.iter().map(String::as_str));
     let out = quartermaster(&argv);
-    assert_eq!(out.code, 0, "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
 }
 
 #[test]
@@ -36,13 +40,19 @@ fn invalid_nodepool_problems_carry_field_paths() {
         assert!(
             out.stdout.lines().any(|l| {
                 l.strip_prefix(&format!("{prefix}{expected}"))
-                    .is_some_and(|rest| rest.starts_with(": ") || rest.starts_with('[') || rest.starts_with('.'))
+                    .is_some_and(|rest| {
+                        rest.starts_with(": ") || rest.starts_with('[') || rest.starts_with('.')
+                    })
             }),
             "no problem reported at {expected}:\n{}",
             out.stdout
         );
     }
-    assert!(out.stdout.lines().all(|l| l.starts_with(&prefix)), "{}", out.stdout);
+    assert!(
+        out.stdout.lines().all(|l| l.starts_with(&prefix)),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -58,9 +68,18 @@ fn unknown_fields_and_kinds_are_named() {
     let f = file.display().to_string();
     let out = quartermaster(&["validate", &f]);
     assert_eq!(out.code, 1);
-    assert!(out.stdout.contains(&format!("{f}: NodePool/typo: spec.template.spec")), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains(&format!("{f}: NodePool/typo: spec.template.spec")),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("requirments"), "{}", out.stdout);
-    assert!(out.stdout.contains(&format!("{f}: Widget/w: ")), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!("{f}: Widget/w: ")),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -76,7 +95,13 @@ fn a_missing_node_class_ref_is_named() {
     let f = file.display().to_string();
     let out = quartermaster(&["validate", &f]);
     assert_eq!(out.code, 1);
-    assert!(out.stdout.contains(&format!("{f}: NodePool/noref: spec.template.spec.nodeClassRef: ")), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!(
+            "{f}: NodePool/noref: spec.template.spec.nodeClassRef: "
+        )),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -90,5 +115,10 @@ fn unreadable_and_malformed_files_are_one_line_each() {
     std::fs::write(&file, "kind: NodePool\nspec: [unclosed\n").unwrap();
     let out = quartermaster(&["validate", file.to_str().unwrap()]);
     assert_eq!(out.code, 1);
-    assert!(out.stdout.contains("broken.yaml: document 1: not valid YAML"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("broken.yaml: document 1: not valid YAML"),
+        "{}",
+        out.stdout
+    );
 }

@@ -52,7 +52,9 @@ fn requirements_and_labels() {
     let family = reqs.get("quartermaster.dev/instance-family").unwrap();
     assert_eq!(family.min_values(), Some(2));
     assert_eq!(
-        reqs.get("quartermaster.dev/gpu-count").unwrap().to_string(),
+        reqs.get("quartermaster.dev/instance-gpu-count")
+            .unwrap()
+            .to_string(),
         "Gt 3"
     );
     let node = np.node_requirements().unwrap();

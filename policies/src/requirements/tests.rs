@@ -406,7 +406,7 @@ fn compatibility_with_undefined_keys() {
         ),
         // Undefined well-known labels: the instance type supplies them.
         (("topology.kubernetes.io/zone", "In us-east-1a"), Ok(())),
-        ((crate::labels::LABEL_GPU_COUNT, "Gt 3"), Ok(())),
+        ((crate::labels::LABEL_INSTANCE_GPU_COUNT, "Gt 3"), Ok(())),
         // Undefined custom labels: only requirements an absent label satisfies.
         (
             ("example.com/owner", "In alice"),

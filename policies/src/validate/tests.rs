@@ -317,26 +317,28 @@ fn requirement_operators_and_values() {
     );
     only_error(
         &np_with_requirement(
-            json!({"key": "quartermaster.dev/gpu-count", "operator": "Gt", "values": ["many"]}),
+            json!({"key": "quartermaster.dev/instance-gpu-count", "operator": "Gt", "values": ["many"]}),
         ),
         &p(".values[0]"),
         "operator Gt requires an integer value",
     );
     only_error(
         &np_with_requirement(
-            json!({"key": "quartermaster.dev/gpu-count", "operator": "Lt", "values": ["1", "2"]}),
+            json!({"key": "quartermaster.dev/instance-gpu-count", "operator": "Lt", "values": ["1", "2"]}),
         ),
         &p(".values"),
         "operator Lt requires exactly one value, got 2",
     );
     only_error(
-        &np_with_requirement(json!({"key": "quartermaster.dev/gpu-count", "operator": "Gte"})),
+        &np_with_requirement(
+            json!({"key": "quartermaster.dev/instance-gpu-count", "operator": "Gte"}),
+        ),
         &p(".values"),
         "operator Gte requires exactly one value, got 0",
     );
     only_error(
         &np_with_requirement(
-            json!({"key": "quartermaster.dev/gpu-count", "operator": "Lte", "values": ["1.5"]}),
+            json!({"key": "quartermaster.dev/instance-gpu-count", "operator": "Lte", "values": ["1.5"]}),
         ),
         &p(".values[0]"),
         "operator Lte requires an integer value",

@@ -19,7 +19,9 @@ pub struct Document {
 pub fn read_documents(path: &Path) -> anyhow::Result<Vec<Document>> {
     let text = if path == Path::new("-") {
         let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).context("reading standard input")?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading standard input")?;
         text
     } else {
         std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?
@@ -31,7 +33,8 @@ pub fn read_documents(path: &Path) -> anyhow::Result<Vec<Document>> {
 pub fn parse_documents(text: &str) -> anyhow::Result<Vec<Document>> {
     let mut documents = Vec::new();
     for (index, de) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(de).with_context(|| format!("document {}: not valid YAML", index + 1))?;
+        let value = Value::deserialize(de)
+            .with_context(|| format!("document {}: not valid YAML", index + 1))?;
         push_expanded(value, &mut documents);
     }
     Ok(documents)
@@ -41,7 +44,10 @@ fn push_expanded(value: Value, documents: &mut Vec<Document>) {
     match value {
         Value::Null => {}
         Value::Object(ref map)
-            if map.get("kind").and_then(Value::as_str).is_some_and(|k| k == "List" || k.ends_with("List"))
+            if map
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k == "List" || k.ends_with("List"))
                 && map.get("items").is_some_and(Value::is_array) =>
         {
             if let Some(Value::Array(items)) = value.get("items").cloned() {
@@ -56,7 +62,10 @@ fn push_expanded(value: Value, documents: &mut Vec<Document>) {
 
 /// `kind/name` of a raw object, for messages about objects that failed to parse.
 pub fn describe(value: &Value) -> String {
-    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("<no kind>");
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("<no kind>");
     let name = value
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -79,6 +88,9 @@ mod tests {
     #[test]
     fn broken_yaml_names_the_document() {
         let err = parse_documents("kind: A\n---\nkind: [unclosed\n").unwrap_err();
-        assert!(format!("{err:#}").starts_with("document 2: not valid YAML"), "{err:#}");
+        assert!(
+            format!("{err:#}").starts_with("document 2: not valid YAML"),
+            "{err:#}"
+        );
     }
 }

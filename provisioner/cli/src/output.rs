@@ -10,7 +10,9 @@ pub struct Table {
 impl Table {
     /// A table with these column headers.
     pub fn new<const N: usize>(headers: [&str; N]) -> Self {
-        Self { rows: vec![headers.iter().map(|h| (*h).to_owned()).collect()] }
+        Self {
+            rows: vec![headers.iter().map(|h| (*h).to_owned()).collect()],
+        }
     }
 
     /// Appends one row (as many cells as headers).
@@ -22,7 +24,14 @@ impl Table {
     pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
         let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let widths: Vec<usize> = (0..columns)
-            .map(|c| self.rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+            .map(|c| {
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.get(c))
+                    .map(|s| s.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
             .collect();
         for row in &self.rows {
             let mut line = String::new();

@@ -74,19 +74,33 @@ fn select<'a>(catalog: &'a Catalog, args: &CatalogArgs) -> Vec<Row<'a>> {
                 .filter(|o| args.region.as_deref().is_none_or(|r| o.region == r))
                 .filter(|o| capacity_type.is_none_or(|c| o.capacity_type == c))
                 .collect();
-            (!offerings.is_empty()).then_some(Row { instance_type: it, offerings })
+            (!offerings.is_empty()).then_some(Row {
+                instance_type: it,
+                offerings,
+            })
         })
         .collect();
     rows.sort_by(|a, b| {
-        (a.instance_type.cloud.to_string(), cheapest(a), &a.instance_type.name)
-            .partial_cmp(&(b.instance_type.cloud.to_string(), cheapest(b), &b.instance_type.name))
+        (
+            a.instance_type.cloud.to_string(),
+            cheapest(a),
+            &a.instance_type.name,
+        )
+            .partial_cmp(&(
+                b.instance_type.cloud.to_string(),
+                cheapest(b),
+                &b.instance_type.name,
+            ))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     rows
 }
 
 fn cheapest(row: &Row<'_>) -> f64 {
-    row.offerings.iter().map(|o| o.price_per_hour).fold(f64::INFINITY, f64::min)
+    row.offerings
+        .iter()
+        .map(|o| o.price_per_hour)
+        .fold(f64::INFINITY, f64::min)
 }
 
 fn cheapest_of(row: &Row<'_>, capacity_type: CapacityType) -> Option<f64> {
@@ -150,7 +164,12 @@ fn accelerator_summary(it: &InstanceType) -> String {
     match &it.accelerator {
         None => "-".to_owned(),
         Some(a) if a.fraction.is_some() => {
-            format!("{:.2} {} (vGPU) {}GiB", a.fraction.unwrap_or_default(), a.name, a.memory_mib / 1024)
+            format!(
+                "{:.2} {} (vGPU) {}GiB",
+                a.fraction.unwrap_or_default(),
+                a.name,
+                a.memory_mib / 1024
+            )
         }
         Some(a) => format!("{}x {} {}GiB", a.count, a.name, a.memory_mib / 1024),
     }
@@ -158,7 +177,14 @@ fn accelerator_summary(it: &InstanceType) -> String {
 
 fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
     let mut table = Table::new([
-        "CLOUD", "INSTANCE TYPE", "ACCELERATOR", "VCPU", "MEMORY", "ON-DEMAND $/H", "SPOT $/H", "ZONES",
+        "CLOUD",
+        "INSTANCE TYPE",
+        "ACCELERATOR",
+        "VCPU",
+        "MEMORY",
+        "ON-DEMAND $/H",
+        "SPOT $/H",
+        "ZONES",
     ]);
     for row in rows {
         let it = row.instance_type;
@@ -185,15 +211,32 @@ fn write_csv(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
     csv_row(
         out,
         &[
-            "cloud", "name", "family", "vcpu", "memory_mib", "accelerator", "accelerator_count",
-            "accelerator_memory_mib", "region", "zone", "capacity_type", "price_per_hour", "available",
-            "estimate", "price_source", "price_as_of",
+            "cloud",
+            "name",
+            "family",
+            "vcpu",
+            "memory_mib",
+            "accelerator",
+            "accelerator_count",
+            "accelerator_memory_mib",
+            "region",
+            "zone",
+            "capacity_type",
+            "price_per_hour",
+            "available",
+            "estimate",
+            "price_source",
+            "price_as_of",
         ],
     )?;
     for row in rows {
         let it = row.instance_type;
         let (acc, count, mem) = match &it.accelerator {
-            Some(a) => (a.name.clone(), a.count.to_string(), a.memory_mib.to_string()),
+            Some(a) => (
+                a.name.clone(),
+                a.count.to_string(),
+                a.memory_mib.to_string(),
+            ),
             None => (String::new(), "0".into(), "0".into()),
         };
         for o in &row.offerings {
