@@ -1,0 +1,54 @@
+//! The cloud seam. Every cloud (AWS, GCP, Azure, and the simulated one) implements
+//! [`CloudProvider`]; the engine only ever sees these types. SDK types stop at
+//! `providers/<cloud>`.
+//!
+//! The trait is deliberately small, as Karpenter's is: create, delete, get, list, instance
+//! types, drift, and the interruption events the cloud announces. Errors are typed so the
+//! engine can branch on them: insufficient capacity marks an offering unavailable and falls
+//! back to the next one, throttling waits and retries, not-found means already gone.
+
+mod clock;
+mod error;
+mod types;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::CloudError;
+pub use types::{CloudEvent, Instance, InstanceState, LaunchRequest};
+
+use std::future::Future;
+use std::pin::Pin;
+
+use quartermaster_pricing::{Cloud, InstanceType};
+
+/// What every provider method returns: a boxed future, so providers can be used as
+/// `dyn CloudProvider` and looked up by NodeClass kind.
+pub type CloudFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, CloudError>> + Send + 'a>>;
+
+/// One cloud behind a narrow port.
+pub trait CloudProvider: Send + Sync {
+    /// Which cloud this is.
+    fn cloud(&self) -> Cloud;
+
+    /// Launches one instance for a NodeClaim. Idempotent on `request.claim_name`: a retry of a
+    /// request that already launched returns the same instance, never a second one.
+    fn create<'a>(&'a self, request: &'a LaunchRequest) -> CloudFuture<'a, Instance>;
+
+    /// Terminates an instance. Deleting an instance that is already gone is
+    /// [`CloudError::NotFound`], which callers treat as success.
+    fn delete<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()>;
+
+    /// One instance by provider id.
+    fn get<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, Instance>;
+
+    /// Every instance this provider launched for Quartermaster (for garbage collection of leaks).
+    fn list(&self) -> CloudFuture<'_, Vec<Instance>>;
+
+    /// The instance types this provider can launch, with offerings and their availability.
+    fn instance_types(&self) -> CloudFuture<'_, Vec<InstanceType>>;
+
+    /// Why an instance no longer matches what its NodeClaim asks for, if it does not.
+    fn is_drifted<'a>(&'a self, instance: &'a Instance) -> CloudFuture<'a, Option<String>>;
+
+    /// Events the cloud announced since the last call: spot interruption notices, terminations.
+    fn poll_events(&self) -> CloudFuture<'_, Vec<CloudEvent>>;
+}
