@@ -11,7 +11,7 @@ mod classes;
 mod finish;
 mod packer;
 mod reasons;
-mod shapes;
+pub(crate) mod shapes;
 
 use chrono::{DateTime, Utc};
 use quartermaster_pricing::Catalog;

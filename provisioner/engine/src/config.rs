@@ -1,0 +1,38 @@
+//! Engine timings.
+
+use chrono::TimeDelta;
+
+/// How long the engine waits for things. Defaults follow Karpenter where it has an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// A batch closes when no new pending pod arrived for this long (Karpenter: 1 s).
+    pub batch_idle: TimeDelta,
+    /// A batch closes at the latest this long after its first pod (Karpenter: 10 s).
+    pub batch_max: TimeDelta,
+    /// A registered node whose requested accelerators are not in allocatable after this long is
+    /// replaced (device plugin never came up).
+    pub accelerator_ready_budget: TimeDelta,
+    /// A launched instance that has not registered as a node after this long is replaced
+    /// (Karpenter: 15 min).
+    pub registration_budget: TimeDelta,
+    /// How long an offering stays unavailable after an insufficient-capacity error (Karpenter: 3 min).
+    pub unavailable_ttl: TimeDelta,
+    /// How often pods that could not be placed are tried again when nothing else changed.
+    pub unschedulable_retry: TimeDelta,
+    /// Longest wait between retries of a throttled or failed cloud call.
+    pub max_backoff: TimeDelta,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            batch_idle: TimeDelta::seconds(1),
+            batch_max: TimeDelta::seconds(10),
+            accelerator_ready_budget: TimeDelta::minutes(10),
+            registration_budget: TimeDelta::minutes(15),
+            unavailable_ttl: TimeDelta::minutes(3),
+            unschedulable_retry: TimeDelta::minutes(5),
+            max_backoff: TimeDelta::minutes(1),
+        }
+    }
+}

@@ -1,0 +1,860 @@
+//! The engine proper: events in, actions out.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_cloud::{CloudError, LaunchRequest};
+use quartermaster_policies::DisruptionReason;
+use quartermaster_pricing::{CapacityType, Catalog, Cloud};
+use quartermaster_solver::resources::PODS;
+use quartermaster_solver::{
+    ClusterSnapshot, ExistingNode, NODEPOOL_LABEL, OfferingChoice, OfferingKey, Plan, Pod, PodRef,
+    ResourceTable, Resources, daemonset_overhead, to_resources,
+};
+
+use crate::config::EngineConfig;
+use crate::events::{Action, DeleteReason, Event};
+use crate::pools::PoolPolicy;
+use crate::state::{Claim, Phase, PodEntry, PodState};
+use crate::unavailable::UnavailableOfferings;
+
+/// What the engine is built from.
+#[derive(Debug, Clone)]
+pub struct EngineSetup {
+    /// Resource names used by every pod and node vector.
+    pub resources: ResourceTable,
+    /// NodePools.
+    pub pools: Vec<PoolPolicy>,
+    /// DaemonSet pod templates (overhead on every node they run on).
+    pub daemonsets: Vec<Pod>,
+    /// The price catalog.
+    pub catalog: Catalog,
+}
+
+/// Counters for reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Solver runs.
+    pub solves: u64,
+    /// NodeClaims created.
+    pub claims_created: u64,
+    /// Launch calls asked for.
+    pub launches: u64,
+    /// Launches that failed with insufficient capacity (or quota).
+    pub capacity_errors: u64,
+    /// Launches retried on the claim's next offering after a capacity error.
+    pub fallbacks: u64,
+    /// Of those, fallbacks from spot to on-demand.
+    pub spot_to_on_demand: u64,
+    /// Claims given up because no offering was left; their pods were planned again.
+    pub claims_abandoned: u64,
+    /// Throttled or failed calls retried with backoff.
+    pub retries: u64,
+    /// Nodes replaced because their accelerators never appeared.
+    pub accelerator_timeouts: u64,
+    /// Instances replaced because they never registered.
+    pub registration_timeouts: u64,
+    /// Spot interruption notices handled.
+    pub interruptions: u64,
+    /// Empty nodes removed.
+    pub empty_deletions: u64,
+}
+
+/// A NodeClaim as reports see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimView {
+    /// NodeClaim name.
+    pub name: String,
+    /// NodePool.
+    pub node_pool: String,
+    /// Cloud.
+    pub cloud: Cloud,
+    /// The offering it launched (or is launching) with.
+    pub offering: OfferingChoice,
+    /// Node name once registered.
+    pub node_name: Option<String>,
+    /// Provider id once launched.
+    pub provider_id: Option<String>,
+    /// Whether the node is initialized.
+    pub initialized: bool,
+    /// When the claim was created.
+    pub created_at: DateTime<Utc>,
+    /// When its node was initialized.
+    pub initialized_at: Option<DateTime<Utc>>,
+}
+
+/// Batching of pending pods.
+#[derive(Debug, Clone, Default)]
+struct Batch {
+    first: Option<DateTime<Utc>>,
+    last: Option<DateTime<Utc>>,
+    force: bool,
+}
+
+/// The provisioning engine. See the crate docs.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    config: EngineConfig,
+    setup: EngineSetup,
+    pods: BTreeMap<PodRef, PodEntry>,
+    claims: BTreeMap<String, Claim>,
+    unavailable: UnavailableOfferings,
+    batch: Batch,
+    retry_unschedulable_at: Option<DateTime<Utc>>,
+    actions: Vec<Action>,
+    next_claim: u64,
+    stats: EngineStats,
+}
+
+impl Engine {
+    /// A new engine with no pods and no nodes.
+    pub fn new(setup: EngineSetup, config: EngineConfig) -> Self {
+        Self {
+            config,
+            setup,
+            pods: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            unavailable: UnavailableOfferings::default(),
+            batch: Batch::default(),
+            retry_unschedulable_at: None,
+            actions: Vec::new(),
+            next_claim: 0,
+            stats: EngineStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &EngineStats {
+        &self.stats
+    }
+
+    /// Pods waiting for a place, with the reason the last solve gave (if it could not place them).
+    pub fn waiting(&self) -> impl Iterator<Item = (&PodRef, Option<&str>)> {
+        self.pods.iter().filter_map(|(id, e)| match &e.state {
+            PodState::Waiting { reason, .. } => Some((id, reason.as_deref())),
+            _ => None,
+        })
+    }
+
+    /// Every live NodeClaim.
+    pub fn claims(&self) -> impl Iterator<Item = ClaimView> + '_ {
+        self.claims.values().map(|c| ClaimView {
+            name: c.name.clone(),
+            node_pool: self.setup.pools[c.pool].spec.name.clone(),
+            cloud: c.cloud,
+            offering: c.offering.clone(),
+            node_name: c.node.as_ref().map(|n| n.name.clone()),
+            provider_id: c.provider_id.clone(),
+            initialized: c.phase == Phase::Initialized,
+            created_at: c.created_at,
+            initialized_at: c.initialized_at,
+        })
+    }
+
+    /// The claim a pod is nominated or bound to.
+    pub fn placement(&self, pod: &PodRef) -> Option<&str> {
+        match &self.pods.get(pod)?.state {
+            PodState::Nominated { claim } | PodState::Bound { claim } => Some(claim.as_str()),
+            PodState::Waiting { .. } => None,
+        }
+    }
+
+    /// Records what happened at `now`.
+    pub fn handle(&mut self, now: DateTime<Utc>, event: Event) {
+        match event {
+            Event::PodPending(pod) => {
+                let id = pod.id.clone();
+                self.pods.insert(
+                    id,
+                    PodEntry {
+                        pod,
+                        state: PodState::Waiting {
+                            since: now,
+                            reason: None,
+                        },
+                    },
+                );
+                self.arrive(now);
+            }
+            Event::PodGone(id) => {
+                self.pods.remove(&id);
+            }
+            Event::Launched { claim, instance } => {
+                if let Some(c) = self.claims.get_mut(&claim) {
+                    c.phase = Phase::Launched;
+                    c.provider_id = Some(instance.provider_id);
+                    c.launched_at = Some(now);
+                }
+            }
+            Event::LaunchFailed { claim, error } => self.launch_failed(now, &claim, &error),
+            Event::NodeRegistered { claim, node } => {
+                if let Some(c) = self.claims.get_mut(&claim) {
+                    c.phase = c.phase.max(Phase::Registered);
+                    c.registered_at.get_or_insert(now);
+                    c.node = Some(node);
+                    self.check_initialized(now, &claim);
+                }
+            }
+            Event::NodeUpdated { node } => {
+                let claim = self
+                    .claims
+                    .values()
+                    .find(|c| c.node.as_ref().is_some_and(|n| n.name == node.name));
+                if let Some(name) = claim.map(|c| c.name.clone()) {
+                    if let Some(c) = self.claims.get_mut(&name) {
+                        c.node = Some(node);
+                    }
+                    self.check_initialized(now, &name);
+                }
+            }
+            Event::Interruption {
+                provider_id,
+                terminates_at,
+            } => self.interrupted(now, &provider_id, terminates_at),
+            Event::InstanceGone { provider_id } => {
+                if let Some(name) = self.claim_by_provider_id(&provider_id) {
+                    self.remove_claim(now, &name);
+                }
+            }
+            Event::Deleted { claim } => self.remove_claim(now, &claim),
+        }
+    }
+
+    /// Decides what to do at `now`.
+    pub fn poll(&mut self, now: DateTime<Utc>) -> Vec<Action> {
+        if self.unavailable.expire(now) && self.any_unschedulable() {
+            self.batch.force = true;
+        }
+        self.retry_launches(now);
+        self.enforce_budgets(now);
+        if self.batch_due(now) {
+            self.solve(now);
+        }
+        self.remove_empty(now);
+        std::mem::take(&mut self.actions)
+    }
+
+    /// The next time [`Engine::poll`] has something to do by itself (nothing else happening).
+    pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        let mut times: Vec<DateTime<Utc>> = Vec::new();
+        if self.batch.force {
+            return self.batch.last.or(self.batch.first);
+        }
+        if let (Some(first), Some(last)) = (self.batch.first, self.batch.last) {
+            times.push((last + self.config.batch_idle).min(first + self.config.batch_max));
+        }
+        times.extend(self.retry_unschedulable_at);
+        if self.any_unschedulable() {
+            times.extend(self.unavailable.next_expiry());
+        }
+        for c in self.claims.values() {
+            times.extend(c.retry_at);
+            match c.phase {
+                Phase::Launched => {
+                    times.extend(c.launched_at.map(|t| t + self.config.registration_budget))
+                }
+                Phase::Registered => times.extend(
+                    c.registered_at
+                        .map(|t| t + self.config.accelerator_ready_budget),
+                ),
+                Phase::Initialized | Phase::Launching => {}
+            }
+            if let (Some(since), Some(after)) =
+                (c.empty_since, self.setup.pools[c.pool].consolidate_after)
+                && !c.deleting
+            {
+                times.push(since + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX));
+            }
+        }
+        times.into_iter().min()
+    }
+
+    // ---------------------------------------------------------------- batching and solving
+
+    fn arrive(&mut self, now: DateTime<Utc>) {
+        self.batch.first.get_or_insert(now);
+        self.batch.last = Some(now);
+    }
+
+    fn any_unschedulable(&self) -> bool {
+        self.pods.values().any(|e| {
+            matches!(
+                e.state,
+                PodState::Waiting {
+                    reason: Some(_),
+                    ..
+                }
+            )
+        })
+    }
+
+    fn batch_due(&self, now: DateTime<Utc>) -> bool {
+        if self.batch.force {
+            return true;
+        }
+        if self.retry_unschedulable_at.is_some_and(|t| t <= now) {
+            return true;
+        }
+        match (self.batch.first, self.batch.last) {
+            (Some(first), Some(last)) => {
+                now >= last + self.config.batch_idle || now >= first + self.config.batch_max
+            }
+            _ => false,
+        }
+    }
+
+    fn snapshot(&self, now: DateTime<Utc>) -> (ClusterSnapshot, BTreeMap<String, String>) {
+        let mut pools: Vec<_> = self.setup.pools.iter().map(|p| p.spec.clone()).collect();
+        for pool in &mut pools {
+            pool.usage = Default::default();
+        }
+        let mut nodes = Vec::new();
+        let mut target_to_claim = BTreeMap::new();
+        let mut pods_by_claim: BTreeMap<&str, Vec<Pod>> = BTreeMap::new();
+        for entry in self.pods.values() {
+            if let PodState::Nominated { claim } | PodState::Bound { claim } = &entry.state {
+                pods_by_claim
+                    .entry(claim.as_str())
+                    .or_default()
+                    .push(entry.pod.clone());
+            }
+        }
+        for c in self.claims.values() {
+            let usage = &mut pools[c.pool].usage;
+            usage.resources += c.capacity;
+            usage.nodes += 1;
+            usage.hourly_cost += c.offering.price_per_hour;
+            if !c.schedulable() {
+                continue;
+            }
+            let mut labels = c.labels.clone();
+            if let Some(node) = &c.node {
+                labels.extend(node.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            let target = c.target_name().to_owned();
+            target_to_claim.insert(target.clone(), c.name.clone());
+            nodes.push(ExistingNode {
+                name: target,
+                in_flight: c.phase != Phase::Initialized,
+                node_pool: Some(self.setup.pools[c.pool].spec.name.clone()),
+                labels,
+                taints: self.setup.pools[c.pool].spec.taints.clone(),
+                allocatable: c.room,
+                pods: pods_by_claim.remove(c.name.as_str()).unwrap_or_default(),
+            });
+        }
+        let pending = self
+            .pods
+            .values()
+            .filter(|e| matches!(e.state, PodState::Waiting { .. }))
+            .map(|e| e.pod.clone())
+            .collect();
+        let snapshot = ClusterSnapshot {
+            resources: self.setup.resources.clone(),
+            pending,
+            nodes,
+            node_pools: pools,
+            daemonsets: self.setup.daemonsets.clone(),
+            unavailable: self.unavailable.active(now),
+        };
+        (snapshot, target_to_claim)
+    }
+
+    fn solve(&mut self, now: DateTime<Utc>) {
+        self.batch = Batch::default();
+        self.retry_unschedulable_at = None;
+        let (snapshot, target_to_claim) = self.snapshot(now);
+        if snapshot.pending.is_empty() {
+            return;
+        }
+        self.stats.solves += 1;
+        let plan = quartermaster_solver::solve(&snapshot, &self.setup.catalog, now);
+        self.apply(now, plan, &target_to_claim);
+    }
+
+    fn apply(
+        &mut self,
+        now: DateTime<Utc>,
+        plan: Plan,
+        target_to_claim: &BTreeMap<String, String>,
+    ) {
+        for placement in plan.existing {
+            let Some(claim) = target_to_claim.get(&placement.node) else {
+                continue;
+            };
+            for pod in placement.pods {
+                self.nominate(&pod, claim);
+            }
+        }
+        for node in plan.new_nodes {
+            let Some(pool) = self
+                .setup
+                .pools
+                .iter()
+                .position(|p| p.spec.name == node.node_pool)
+            else {
+                continue;
+            };
+            let name = format!("{}-{:05}", node.node_pool, self.next_claim);
+            self.next_claim += 1;
+            let Some(claim) =
+                self.new_claim(now, &name, pool, node.offering, node.alternatives.into())
+            else {
+                continue;
+            };
+            self.claims.insert(name.clone(), claim);
+            self.stats.claims_created += 1;
+            for pod in &node.pods {
+                self.nominate(pod, &name);
+            }
+            self.launch(&name);
+        }
+        let retry = now + self.config.unschedulable_retry;
+        for u in plan.unschedulable {
+            if let Some(entry) = self.pods.get_mut(&u.pod)
+                && let PodState::Waiting { reason, .. } = &mut entry.state
+            {
+                *reason = Some(u.reason);
+                self.retry_unschedulable_at = Some(retry);
+            }
+        }
+    }
+
+    fn nominate(&mut self, pod: &PodRef, claim: &str) {
+        let Some(entry) = self.pods.get_mut(pod) else {
+            return;
+        };
+        let initialized = self
+            .claims
+            .get(claim)
+            .is_some_and(|c| c.phase == Phase::Initialized);
+        if initialized {
+            entry.state = PodState::Bound {
+                claim: claim.to_owned(),
+            };
+            let node = self.claims[claim].target_name().to_owned();
+            self.actions.push(Action::Bind {
+                pod: pod.clone(),
+                node,
+            });
+            if let Some(c) = self.claims.get_mut(claim) {
+                c.empty_since = None;
+            }
+        } else {
+            entry.state = PodState::Nominated {
+                claim: claim.to_owned(),
+            };
+        }
+    }
+
+    fn new_claim(
+        &self,
+        now: DateTime<Utc>,
+        name: &str,
+        pool: usize,
+        offering: OfferingChoice,
+        alternatives: VecDeque<OfferingChoice>,
+    ) -> Option<Claim> {
+        let policy = &self.setup.pools[pool];
+        let (labels, capacity, room) = self.offering_room(pool, &offering)?;
+        let _ = policy;
+        Some(Claim {
+            name: name.to_owned(),
+            pool,
+            cloud: self.setup.pools[pool].spec.cloud,
+            offering,
+            alternatives,
+            labels,
+            capacity,
+            room,
+            phase: Phase::Launching,
+            provider_id: None,
+            node: None,
+            created_at: now,
+            launched_at: None,
+            registered_at: None,
+            initialized_at: None,
+            empty_since: None,
+            retry_at: None,
+            attempts: 0,
+            interrupted_at: None,
+            deleting: false,
+        })
+    }
+
+    /// Labels, capacity and room for pods of `offering` in `pool`.
+    fn offering_room(
+        &self,
+        pool: usize,
+        offering: &OfferingChoice,
+    ) -> Option<(BTreeMap<String, String>, Resources, Resources)> {
+        let spec = &self.setup.pools[pool].spec;
+        let it = self
+            .setup
+            .catalog
+            .get(spec.cloud, &offering.instance_type)?;
+        let o = it
+            .offerings
+            .iter()
+            .find(|o| o.zone == offering.zone && o.capacity_type == offering.capacity_type)?;
+        let mut labels = it.offering_labels(o);
+        labels.extend(spec.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        labels.insert(NODEPOOL_LABEL.to_owned(), spec.name.clone());
+        let table = &self.setup.resources;
+        let capacity = to_resources(table, &it.capacity());
+        let overhead = daemonset_overhead(&self.setup.daemonsets, &labels, spec);
+        let room = to_resources(table, &it.allocatable()).saturating_sub(&overhead);
+        Some((labels, capacity, room))
+    }
+
+    // ---------------------------------------------------------------- launching
+
+    fn launch(&mut self, name: &str) {
+        let Some(c) = self.claims.get(name) else {
+            return;
+        };
+        let policy = &self.setup.pools[c.pool];
+        let mut tags = BTreeMap::new();
+        tags.insert(
+            "quartermaster.dev/nodepool".to_owned(),
+            policy.spec.name.clone(),
+        );
+        tags.insert("quartermaster.dev/nodeclaim".to_owned(), c.name.clone());
+        let request = LaunchRequest {
+            claim_name: c.name.clone(),
+            node_pool: policy.spec.name.clone(),
+            node_class: policy.node_class.clone(),
+            instance_type: c.offering.instance_type.clone(),
+            zone: c.offering.zone.clone(),
+            capacity_type: c.offering.capacity_type,
+            price_per_hour: c.offering.price_per_hour,
+            labels: c.labels.clone(),
+            tags,
+        };
+        self.stats.launches += 1;
+        self.actions.push(Action::Launch {
+            claim: c.name.clone(),
+            request,
+        });
+    }
+
+    fn retry_launches(&mut self, now: DateTime<Utc>) {
+        let due: Vec<String> = self
+            .claims
+            .values()
+            .filter(|c| c.phase == Phase::Launching && c.retry_at.is_some_and(|t| t <= now))
+            .map(|c| c.name.clone())
+            .collect();
+        for name in due {
+            if let Some(c) = self.claims.get_mut(&name) {
+                c.retry_at = None;
+            }
+            self.launch(&name);
+        }
+    }
+
+    fn key(cloud: Cloud, o: &OfferingChoice) -> OfferingKey {
+        OfferingKey {
+            cloud,
+            instance_type: o.instance_type.clone(),
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type,
+        }
+    }
+
+    fn launch_failed(&mut self, now: DateTime<Utc>, name: &str, error: &CloudError) {
+        let Some(c) = self.claims.get_mut(name) else {
+            return;
+        };
+        if error.is_retryable() {
+            let delay = match error {
+                CloudError::Throttled {
+                    retry_after: Some(d),
+                } => TimeDelta::from_std(*d).unwrap_or(self.config.max_backoff),
+                _ => TimeDelta::seconds(1 << c.attempts.min(6)),
+            };
+            c.attempts += 1;
+            c.retry_at = Some(now + delay.min(self.config.max_backoff));
+            self.stats.retries += 1;
+            return;
+        }
+        // Capacity, quota, or a request this offering can never satisfy: mark the offering and
+        // move on to the claim's next one.
+        if matches!(
+            error,
+            CloudError::InsufficientCapacity { .. } | CloudError::QuotaExceeded { .. }
+        ) {
+            self.stats.capacity_errors += 1;
+        }
+        let failed = c.offering.clone();
+        let cloud = c.cloud;
+        self.unavailable
+            .mark(Self::key(cloud, &failed), now + self.config.unavailable_ttl);
+        loop {
+            let c = self.claims.get_mut(name).expect("claim exists");
+            let Some(next) = c.alternatives.pop_front() else {
+                break;
+            };
+            let pool = c.pool;
+            if self.unavailable.contains(&Self::key(cloud, &next), now) {
+                continue;
+            }
+            let Some((labels, capacity, room)) = self.offering_room(pool, &next) else {
+                continue;
+            };
+            if failed.capacity_type == CapacityType::Spot
+                && next.capacity_type == CapacityType::OnDemand
+            {
+                self.stats.spot_to_on_demand += 1;
+            }
+            let c = self.claims.get_mut(name).expect("claim exists");
+            c.offering = next;
+            c.labels = labels;
+            c.capacity = capacity;
+            c.room = room;
+            c.attempts = 0;
+            self.stats.fallbacks += 1;
+            self.launch(name);
+            return;
+        }
+        self.stats.claims_abandoned += 1;
+        self.remove_claim(now, name);
+    }
+
+    // ---------------------------------------------------------------- node lifecycle
+
+    fn check_initialized(&mut self, now: DateTime<Utc>, name: &str) {
+        let Some(c) = self.claims.get(name) else {
+            return;
+        };
+        if c.phase == Phase::Initialized {
+            return;
+        }
+        let Some(node) = &c.node else { return };
+        let startup = &self.setup.pools[c.pool].spec.startup_taints;
+        let startup_gone = !node.taints.iter().any(|t| {
+            startup
+                .iter()
+                .any(|s| s.key == t.key && s.effect == t.effect)
+        });
+        // Every extended resource the claim's pods request must be allocatable.
+        let mut requested = Resources::ZERO;
+        for e in self.pods.values() {
+            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state
+                && claim == name
+            {
+                requested += e.pod.requests;
+            }
+        }
+        let extended_ready =
+            (PODS + 1..quartermaster_solver::resources::MAX_RESOURCES).all(|slot| {
+                requested.get(slot) == 0 || node.allocatable.get(slot) >= requested.get(slot)
+            });
+        if !(startup_gone && extended_ready) {
+            return;
+        }
+        let node_name = node.name.clone();
+        let c = self.claims.get_mut(name).expect("claim exists");
+        c.phase = Phase::Initialized;
+        c.initialized_at = Some(now);
+        let mut any = false;
+        for (id, e) in &mut self.pods {
+            if let PodState::Nominated { claim } = &e.state
+                && claim == name
+            {
+                e.state = PodState::Bound {
+                    claim: name.to_owned(),
+                };
+                self.actions.push(Action::Bind {
+                    pod: id.clone(),
+                    node: node_name.clone(),
+                });
+                any = true;
+            }
+        }
+        if !any {
+            let c = self.claims.get_mut(name).expect("claim exists");
+            c.empty_since = Some(now);
+        }
+    }
+
+    fn enforce_budgets(&mut self, now: DateTime<Utc>) {
+        let mut expired = Vec::new();
+        for c in self.claims.values() {
+            if c.deleting {
+                continue;
+            }
+            match c.phase {
+                Phase::Launched
+                    if c.launched_at
+                        .is_some_and(|t| now >= t + self.config.registration_budget) =>
+                {
+                    expired.push((c.name.clone(), DeleteReason::RegistrationTimeout));
+                }
+                Phase::Registered
+                    if c.registered_at
+                        .is_some_and(|t| now >= t + self.config.accelerator_ready_budget) =>
+                {
+                    expired.push((c.name.clone(), DeleteReason::AcceleratorsNotReady));
+                }
+                _ => {}
+            }
+        }
+        for (name, reason) in expired {
+            match reason {
+                DeleteReason::RegistrationTimeout => self.stats.registration_timeouts += 1,
+                _ => self.stats.accelerator_timeouts += 1,
+            }
+            self.delete(now, &name, reason);
+        }
+    }
+
+    /// Asks for a claim's deletion; its pods need a place again right away.
+    fn delete(&mut self, now: DateTime<Utc>, name: &str, reason: DeleteReason) {
+        let Some(c) = self.claims.get_mut(name) else {
+            return;
+        };
+        c.deleting = true;
+        let provider_id = c.provider_id.clone();
+        self.release_pods(now, name);
+        self.actions.push(Action::Delete {
+            claim: name.to_owned(),
+            provider_id,
+            reason,
+        });
+    }
+
+    /// Pods nominated or bound to `name` wait again.
+    fn release_pods(&mut self, now: DateTime<Utc>, name: &str) {
+        let mut any = false;
+        for e in self.pods.values_mut() {
+            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state
+                && claim == name
+            {
+                e.state = PodState::Waiting {
+                    since: now,
+                    reason: None,
+                };
+                any = true;
+            }
+        }
+        if any {
+            self.arrive(now);
+            self.batch.force = true;
+        }
+    }
+
+    fn claim_by_provider_id(&self, provider_id: &str) -> Option<String> {
+        self.claims
+            .values()
+            .find(|c| c.provider_id.as_deref() == Some(provider_id))
+            .map(|c| c.name.clone())
+    }
+
+    fn interrupted(&mut self, now: DateTime<Utc>, provider_id: &str, terminates_at: DateTime<Utc>) {
+        let Some(name) = self.claim_by_provider_id(provider_id) else {
+            return;
+        };
+        let c = self.claims.get_mut(&name).expect("claim exists");
+        if c.interrupted_at.is_some() {
+            return;
+        }
+        c.interrupted_at = Some(terminates_at);
+        self.stats.interruptions += 1;
+        if let Some(node) = &c.node {
+            self.actions.push(Action::Cordon {
+                node: node.name.clone(),
+            });
+        }
+        // Launch the replacement at once: the pods are planned again now, while they keep
+        // running on the old node until it is drained.
+        for e in self.pods.values_mut() {
+            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state
+                && *claim == name
+            {
+                e.state = PodState::Waiting {
+                    since: now,
+                    reason: None,
+                };
+            }
+        }
+        self.arrive(now);
+        self.batch.force = true;
+    }
+
+    /// The claim is gone: drain its node; pods still placed on it wait again.
+    fn remove_claim(&mut self, now: DateTime<Utc>, name: &str) {
+        let Some(c) = self.claims.remove(name) else {
+            return;
+        };
+        if let Some(node) = &c.node {
+            self.actions.push(Action::Drain {
+                node: node.name.clone(),
+            });
+        }
+        self.release_pods(now, name);
+    }
+
+    // ---------------------------------------------------------------- empty nodes
+
+    fn remove_empty(&mut self, now: DateTime<Utc>) {
+        let mut occupied: BTreeSet<&str> = BTreeSet::new();
+        for e in self.pods.values() {
+            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state {
+                occupied.insert(claim.as_str());
+            }
+        }
+        let mut empty_now = Vec::new();
+        let mut occupied_now = Vec::new();
+        for c in self.claims.values() {
+            if c.phase != Phase::Initialized || c.deleting || c.interrupted_at.is_some() {
+                continue;
+            }
+            if occupied.contains(c.name.as_str()) {
+                occupied_now.push(c.name.clone());
+            } else if c.empty_since.is_none() {
+                empty_now.push(c.name.clone());
+            }
+        }
+        for name in occupied_now {
+            if let Some(c) = self.claims.get_mut(&name) {
+                c.empty_since = None;
+            }
+        }
+        for name in empty_now {
+            if let Some(c) = self.claims.get_mut(&name) {
+                c.empty_since = Some(now);
+            }
+        }
+        // Delete those empty past consolidateAfter, within each pool's budget.
+        let mut per_pool: BTreeMap<usize, (usize, usize)> = BTreeMap::new(); // (total, disrupting)
+        for c in self.claims.values() {
+            let e = per_pool.entry(c.pool).or_default();
+            e.0 += 1;
+            if c.deleting {
+                e.1 += 1;
+            }
+        }
+        let due: Vec<(String, usize)> = self
+            .claims
+            .values()
+            .filter(|c| !c.deleting && c.phase == Phase::Initialized && c.interrupted_at.is_none())
+            .filter_map(|c| {
+                let after = self.setup.pools[c.pool].consolidate_after?;
+                let since = c.empty_since?;
+                (now >= since + TimeDelta::from_std(after).ok()?).then(|| (c.name.clone(), c.pool))
+            })
+            .collect();
+        for (name, pool) in due {
+            let (total, disrupting) = per_pool.get(&pool).copied().unwrap_or_default();
+            let allowed =
+                self.setup.pools[pool].allowed_disruptions(DisruptionReason::Empty, total, now);
+            if disrupting >= allowed {
+                continue;
+            }
+            per_pool.entry(pool).or_default().1 += 1;
+            self.stats.empty_deletions += 1;
+            self.delete(now, &name, DeleteReason::Empty);
+        }
+    }
+}

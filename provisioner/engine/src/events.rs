@@ -1,0 +1,139 @@
+//! What the engine is told ([`Event`]) and what it decides ([`Action`]). Decisions are values:
+//! the driver (the simulator, or the in-cluster controller) carries them out and reports the
+//! outcome back as events.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use quartermaster_cloud::{CloudError, Instance, LaunchRequest};
+use quartermaster_solver::pod::Taint;
+use quartermaster_solver::{Pod, PodRef, Resources};
+
+/// A node as it registered with the cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    /// Node name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Taints, startup taints included while they are on the node.
+    pub taints: Vec<Taint>,
+    /// Allocatable resources as the kubelet reports them now (accelerators appear late).
+    pub allocatable: Resources,
+}
+
+/// Something that happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A pod needs a place: created, or evicted and not yet placed again.
+    PodPending(Pod),
+    /// A pod finished or was deleted.
+    PodGone(PodRef),
+    /// The cloud accepted a launch.
+    Launched {
+        /// NodeClaim name.
+        claim: String,
+        /// The instance.
+        instance: Instance,
+    },
+    /// A launch failed.
+    LaunchFailed {
+        /// NodeClaim name.
+        claim: String,
+        /// Why.
+        error: CloudError,
+    },
+    /// The claim's node registered with the cluster.
+    NodeRegistered {
+        /// NodeClaim name.
+        claim: String,
+        /// The node.
+        node: NodeView,
+    },
+    /// A node's allocatable or taints changed (device plugin reported GPUs, startup taint removed).
+    NodeUpdated {
+        /// The node as it is now.
+        node: NodeView,
+    },
+    /// The cloud will reclaim an instance (spot interruption notice).
+    Interruption {
+        /// Provider id of the instance.
+        provider_id: String,
+        /// When it will be gone.
+        terminates_at: DateTime<Utc>,
+    },
+    /// An instance is gone (reclaimed, or terminated outside Quartermaster).
+    InstanceGone {
+        /// Provider id.
+        provider_id: String,
+    },
+    /// A delete the engine asked for finished.
+    Deleted {
+        /// NodeClaim name.
+        claim: String,
+    },
+}
+
+/// Why the engine deletes a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeleteReason {
+    /// Empty for longer than its pool's `consolidateAfter`.
+    Empty,
+    /// Its accelerators did not appear in allocatable within the readiness budget.
+    AcceleratorsNotReady,
+    /// It never registered with the cluster within the registration budget.
+    RegistrationTimeout,
+    /// Spot interruption: the replacement is launched, the old node goes.
+    Interrupted,
+}
+
+impl std::fmt::Display for DeleteReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Empty => "empty",
+            Self::AcceleratorsNotReady => "accelerators not ready",
+            Self::RegistrationTimeout => "registration timeout",
+            Self::Interrupted => "interrupted",
+        })
+    }
+}
+
+/// Something the engine wants done.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Launch an instance for a NodeClaim (report back `Launched` or `LaunchFailed`).
+    Launch {
+        /// NodeClaim name.
+        claim: String,
+        /// What to launch.
+        request: LaunchRequest,
+    },
+    /// Terminate a NodeClaim's instance (report back `Deleted`).
+    Delete {
+        /// NodeClaim name.
+        claim: String,
+        /// Provider id, when it launched.
+        provider_id: Option<String>,
+        /// Why.
+        reason: DeleteReason,
+    },
+    /// The pod is expected to run on this node now. In a cluster the kube-scheduler binds it
+    /// (the controller only records the nomination); the simulator binds it.
+    Bind {
+        /// The pod.
+        pod: PodRef,
+        /// Node name.
+        node: String,
+    },
+    /// Mark a node unschedulable.
+    Cordon {
+        /// Node name.
+        node: String,
+    },
+    /// Evict the pods still on a node that is going away (they come back as `PodPending`
+    /// unless already placed elsewhere).
+    Drain {
+        /// Node name.
+        node: String,
+    },
+}

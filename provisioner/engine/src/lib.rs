@@ -1,0 +1,25 @@
+//! The provisioning engine: a deterministic state machine that is told what happens
+//! ([`Event`]) and the time, and answers with what to do ([`Action`]).
+//!
+//! It batches pending pods (idle window, maximum window), asks the solver for a plan, turns new
+//! nodes into NodeClaims and launches them trying their offerings in order (an offering that
+//! fails with insufficient capacity is marked unavailable for a while), follows each claim
+//! through `Launched` → `Registered` → `Initialized` (every requested extended resource in
+//! allocatable, startup taints gone), replaces nodes whose accelerators never appear, answers
+//! spot interruption notices by cordoning and launching the replacement at once, and removes
+//! nodes that stay empty past their pool's `consolidateAfter` within its disruption budgets.
+//!
+//! No I/O and no clock: the simulator and the in-cluster controller drive the same engine.
+
+mod config;
+mod engine;
+mod events;
+mod pools;
+mod state;
+mod unavailable;
+
+pub use config::EngineConfig;
+pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
+pub use events::{Action, DeleteReason, Event, NodeView};
+pub use pools::{EngineError, PoolPolicy};
+pub use unavailable::UnavailableOfferings;

@@ -1,0 +1,89 @@
+//! What the engine remembers: pods and NodeClaims.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use chrono::{DateTime, Utc};
+use quartermaster_pricing::Cloud;
+use quartermaster_solver::{OfferingChoice, Pod, Resources};
+
+use crate::events::NodeView;
+
+/// Where a pod stands.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum PodState {
+    /// Needs a place. `reason` is set when the last solve could not place it.
+    Waiting {
+        since: DateTime<Utc>,
+        reason: Option<String>,
+    },
+    /// Expected on a claim that is not initialized yet (or not bound yet).
+    Nominated { claim: String },
+    /// Running on a claim's node.
+    Bound { claim: String },
+}
+
+/// A pod the engine tracks.
+#[derive(Debug, Clone)]
+pub(crate) struct PodEntry {
+    pub pod: Pod,
+    pub state: PodState,
+}
+
+/// Where a NodeClaim is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Phase {
+    /// A launch is outstanding (or waiting for `retry_at`).
+    Launching,
+    /// The cloud accepted the launch.
+    Launched,
+    /// Its node registered.
+    Registered,
+    /// Every requested extended resource is allocatable and startup taints are gone.
+    Initialized,
+}
+
+/// A NodeClaim.
+#[derive(Debug, Clone)]
+pub(crate) struct Claim {
+    pub name: String,
+    pub pool: usize,
+    pub cloud: Cloud,
+    pub offering: OfferingChoice,
+    pub alternatives: VecDeque<OfferingChoice>,
+    /// Node labels (pool template, offering, nodepool).
+    pub labels: BTreeMap<String, String>,
+    /// Capacity of the instance type (what limits count).
+    pub capacity: Resources,
+    /// Room for pods: allocatable minus DaemonSet overhead.
+    pub room: Resources,
+    pub phase: Phase,
+    pub provider_id: Option<String>,
+    pub node: Option<NodeView>,
+    pub created_at: DateTime<Utc>,
+    pub launched_at: Option<DateTime<Utc>>,
+    pub registered_at: Option<DateTime<Utc>>,
+    pub initialized_at: Option<DateTime<Utc>>,
+    /// Since when it holds no pod (initialized claims only).
+    pub empty_since: Option<DateTime<Utc>>,
+    /// A throttled or failed launch is retried at this time.
+    pub retry_at: Option<DateTime<Utc>>,
+    pub attempts: u32,
+    /// Set when the cloud announced its reclamation.
+    pub interrupted_at: Option<DateTime<Utc>>,
+    /// A delete was asked for.
+    pub deleting: bool,
+}
+
+impl Claim {
+    /// The name pods are placed under: the node's once registered, the claim's before.
+    pub fn target_name(&self) -> &str {
+        self.node
+            .as_ref()
+            .map_or(self.name.as_str(), |n| n.name.as_str())
+    }
+
+    /// Whether new pods may be placed on it.
+    pub fn schedulable(&self) -> bool {
+        self.interrupted_at.is_none() && !self.deleting
+    }
+}
