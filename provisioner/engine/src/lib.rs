@@ -23,3 +23,6 @@ pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, NodeView};
 pub use pools::{EngineError, PoolPolicy};
 pub use unavailable::UnavailableOfferings;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,4 @@
+//! Engine behaviour, driven event by event.
+
+mod fixtures;
+mod lifecycle;
