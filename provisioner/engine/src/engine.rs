@@ -163,6 +163,14 @@ impl Engine {
     pub fn handle(&mut self, now: DateTime<Utc>, event: Event) {
         match event {
             Event::PodPending(pod) => {
+                // A pod seen again (a watch re-list, a duplicate event) keeps its nomination:
+                // reporting it twice must never provision for it twice.
+                if let Some(entry) = self.pods.get_mut(&pod.id)
+                    && !matches!(entry.state, PodState::Waiting { .. })
+                {
+                    entry.pod = pod;
+                    return;
+                }
                 let id = pod.id.clone();
                 self.pods.insert(
                     id,
@@ -237,8 +245,10 @@ impl Engine {
     /// The next time [`Engine::poll`] has something to do by itself (nothing else happening).
     pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
         let mut times: Vec<DateTime<Utc>> = Vec::new();
-        if self.batch.force {
-            return self.batch.last.or(self.batch.first);
+        if self.batch.force
+            && let Some(at) = self.batch.last.or(self.batch.first)
+        {
+            return Some(at);
         }
         if let (Some(first), Some(last)) = (self.batch.first, self.batch.last) {
             times.push((last + self.config.batch_idle).min(first + self.config.batch_max));

@@ -378,3 +378,15 @@ fn new_pods_fill_room_on_an_initialized_node_without_buying() {
         vec![("small".to_owned(), "node-1".to_owned())]
     );
 }
+
+#[test]
+fn a_pod_reported_again_keeps_its_nomination() {
+    let mut e = engine();
+    let actions = pending_then_poll(&mut e, &["a"], t(0));
+    assert_eq!(launches(&actions).len(), 1);
+    // A watch re-list reports the still-pending pod again.
+    e.handle(t(5), Event::PodPending(gpu_pod("a")));
+    assert_eq!(e.next_deadline(), None);
+    assert!(e.poll(t(60)).is_empty());
+    assert_eq!(e.stats().claims_created, 1);
+}
