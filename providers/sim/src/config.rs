@@ -1,0 +1,570 @@
+//! How the simulated cloud behaves: latencies, capacity, outages, interruptions, throttling.
+//!
+//! Every field is optional in a scenario file and has a realistic default, documented on the
+//! field. Durations are Go-style strings (`"90s"`, `"5m"`, `"2h"`); unknown fields are
+//! rejected. A scenario file's `cloud:` section could read:
+//!
+//! ```yaml
+//! launchLatency: { default: 40s, families: { p5: 3m } }
+//! registrationDelay: 30s              # a bare duration is a table with no per-family entries
+//! acceleratorsNeverReady: 0.02
+//! capacity:
+//!   - { family: p5, capacityType: spot, max: 2 }
+//! insufficientCapacity:
+//!   - { instanceType: p5.48xlarge, zone: us-east-1a, from: 0s, until: 30m }
+//! interruptions: { spotRatePerHour: 0.05 }
+//! api: { throttleProbability: 0.01 }
+//! ```
+//!
+//! Deserialising checks shapes only; [`SimConfig::validate`] checks ranges (and
+//! [`crate::SimCloud::try_new`] calls it).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_pricing::{CapacityType, Cloud};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+use crate::SimError;
+use crate::duration;
+
+/// The simulated cloud's behaviour. `SimConfig::default()` is a healthy cloud with realistic
+/// latencies, unlimited capacity, no outages, no interruptions and no throttling.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SimConfig {
+    /// From the accepted launch call to a running instance. Default: 40 s, and 3 min for the
+    /// 8-GPU training families (AWS `p4d`, `p4de`, `p5`, `p5en`; GCP `a3`; Azure
+    /// `NDasrA100v4`, `NDamsrA100v4`, `NDisrH100v5`), whose hosts with EFA / InfiniBand
+    /// take minutes to place and boot. See [`SimConfig::DEFAULT_SLOW_LAUNCH_FAMILIES`].
+    pub launch_latency: LatencyTable,
+    /// From running to the Node registering with the API server (boot, bootstrap, kubelet
+    /// join). Default: 30 s.
+    pub registration_delay: LatencyTable,
+    /// From registration to the device plugin advertising the accelerators in the Node's
+    /// allocatable (driver load, GPU operator / device-plugin DaemonSet start). Default: 45 s.
+    /// Types without a device-plugin resource (CPU types, fractional vGPU slices) have nothing
+    /// to wait for: their delay is always 0, whatever the table says.
+    pub device_plugin_delay: LatencyTable,
+    /// Probability that an accelerator node's device plugin never reports (a broken driver),
+    /// sampled per instance. Default: 0.
+    pub accelerators_never_ready: f64,
+    /// Concurrent-instance limits: a launch that would exceed one fails with
+    /// insufficient capacity. Default: none (unlimited).
+    pub capacity: Vec<CapacityLimit>,
+    /// Windows in which launches of matching offerings fail with insufficient capacity.
+    /// Default: none.
+    pub insufficient_capacity: Vec<CapacityOutage>,
+    /// Spot interruptions. Default: none (rate 0), per-cloud notice.
+    pub interruptions: InterruptionConfig,
+    /// API behaviour. Default: no throttling.
+    pub api: ApiBehaviour,
+}
+
+impl SimConfig {
+    /// The instance families that launch slowly by default (3 min instead of 40 s).
+    pub const DEFAULT_SLOW_LAUNCH_FAMILIES: [&str; 8] = [
+        "p4d",
+        "p4de",
+        "p5",
+        "p5en",
+        "a3",
+        "NDasrA100v4",
+        "NDamsrA100v4",
+        "NDisrH100v5",
+    ];
+
+    /// Checks ranges and consistency; the error names the field as written in a file.
+    pub fn validate(&self) -> Result<(), SimError> {
+        probability("acceleratorsNeverReady", self.accelerators_never_ready)?;
+        probability("api.throttleProbability", self.api.throttle_probability)?;
+        let rate = self.interruptions.spot_rate_per_hour;
+        if !(rate.is_finite() && rate >= 0.0) {
+            return Err(SimError::config(
+                "interruptions.spotRatePerHour",
+                format!("must be a finite number >= 0, got {rate}"),
+            ));
+        }
+        for (i, l) in self.capacity.iter().enumerate() {
+            selector(&format!("capacity[{i}]"), &l.instance_type, &l.family)?;
+        }
+        for (i, o) in self.insufficient_capacity.iter().enumerate() {
+            let at = format!("insufficientCapacity[{i}]");
+            selector(&at, &o.instance_type, &o.family)?;
+            if let Some(until) = o.until
+                && until <= o.from
+            {
+                return Err(SimError::config(
+                    format!("{at}.until"),
+                    format!("must be after from ({until:?} <= {:?})", o.from),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn probability(field: &str, p: f64) -> Result<(), SimError> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(SimError::config(
+            field,
+            format!("must be a probability between 0 and 1, got {p}"),
+        ))
+    }
+}
+
+fn selector(
+    at: &str,
+    instance_type: &Option<String>,
+    family: &Option<String>,
+) -> Result<(), SimError> {
+    if instance_type.is_some() && family.is_some() {
+        return Err(SimError::config(at, "set instanceType or family, not both"));
+    }
+    Ok(())
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        let mut launch_latency = LatencyTable::uniform(Duration::from_secs(40));
+        for f in Self::DEFAULT_SLOW_LAUNCH_FAMILIES {
+            launch_latency = launch_latency.with_family(f, Duration::from_secs(180));
+        }
+        Self {
+            launch_latency,
+            registration_delay: LatencyTable::uniform(Duration::from_secs(30)),
+            device_plugin_delay: LatencyTable::uniform(Duration::from_secs(45)),
+            accelerators_never_ready: 0.0,
+            capacity: Vec::new(),
+            insufficient_capacity: Vec::new(),
+            interruptions: InterruptionConfig::default(),
+            api: ApiBehaviour::default(),
+        }
+    }
+}
+
+/// A delay per instance family, with a default for the others.
+///
+/// In a file: either a bare duration (`30s`: that delay for every family) or
+/// `{ default: 40s, families: { p5: 3m } }`. A table given in a file replaces the default
+/// table entirely (including its per-family entries).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencyTable {
+    /// The delay of families not listed.
+    pub default: Duration,
+    /// Delays by instance family (`InstanceType::family`, e.g. `p5`, `a3`, `NDisrH100v5`).
+    pub families: BTreeMap<String, Duration>,
+}
+
+impl LatencyTable {
+    /// The same delay for every family.
+    pub fn uniform(default: Duration) -> Self {
+        Self {
+            default,
+            families: BTreeMap::new(),
+        }
+    }
+
+    /// This table with `family` set to `delay`.
+    pub fn with_family(mut self, family: impl Into<String>, delay: Duration) -> Self {
+        self.families.insert(family.into(), delay);
+        self
+    }
+
+    /// The delay for an instance family.
+    pub fn for_family(&self, family: &str) -> Duration {
+        self.families.get(family).copied().unwrap_or(self.default)
+    }
+}
+
+/// The map form of a [`LatencyTable`] in a file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct LatencyTableFile {
+    #[serde(deserialize_with = "duration::required")]
+    default: Duration,
+    #[serde(default, deserialize_with = "duration::map")]
+    families: BTreeMap<String, Duration>,
+}
+
+impl<'de> Deserialize<'de> for LatencyTable {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TableVisitor;
+
+        impl<'de> Visitor<'de> for TableVisitor {
+            type Value = LatencyTable;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration such as \"40s\", or { default, families }")
+            }
+
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<LatencyTable, E> {
+                duration::GoDuration::deserialize(de::value::StrDeserializer::<E>::new(s))
+                    .map(|g| LatencyTable::uniform(g.0))
+            }
+
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<LatencyTable, E> {
+                duration::GoDuration::deserialize(de::value::U64Deserializer::<E>::new(n))
+                    .map(|g| LatencyTable::uniform(g.0))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LatencyTable, A::Error> {
+                let f = LatencyTableFile::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(LatencyTable {
+                    default: f.default,
+                    families: f.families,
+                })
+            }
+        }
+
+        d.deserialize_any(TableVisitor)
+    }
+}
+
+/// At most `max` instances matching the selector may be alive (pending or running) at once.
+///
+/// The selector is `instanceType` or `family` (or neither: every type), optionally narrowed
+/// to a `zone` and a `capacityType`; the limit counts every matching instance together, e.g.
+/// `{ family: p5, max: 4 }` allows four p5 instances across all zones and capacity types.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityLimit {
+    /// Instance type name, e.g. `p5.48xlarge`.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    /// Instance family, e.g. `p5`.
+    #[serde(default)]
+    pub family: Option<String>,
+    /// Zone; all zones when absent.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Capacity type; all when absent.
+    #[serde(default)]
+    pub capacity_type: Option<CapacityType>,
+    /// Maximum concurrent instances (0: none can launch).
+    pub max: u32,
+}
+
+/// Launches of matching offerings fail with insufficient capacity from `from` until `until`
+/// (offsets from the simulation's start; `until` absent: for the rest of the run). The
+/// selector is as in [`CapacityLimit`]. Running instances are not affected.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityOutage {
+    /// Instance type name.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    /// Instance family.
+    #[serde(default)]
+    pub family: Option<String>,
+    /// Zone; all zones when absent.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Capacity type; all when absent.
+    #[serde(default)]
+    pub capacity_type: Option<CapacityType>,
+    /// Start of the window, from the simulation's start (inclusive). Default: 0.
+    #[serde(default, deserialize_with = "duration::required")]
+    pub from: Duration,
+    /// End of the window, from the simulation's start (exclusive). Default: never ends.
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub until: Option<Duration>,
+}
+
+/// Spot interruptions.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct InterruptionConfig {
+    /// Expected interruptions per spot instance per running hour (a Poisson process: the time
+    /// to the notice is exponential with this rate, counted from when the instance runs).
+    /// Default: 0 (spot is never interrupted). AWS's Spot Instance Advisor buckets of
+    /// "<5%" … ">20%" per month are rates of roughly 0.00007 … 0.0003 per hour; scenarios that
+    /// exercise interruption handling use far higher rates.
+    pub spot_rate_per_hour: f64,
+    /// Time from the interruption notice to the reclaim. Default: the cloud's own notice —
+    /// AWS 2 min, GCP 30 s, Azure 30 s (see [`InterruptionConfig::notice_for`]).
+    #[serde(deserialize_with = "duration::optional")]
+    pub notice: Option<Duration>,
+}
+
+impl InterruptionConfig {
+    /// The notice period on `cloud`: the configured one, or the cloud's default (AWS spot:
+    /// 2 minutes; GCP spot: 30 s; Azure Scheduled Events `Preempt`: at least 30 s).
+    pub fn notice_for(&self, cloud: Cloud) -> Duration {
+        self.notice.unwrap_or(match cloud {
+            Cloud::Aws => Duration::from_secs(120),
+            Cloud::Gcp | Cloud::Azure => Duration::from_secs(30),
+        })
+    }
+}
+
+/// API behaviour.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApiBehaviour {
+    /// Probability that a `create`, `delete`, `get` or `list` call is throttled
+    /// ([`quartermaster_cloud::CloudError::Throttled`] with `retry_after` 1 s). Default: 0.
+    pub throttle_probability: f64,
+}
+
+/// What a [`CapacityLimit`] or [`CapacityOutage`] selects.
+pub(crate) struct Selector<'a> {
+    instance_type: Option<&'a str>,
+    family: Option<&'a str>,
+    zone: Option<&'a str>,
+    capacity_type: Option<CapacityType>,
+}
+
+impl Selector<'_> {
+    /// Whether an offering of `instance_type` (of `family`) in `zone` as `capacity_type` is
+    /// selected.
+    pub(crate) fn matches(
+        &self,
+        instance_type: &str,
+        family: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+    ) -> bool {
+        self.instance_type.is_none_or(|t| t == instance_type)
+            && self.family.is_none_or(|f| f == family)
+            && self.zone.is_none_or(|z| z == zone)
+            && self.capacity_type.is_none_or(|c| c == capacity_type)
+    }
+}
+
+impl CapacityLimit {
+    pub(crate) fn selector(&self) -> Selector<'_> {
+        Selector {
+            instance_type: self.instance_type.as_deref(),
+            family: self.family.as_deref(),
+            zone: self.zone.as_deref(),
+            capacity_type: self.capacity_type,
+        }
+    }
+}
+
+impl CapacityOutage {
+    pub(crate) fn selector(&self) -> Selector<'_> {
+        Selector {
+            instance_type: self.instance_type.as_deref(),
+            family: self.family.as_deref(),
+            zone: self.zone.as_deref(),
+            capacity_type: self.capacity_type,
+        }
+    }
+
+    /// The window in absolute time for a simulation that started at `start`: its start and,
+    /// if it ends, its end.
+    pub(crate) fn window(&self, start: DateTime<Utc>) -> (DateTime<Utc>, Option<DateTime<Utc>>) {
+        (after(start, self.from), self.until.map(|u| after(start, u)))
+    }
+
+    /// Whether the outage is on at `now`.
+    pub(crate) fn is_active(&self, start: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        let (from, until) = self.window(start);
+        from <= now && until.is_none_or(|u| now < u)
+    }
+}
+
+/// `t + d`, saturating at the end of time (durations parsed from files are far smaller).
+pub(crate) fn after(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(d)
+        .ok()
+        .and_then(|d| t.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<SimConfig, serde_norway::Error> {
+        serde_norway::from_str(yaml)
+    }
+
+    #[test]
+    fn empty_file_is_the_default() {
+        assert_eq!(parse("{}").unwrap(), SimConfig::default());
+        let d = SimConfig::default();
+        assert_eq!(d.launch_latency.for_family("m6i"), Duration::from_secs(40));
+        assert_eq!(d.launch_latency.for_family("p5"), Duration::from_secs(180));
+        assert_eq!(d.launch_latency.for_family("a3"), Duration::from_secs(180));
+        assert_eq!(
+            d.launch_latency.for_family("NDisrH100v5"),
+            Duration::from_secs(180)
+        );
+        assert_eq!(
+            d.registration_delay.for_family("p5"),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            d.device_plugin_delay.for_family("g5"),
+            Duration::from_secs(45)
+        );
+        assert_eq!(
+            d.interruptions.notice_for(Cloud::Aws),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            d.interruptions.notice_for(Cloud::Gcp),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            d.interruptions.notice_for(Cloud::Azure),
+            Duration::from_secs(30)
+        );
+        d.validate().unwrap();
+    }
+
+    #[test]
+    fn parses_a_full_file_with_go_durations() {
+        let c = parse(
+            r#"
+launchLatency: { default: 90s, families: { p5: 5m, g5: 1h30m } }
+registrationDelay: 2m
+devicePluginDelay: 0
+acceleratorsNeverReady: 0.25
+capacity:
+  - { family: p5, capacityType: spot, max: 2 }
+  - { instanceType: g5.xlarge, zone: us-east-1a, max: 0 }
+insufficientCapacity:
+  - { instanceType: p5.48xlarge, zone: us-east-1a, from: 5m, until: 2h }
+  - { family: g6, capacityType: on-demand }
+interruptions: { spotRatePerHour: 0.5, notice: 90s }
+api: { throttleProbability: 0.1 }
+"#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.launch_latency.default, Duration::from_secs(90));
+        assert_eq!(c.launch_latency.for_family("p5"), Duration::from_secs(300));
+        assert_eq!(c.launch_latency.for_family("g5"), Duration::from_secs(5400));
+        // A table in a file replaces the default one, per-family entries included.
+        assert_eq!(c.launch_latency.for_family("a3"), Duration::from_secs(90));
+        assert_eq!(
+            c.registration_delay,
+            LatencyTable::uniform(Duration::from_secs(120))
+        );
+        assert_eq!(c.device_plugin_delay, LatencyTable::uniform(Duration::ZERO));
+        assert_eq!(c.accelerators_never_ready, 0.25);
+        assert_eq!(
+            c.capacity[0],
+            CapacityLimit {
+                instance_type: None,
+                family: Some("p5".into()),
+                zone: None,
+                capacity_type: Some(CapacityType::Spot),
+                max: 2,
+            }
+        );
+        assert_eq!(c.capacity[1].max, 0);
+        assert_eq!(c.insufficient_capacity[0].from, Duration::from_secs(300));
+        assert_eq!(
+            c.insufficient_capacity[0].until,
+            Some(Duration::from_secs(7200))
+        );
+        assert_eq!(c.insufficient_capacity[1].from, Duration::ZERO);
+        assert_eq!(c.insufficient_capacity[1].until, None);
+        assert_eq!(c.interruptions.spot_rate_per_hour, 0.5);
+        assert_eq!(
+            c.interruptions.notice_for(Cloud::Aws),
+            Duration::from_secs(90)
+        );
+        assert_eq!(c.api.throttle_probability, 0.1);
+        // Fields not given keep their defaults.
+        let partial = parse("interruptions: { spotRatePerHour: 1 }").unwrap();
+        assert_eq!(partial.interruptions.notice, None);
+        assert_eq!(partial.launch_latency, SimConfig::default().launch_latency);
+    }
+
+    #[test]
+    fn rejects_unknown_fields_and_bad_durations() {
+        for (yaml, needle) in [
+            ("launchLatancy: 40s", "unknown field `launchLatancy`"),
+            ("api: { throttle: 0.1 }", "unknown field `throttle`"),
+            (
+                "launchLatency: { default: 40s, p5: 3m }",
+                "unknown field `p5`",
+            ),
+            (
+                "capacity: [{ family: p5, max: 1, region: x }]",
+                "unknown field `region`",
+            ),
+            ("capacity: [{ family: p5 }]", "missing field `max`"),
+            (
+                "launchLatency: { families: { p5: 3m } }",
+                "missing field `default`",
+            ),
+            ("registrationDelay: 30", "missing unit"),
+            ("registrationDelay: 5d", "unknown unit \"d\""),
+            ("interruptions: { notice: -1s }", "negative"),
+            (
+                "insufficientCapacity: [{ family: p5, from: soon }]",
+                "invalid duration \"soon\"",
+            ),
+            (
+                "capacity: [{ family: p5, capacityType: preemptible, max: 1 }]",
+                "preemptible",
+            ),
+        ] {
+            let err = parse(yaml).unwrap_err().to_string();
+            assert!(err.contains(needle), "{yaml}: {err}");
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let cases: [(SimConfig, &str); 6] = [
+            (
+                SimConfig {
+                    accelerators_never_ready: -0.1,
+                    ..SimConfig::default()
+                },
+                "simulation config: acceleratorsNeverReady: must be a probability between 0 and 1, got -0.1",
+            ),
+            (
+                SimConfig {
+                    api: ApiBehaviour {
+                        throttle_probability: 1.5,
+                    },
+                    ..SimConfig::default()
+                },
+                "simulation config: api.throttleProbability: must be a probability between 0 and 1, got 1.5",
+            ),
+            (
+                SimConfig {
+                    accelerators_never_ready: f64::NAN,
+                    ..SimConfig::default()
+                },
+                "simulation config: acceleratorsNeverReady: must be a probability between 0 and 1, got NaN",
+            ),
+            (
+                SimConfig {
+                    interruptions: InterruptionConfig {
+                        spot_rate_per_hour: -1.0,
+                        notice: None,
+                    },
+                    ..SimConfig::default()
+                },
+                "simulation config: interruptions.spotRatePerHour: must be a finite number >= 0, got -1",
+            ),
+            (
+                parse("capacity: [{ family: p5, max: 1 }, { family: p5, instanceType: p5.48xlarge, max: 1 }]")
+                    .unwrap(),
+                "simulation config: capacity[1]: set instanceType or family, not both",
+            ),
+            (
+                parse("insufficientCapacity: [{ family: p5, from: 1h, until: 30m }]").unwrap(),
+                "simulation config: insufficientCapacity[0].until: must be after from (1800s <= 3600s)",
+            ),
+        ];
+        for (config, want) in cases {
+            assert_eq!(config.validate().unwrap_err().to_string(), want);
+        }
+    }
+}
