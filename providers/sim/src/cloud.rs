@@ -9,12 +9,13 @@ use chrono::{DateTime, Utc};
 use quartermaster_cloud::{
     Clock, CloudError, CloudEvent, CloudFuture, CloudProvider, Instance, LaunchRequest,
 };
-use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType};
+use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType, Offering};
 
-use crate::config::after;
+use crate::config::{Selector, after};
 use crate::events::{SimNode, SimNodeEvent};
-use crate::instance::{Reported, SimInstance, Timeline, node_name};
+use crate::instance::{SimInstance, Timeline, node_name};
 use crate::rng::SplitMix64;
+use crate::schedule::{Kind, Schedule};
 use crate::stats::{OfferingStats, SimStats};
 use crate::{SimConfig, SimError};
 
@@ -47,7 +48,7 @@ pub struct SimCloud {
 
 /// Everything that changes.
 struct State {
-    /// In launch order; `seq` is the index.
+    /// In launch order; an instance's `seq` is its index.
     instances: Vec<SimInstance>,
     /// The latest instance launched for each claim.
     by_claim: BTreeMap<String, usize>,
@@ -55,19 +56,101 @@ struct State {
     by_id: BTreeMap<String, usize>,
     /// Throttling draws.
     api_rng: SplitMix64,
-    counters: Counters,
+    /// Moments not yet passed.
+    schedule: Schedule,
+    /// Node events that happened and were not yet handed out.
+    node_outbox: Vec<SimNodeEvent>,
+    /// Cloud events that happened and were not yet handed out.
+    cloud_outbox: Vec<CloudEvent>,
+    /// Live instances counted against each of `SimConfig::capacity`'s limits.
+    limit_live: Vec<u32>,
+    /// Counters (`offerings` is kept apart, by key).
+    stats: SimStats,
+    offerings: BTreeMap<(String, String, CapacityType), OfferingStats>,
 }
 
-#[derive(Default)]
-struct Counters {
-    launches: u64,
-    idempotent_creates: u64,
-    capacity_errors: u64,
-    invalid_requests: u64,
-    throttles: u64,
-    deletes: u64,
-    /// (instance type, zone, capacity type) → (launches, capacity errors).
-    offerings: BTreeMap<(String, String, CapacityType), (u64, u64)>,
+impl State {
+    /// Processes every moment up to `now`, in order: queues the events that happen and frees
+    /// the capacity of reclaimed instances.
+    fn advance(&mut self, now: DateTime<Utc>) {
+        while let Some((at, seq, kind)) = self.schedule.pop_due(now) {
+            let Some(inst) = self.instances.get(seq) else {
+                continue; // an outage edge
+            };
+            if !inst.timeline.occurs(at, kind) {
+                continue;
+            }
+            match kind {
+                Kind::Running | Kind::OutageEdge => {}
+                Kind::Registered => self.node_outbox.push(SimNodeEvent::Registered {
+                    provider_id: inst.provider_id.clone(),
+                    claim_name: inst.claim_name.clone(),
+                    node: inst.node.clone(),
+                }),
+                Kind::Accelerators => self.node_outbox.push(SimNodeEvent::AcceleratorsReady {
+                    provider_id: inst.provider_id.clone(),
+                    node_name: inst.node.name.clone(),
+                    allocatable: inst.full_allocatable.clone(),
+                }),
+                Kind::Notice => {
+                    let terminates_at = inst.timeline.reclaim_at.unwrap_or(at);
+                    self.cloud_outbox.push(CloudEvent::Interruption {
+                        provider_id: inst.provider_id.clone(),
+                        terminates_at,
+                    });
+                    self.stats.interruptions += 1;
+                    self.offering(seq).interruptions += 1;
+                }
+                Kind::Reclaim => {
+                    self.cloud_outbox.push(CloudEvent::Terminated {
+                        provider_id: inst.provider_id.clone(),
+                    });
+                    self.stats.reclaims += 1;
+                    self.release(seq);
+                }
+            }
+        }
+    }
+
+    /// An instance is gone: it no longer counts as live or against any limit.
+    fn release(&mut self, seq: usize) {
+        self.stats.live -= 1;
+        self.offering(seq).live -= 1;
+        for &l in &self.instances[seq].limits {
+            self.limit_live[l] -= 1;
+        }
+    }
+
+    /// The counters of instance `seq`'s offering.
+    fn offering(&mut self, seq: usize) -> &mut OfferingStats {
+        let i = &self.instances[seq];
+        offering_entry(
+            &mut self.offerings,
+            &i.instance_type,
+            &i.zone,
+            i.capacity_type,
+        )
+    }
+}
+
+/// The counters of an offering, created empty on first use.
+fn offering_entry<'a>(
+    offerings: &'a mut BTreeMap<(String, String, CapacityType), OfferingStats>,
+    instance_type: &str,
+    zone: &str,
+    capacity_type: CapacityType,
+) -> &'a mut OfferingStats {
+    offerings
+        .entry((instance_type.to_owned(), zone.to_owned(), capacity_type))
+        .or_insert_with(|| OfferingStats {
+            instance_type: instance_type.to_owned(),
+            zone: zone.to_owned(),
+            capacity_type,
+            launches: 0,
+            capacity_errors: 0,
+            interruptions: 0,
+            live: 0,
+        })
 }
 
 impl SimCloud {
@@ -100,6 +183,25 @@ impl SimCloud {
         seed: u64,
     ) -> Result<Self, SimError> {
         config.validate()?;
+        let mut schedule = Schedule::default();
+        for outage in &config.insufficient_capacity {
+            let (from, until) = outage.window(start);
+            for edge in [Some(from), until].into_iter().flatten() {
+                schedule.push((edge, usize::MAX, Kind::OutageEdge));
+            }
+        }
+        let state = State {
+            instances: Vec::new(),
+            by_claim: BTreeMap::new(),
+            by_id: BTreeMap::new(),
+            api_rng: SplitMix64::stream(seed, API_STREAM),
+            schedule,
+            node_outbox: Vec::new(),
+            cloud_outbox: Vec::new(),
+            limit_live: vec![0; config.capacity.len()],
+            stats: SimStats::default(),
+            offerings: BTreeMap::new(),
+        };
         Ok(Self {
             cloud,
             catalog,
@@ -107,146 +209,58 @@ impl SimCloud {
             clock,
             start,
             seed,
-            state: Mutex::new(State {
-                instances: Vec::new(),
-                by_claim: BTreeMap::new(),
-                by_id: BTreeMap::new(),
-                api_rng: SplitMix64::stream(seed, API_STREAM),
-                counters: Counters::default(),
-            }),
+            state: Mutex::new(state),
         })
     }
 
-    /// Kubelet-side events due at the clock's now that have not been returned before, in the
-    /// order they happened: Nodes registering, device plugins reporting. (Sim-only: the engine
-    /// learns about nodes from the cluster, not the cloud.) Events of an instance that was
-    /// gone before they were due never happen.
+    /// Kubelet-side events that happened up to the clock's now and were not returned before,
+    /// in the order they happened: Nodes registering, device plugins reporting. (Sim-only: the
+    /// engine learns about nodes from the cluster, not the cloud.) An instance that is gone
+    /// has no further events.
     pub fn node_events(&self) -> Vec<SimNodeEvent> {
-        let now = self.clock.now();
-        let mut st = self.lock();
-        let mut due = Vec::new();
-        for (seq, inst) in st.instances.iter_mut().enumerate() {
-            let t = &inst.timeline;
-            if !inst.reported.registered && t.registered_at <= now && t.happens(t.registered_at) {
-                inst.reported.registered = true;
-                due.push((
-                    t.registered_at,
-                    seq,
-                    0,
-                    SimNodeEvent::Registered {
-                        provider_id: inst.provider_id.clone(),
-                        claim_name: inst.claim_name.clone(),
-                        node: inst.node.clone(),
-                    },
-                ));
-            }
-            let t = &inst.timeline;
-            if let Some(at) = t.accelerators_at
-                && !inst.reported.accelerators
-                && at <= now
-                && t.happens(at)
-            {
-                inst.reported.accelerators = true;
-                due.push((
-                    at,
-                    seq,
-                    1,
-                    SimNodeEvent::AcceleratorsReady {
-                        provider_id: inst.provider_id.clone(),
-                        node_name: inst.node.name.clone(),
-                        allocatable: inst.full_allocatable.clone(),
-                    },
-                ));
-            }
-        }
-        in_order(due)
+        let mut st = self.state_now().0;
+        std::mem::take(&mut st.node_outbox)
     }
 
     /// The earliest time after the clock's now at which something will happen: a launch
     /// completes, a Node registers, accelerators appear, an interruption notice is given, an
     /// instance is reclaimed, or an outage window opens or closes. The simulation's event loop
-    /// jumps the clock there. `None` when nothing more will ever happen on its own.
+    /// jumps the clock there. `None` when nothing more will happen on its own.
     pub fn next_event_at(&self) -> Option<DateTime<Utc>> {
-        let now = self.clock.now();
-        let st = self.lock();
-        let instants = st
-            .instances
-            .iter()
-            .flat_map(|i| i.timeline.upcoming(now))
-            .min();
-        let outages = self
-            .config
-            .insufficient_capacity
-            .iter()
-            .flat_map(|o| {
-                let (from, until) = o.window(self.start);
-                [Some(from), until]
-            })
-            .flatten()
-            .filter(|t| *t > now)
-            .min();
-        instants.into_iter().chain(outages).min()
+        let (mut st, _) = self.state_now();
+        let State {
+            schedule,
+            instances,
+            ..
+        } = &mut *st;
+        schedule.next(|&(at, seq, kind)| {
+            instances
+                .get(seq)
+                .is_none_or(|i| i.timeline.occurs(at, kind))
+        })
     }
 
     /// Counters as of the clock's now.
     pub fn stats(&self) -> SimStats {
-        let now = self.clock.now();
-        let st = self.lock();
-        let c = &st.counters;
-        let mut offerings: BTreeMap<(String, String, CapacityType), OfferingStats> = c
-            .offerings
-            .iter()
-            .map(|((ty, zone, ct), &(launches, capacity_errors))| {
-                let stats = OfferingStats {
-                    instance_type: ty.clone(),
-                    zone: zone.clone(),
-                    capacity_type: *ct,
-                    launches,
-                    capacity_errors,
-                    interruptions: 0,
-                    live: 0,
-                };
-                ((ty.clone(), zone.clone(), *ct), stats)
-            })
-            .collect();
-        let mut stats = SimStats {
-            launches: c.launches,
-            idempotent_creates: c.idempotent_creates,
-            capacity_errors: c.capacity_errors,
-            invalid_requests: c.invalid_requests,
-            throttles: c.throttles,
-            deletes: c.deletes,
-            ..SimStats::default()
-        };
-        for inst in &st.instances {
-            let t = &inst.timeline;
-            let interrupted = t.noticed_at().is_some_and(|n| n <= now);
-            let live = t.is_live(now);
-            stats.interruptions += u64::from(interrupted);
-            stats.reclaims += u64::from(t.reclaimed_at().is_some_and(|r| r <= now));
-            stats.live += u64::from(live);
-            let key = (
-                inst.instance_type.clone(),
-                inst.zone.clone(),
-                inst.capacity_type,
-            );
-            if let Some(o) = offerings.get_mut(&key) {
-                o.interruptions += u64::from(interrupted);
-                o.live += u64::from(live);
-            }
+        let st = self.state_now().0;
+        SimStats {
+            offerings: st.offerings.values().cloned().collect(),
+            ..st.stats.clone()
         }
-        stats.offerings = offerings.into_values().collect();
-        stats
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// The state, brought up to the clock's now, and that now.
+    fn state_now(&self) -> (MutexGuard<'_, State>, DateTime<Utc>) {
+        let now = self.clock.now();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.advance(now);
+        (st, now)
     }
 
     /// Draws whether this API call is throttled.
     fn throttle(&self, st: &mut State) -> Result<(), CloudError> {
         if st.api_rng.chance(self.config.api.throttle_probability) {
-            st.counters.throttles += 1;
+            st.stats.throttles += 1;
             return Err(CloudError::Throttled {
                 retry_after: Some(THROTTLE_RETRY_AFTER),
             });
@@ -254,59 +268,37 @@ impl SimCloud {
         Ok(())
     }
 
-    /// Live instances counted against each of `config.capacity`'s limits, in order.
-    fn limit_counts(&self, st: &State, now: DateTime<Utc>) -> Vec<u32> {
-        self.config
-            .capacity
-            .iter()
-            .map(|l| {
-                let s = l.selector();
-                let n = st
-                    .instances
-                    .iter()
-                    .filter(|i| {
-                        i.timeline.is_live(now)
-                            && s.matches(&i.instance_type, &i.family, &i.zone, i.capacity_type)
-                    })
-                    .count();
-                u32::try_from(n).unwrap_or(u32::MAX)
-            })
-            .collect()
-    }
-
     /// Why an offering cannot be launched now, if it cannot: an outage window or a capacity
-    /// limit reached. `counts` is [`SimCloud::limit_counts`].
+    /// limit reached.
     fn refusal(
         &self,
+        st: &State,
         ty: &InstanceType,
         zone: &str,
         capacity_type: CapacityType,
         now: DateTime<Utc>,
-        counts: &[u32],
     ) -> Option<String> {
-        let outage = self.config.insufficient_capacity.iter().position(|o| {
-            o.is_active(self.start, now)
-                && o.selector()
-                    .matches(&ty.name, &ty.family, zone, capacity_type)
-        });
+        let matches = |s: Selector<'_>| s.matches(&ty.name, &ty.family, zone, capacity_type);
+        let outage = self
+            .config
+            .insufficient_capacity
+            .iter()
+            .position(|o| o.is_active(self.start, now) && matches(o.selector()));
         if let Some(i) = outage {
             return Some(format!("simulated outage insufficientCapacity[{i}]"));
         }
-        self.config
+        let full = self
+            .config
             .capacity
             .iter()
-            .zip(counts)
-            .position(|(l, &n)| {
-                n >= l.max
-                    && l.selector()
-                        .matches(&ty.name, &ty.family, zone, capacity_type)
-            })
-            .map(|i| {
-                format!(
-                    "simulated capacity limit capacity[{i}] of {} instances reached",
-                    self.config.capacity[i].max
-                )
-            })
+            .zip(&st.limit_live)
+            .position(|(l, &live)| live >= l.max && matches(l.selector()));
+        full.map(|i| {
+            format!(
+                "simulated capacity limit capacity[{i}] of {} instances reached",
+                self.config.capacity[i].max
+            )
+        })
     }
 
     /// The cloud's own words for running out of capacity.
@@ -328,18 +320,17 @@ impl SimCloud {
     }
 
     fn create_now(&self, request: &LaunchRequest) -> Result<Instance, CloudError> {
-        let now = self.clock.now();
-        let mut st = self.lock();
+        let (mut st, now) = self.state_now();
         self.throttle(&mut st)?;
         if let Some(&i) = st.by_claim.get(&request.claim_name)
             && st.instances[i].timeline.is_live(now)
         {
-            st.counters.idempotent_creates += 1;
+            st.stats.idempotent_creates += 1;
             return Ok(st.instances[i].view(now));
         }
         let invalid = |message: String| CloudError::InvalidRequest { message };
         let Some(ty) = self.catalog.get(self.cloud, &request.instance_type) else {
-            st.counters.invalid_requests += 1;
+            st.stats.invalid_requests += 1;
             return Err(invalid(format!(
                 "unknown {} instance type {:?}",
                 self.cloud, request.instance_type
@@ -350,26 +341,26 @@ impl SimCloud {
             .iter()
             .find(|o| o.zone == request.zone && o.capacity_type == request.capacity_type)
         else {
-            st.counters.invalid_requests += 1;
+            st.stats.invalid_requests += 1;
             return Err(invalid(format!(
                 "{} is not offered as {} in {}",
                 ty.name, request.capacity_type, request.zone
             )));
         };
-        let key = (
-            ty.name.clone(),
-            offering.zone.clone(),
-            offering.capacity_type,
-        );
-        let counts = self.limit_counts(&st, now);
         let refusal = if offering.available {
-            self.refusal(ty, &offering.zone, offering.capacity_type, now, &counts)
+            self.refusal(&st, ty, &offering.zone, offering.capacity_type, now)
         } else {
             Some("offering marked unavailable in the catalog".to_owned())
         };
         if let Some(why) = refusal {
-            st.counters.capacity_errors += 1;
-            st.counters.offerings.entry(key).or_default().1 += 1;
+            st.stats.capacity_errors += 1;
+            offering_entry(
+                &mut st.offerings,
+                &ty.name,
+                &offering.zone,
+                offering.capacity_type,
+            )
+            .capacity_errors += 1;
             return Err(CloudError::InsufficientCapacity {
                 instance_type: ty.name.clone(),
                 zone: offering.zone.clone(),
@@ -378,29 +369,55 @@ impl SimCloud {
             });
         }
 
-        // Launch: decide the instance's whole life now, from its own random stream.
         let seq = st.instances.len();
+        let instance = self.launch(seq, now, ty, offering, request);
+        let view = instance.view(now);
+        for &l in &instance.limits {
+            st.limit_live[l] += 1;
+        }
+        for (at, kind) in instance.timeline.moments() {
+            st.schedule.push((at, seq, kind));
+        }
+        st.by_claim.insert(request.claim_name.clone(), seq);
+        st.by_id.insert(instance.provider_id.clone(), seq);
+        st.instances.push(instance);
+        st.stats.launches += 1;
+        st.stats.live += 1;
+        let o = st.offering(seq);
+        o.launches += 1;
+        o.live += 1;
+        Ok(view)
+    }
+
+    /// The `seq`-th instance, launched at `now`: its whole life is decided here, from its own
+    /// random stream.
+    fn launch(
+        &self,
+        seq: usize,
+        now: DateTime<Utc>,
+        ty: &InstanceType,
+        offering: &Offering,
+        request: &LaunchRequest,
+    ) -> SimInstance {
+        let config = &self.config;
         let mut rng = SplitMix64::stream(self.seed, seq as u64 + 1);
         let provider_id = format!("sim:///{}/i-0{:016x}", offering.zone, rng.next_u64());
-        let never_ready = rng.chance(self.config.accelerators_never_ready);
-        let interruption_hours = rng.exponential(self.config.interruptions.spot_rate_per_hour);
+        let never_ready = rng.chance(config.accelerators_never_ready);
+        let interruption_hours = rng.exponential(config.interruptions.spot_rate_per_hour);
 
         let accelerator = ty
             .accelerator
             .as_ref()
             .filter(|a| a.count > 0 && !a.is_fractional())
             .map(|a| a.resource.as_str());
-        let running_at = after(now, self.config.launch_latency.for_family(&ty.family));
-        let registered_at = after(
-            running_at,
-            self.config.registration_delay.for_family(&ty.family),
-        );
+        let running_at = after(now, config.launch_latency.for_family(&ty.family));
+        let registered_at = after(running_at, config.registration_delay.for_family(&ty.family));
         let accelerators_at = match accelerator {
             None => Some(registered_at),
             Some(_) if never_ready => None,
             Some(_) => Some(after(
                 registered_at,
-                self.config.device_plugin_delay.for_family(&ty.family),
+                config.device_plugin_delay.for_family(&ty.family),
             )),
         };
         let notice_at = interruption_hours
@@ -409,8 +426,7 @@ impl SimCloud {
                 let lifetime = Duration::try_from_secs_f64(h * 3600.0).unwrap_or(Duration::MAX);
                 after(running_at, lifetime)
             });
-        let reclaim_at =
-            notice_at.map(|n| after(n, self.config.interruptions.notice_for(self.cloud)));
+        let reclaim_at = notice_at.map(|n| after(n, config.interruptions.notice_for(self.cloud)));
 
         let name = node_name(
             self.cloud,
@@ -428,12 +444,21 @@ impl SimCloud {
             capacity.remove(resource);
             allocatable.remove(resource);
         }
+        let limits = config
+            .capacity
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| {
+                l.selector()
+                    .matches(&ty.name, &ty.family, &offering.zone, offering.capacity_type)
+            })
+            .map(|(i, _)| i)
+            .collect();
 
-        let instance = SimInstance {
-            provider_id: provider_id.clone(),
+        SimInstance {
+            provider_id,
             claim_name: request.claim_name.clone(),
             instance_type: ty.name.clone(),
-            family: ty.family.clone(),
             zone: offering.zone.clone(),
             capacity_type: offering.capacity_type,
             price_per_hour: offering.price_per_hour,
@@ -454,15 +479,8 @@ impl SimCloud {
                 reclaim_at,
                 deleted_at: None,
             },
-            reported: Reported::default(),
-        };
-        let view = instance.view(now);
-        st.instances.push(instance);
-        st.by_claim.insert(request.claim_name.clone(), seq);
-        st.by_id.insert(provider_id, seq);
-        st.counters.launches += 1;
-        st.counters.offerings.entry(key).or_default().0 += 1;
-        Ok(view)
+            limits,
+        }
     }
 
     /// The live instance with this provider id, or NotFound.
@@ -477,26 +495,24 @@ impl SimCloud {
     }
 
     fn delete_now(&self, provider_id: &str) -> Result<(), CloudError> {
-        let now = self.clock.now();
-        let mut st = self.lock();
+        let (mut st, now) = self.state_now();
         self.throttle(&mut st)?;
         let i = Self::live_index(&st, provider_id, now)?;
         st.instances[i].timeline.deleted_at = Some(now);
-        st.counters.deletes += 1;
+        st.stats.deletes += 1;
+        st.release(i);
         Ok(())
     }
 
     fn get_now(&self, provider_id: &str) -> Result<Instance, CloudError> {
-        let now = self.clock.now();
-        let mut st = self.lock();
+        let (mut st, now) = self.state_now();
         self.throttle(&mut st)?;
         let i = Self::live_index(&st, provider_id, now)?;
         Ok(st.instances[i].view(now))
     }
 
     fn list_now(&self) -> Result<Vec<Instance>, CloudError> {
-        let now = self.clock.now();
-        let mut st = self.lock();
+        let (mut st, now) = self.state_now();
         self.throttle(&mut st)?;
         Ok(st
             .instances
@@ -507,9 +523,7 @@ impl SimCloud {
     }
 
     fn instance_types_now(&self) -> Vec<InstanceType> {
-        let now = self.clock.now();
-        let st = self.lock();
-        let counts = self.limit_counts(&st, now);
+        let (st, now) = self.state_now();
         self.catalog
             .for_cloud(self.cloud)
             .map(|ty| {
@@ -517,7 +531,7 @@ impl SimCloud {
                 for o in &mut out.offerings {
                     o.available = o.available
                         && self
-                            .refusal(ty, &o.zone, o.capacity_type, now, &counts)
+                            .refusal(&st, ty, &o.zone, o.capacity_type, now)
                             .is_none();
                 }
                 out
@@ -526,49 +540,9 @@ impl SimCloud {
     }
 
     fn poll_events_now(&self) -> Vec<CloudEvent> {
-        let now = self.clock.now();
-        let mut st = self.lock();
-        let mut due = Vec::new();
-        for (seq, inst) in st.instances.iter_mut().enumerate() {
-            let t = &inst.timeline;
-            if let (Some(notice), Some(reclaim)) = (t.noticed_at(), t.reclaim_at)
-                && !inst.reported.notice
-                && notice <= now
-            {
-                inst.reported.notice = true;
-                due.push((
-                    notice,
-                    seq,
-                    0,
-                    CloudEvent::Interruption {
-                        provider_id: inst.provider_id.clone(),
-                        terminates_at: reclaim,
-                    },
-                ));
-            }
-            if let Some(reclaimed) = inst.timeline.reclaimed_at()
-                && !inst.reported.reclaim
-                && reclaimed <= now
-            {
-                inst.reported.reclaim = true;
-                due.push((
-                    reclaimed,
-                    seq,
-                    1,
-                    CloudEvent::Terminated {
-                        provider_id: inst.provider_id.clone(),
-                    },
-                ));
-            }
-        }
-        in_order(due)
+        let mut st = self.state_now().0;
+        std::mem::take(&mut st.cloud_outbox)
     }
-}
-
-/// Events sorted by when they happened, then launch order, then kind.
-fn in_order<E>(mut due: Vec<(DateTime<Utc>, usize, u8, E)>) -> Vec<E> {
-    due.sort_by_key(|&(at, seq, kind, _)| (at, seq, kind));
-    due.into_iter().map(|(.., e)| e).collect()
 }
 
 impl CloudProvider for SimCloud {

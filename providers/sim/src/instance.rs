@@ -14,6 +14,7 @@ use quartermaster_cloud::{Instance, InstanceState};
 use quartermaster_pricing::{CapacityType, Cloud};
 
 use crate::events::SimNode;
+use crate::schedule::Kind;
 
 /// The moments of an instance's life.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,29 +78,28 @@ impl Timeline {
         }
     }
 
-    /// Every future moment (after `now`) at which something about this instance changes.
-    pub(crate) fn upcoming(&self, now: DateTime<Utc>) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+    /// Whether the moment `(t, kind)` of this instance occurs (see [`Timeline::happens`]).
+    pub(crate) fn occurs(&self, t: DateTime<Utc>, kind: Kind) -> bool {
+        match kind {
+            Kind::Running | Kind::Registered | Kind::Accelerators => self.happens(t),
+            Kind::Notice => self.noticed_at() == Some(t),
+            Kind::Reclaim => self.reclaimed_at() == Some(t),
+            Kind::OutageEdge => false,
+        }
+    }
+
+    /// Every moment of the instance's life, as known at launch.
+    pub(crate) fn moments(&self) -> impl Iterator<Item = (DateTime<Utc>, Kind)> {
         [
-            Some(self.running_at),
-            Some(self.registered_at),
-            self.accelerators_at,
+            Some((self.running_at, Kind::Running)),
+            Some((self.registered_at, Kind::Registered)),
+            self.accelerators_at.map(|t| (t, Kind::Accelerators)),
+            self.notice_at.map(|t| (t, Kind::Notice)),
+            self.reclaim_at.map(|t| (t, Kind::Reclaim)),
         ]
         .into_iter()
         .flatten()
-        .filter(|t| self.happens(*t))
-        .chain(self.noticed_at())
-        .chain(self.reclaimed_at())
-        .filter(move |t| *t > now)
     }
-}
-
-/// Which events have been handed out already (each is reported once).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Reported {
-    pub(crate) registered: bool,
-    pub(crate) accelerators: bool,
-    pub(crate) notice: bool,
-    pub(crate) reclaim: bool,
 }
 
 /// A launched instance.
@@ -109,7 +109,6 @@ pub(crate) struct SimInstance {
     pub(crate) provider_id: String,
     pub(crate) claim_name: String,
     pub(crate) instance_type: String,
-    pub(crate) family: String,
     pub(crate) zone: String,
     pub(crate) capacity_type: CapacityType,
     pub(crate) price_per_hour: f64,
@@ -119,7 +118,8 @@ pub(crate) struct SimInstance {
     /// The full allocatable, reported when the device plugin is ready.
     pub(crate) full_allocatable: BTreeMap<String, u64>,
     pub(crate) timeline: Timeline,
-    pub(crate) reported: Reported,
+    /// Indices of the `SimConfig::capacity` limits it counts against.
+    pub(crate) limits: Vec<usize>,
 }
 
 impl SimInstance {
@@ -216,8 +216,8 @@ mod tests {
         assert_eq!(t.state(at(40)), InstanceState::Running);
         assert_eq!(t.state(at(220)), InstanceState::Terminated);
         assert_eq!(t.reclaimed_at(), Some(at(220)));
-        let upcoming: Vec<_> = t.upcoming(at(70)).collect();
-        assert_eq!(upcoming, [at(115), at(100), at(220)]);
+        assert_eq!(t.moments().count(), 5);
+        assert!(t.moments().all(|(at, kind)| t.occurs(at, kind)));
         t.deleted_at = Some(at(110));
         assert!(!t.happens(at(115)));
         assert!(t.happens(at(110)), "due at the delete: happened first");
@@ -225,7 +225,15 @@ mod tests {
         assert_eq!(t.reclaimed_at(), None);
         assert_eq!(t.state(at(110)), InstanceState::Terminated);
         assert!(t.is_live(at(110) - TimeDelta::seconds(1)));
-        assert_eq!(t.upcoming(at(110)).count(), 0);
+        let occurring: Vec<_> = t.moments().filter(|(at, k)| t.occurs(*at, *k)).collect();
+        assert_eq!(
+            occurring,
+            [
+                (at(40), Kind::Running),
+                (at(70), Kind::Registered),
+                (at(100), Kind::Notice)
+            ]
+        );
         t.deleted_at = Some(at(100));
         assert_eq!(t.noticed_at(), Some(at(100)));
         t.deleted_at = Some(at(99));

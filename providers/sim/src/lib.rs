@@ -51,6 +51,7 @@ mod error;
 mod events;
 mod instance;
 mod rng;
+mod schedule;
 mod stats;
 
 pub use cloud::SimCloud;
