@@ -8,4 +8,5 @@ mod fixtures;
 mod labels;
 mod layering;
 mod plan;
+mod simulate;
 mod validate;

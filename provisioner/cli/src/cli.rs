@@ -37,6 +37,14 @@ pub enum Command {
     Plan(PlanArgs),
     /// Benchmark the solver on generated scenarios against a Karpenter-style greedy baseline.
     Bench(BenchArgs),
+    /// Watch Quartermaster do its whole job against simulated clouds (no cluster, no cloud
+    /// account): a scenario's workload arrives over simulated days, the engine launches spot and
+    /// on-demand nodes, falls back, replaces interrupted nodes and removes empty ones.
+    ///
+    /// Prints cost, pending times, nodes and GPU utilisation, and what the same work would cost
+    /// on on-demand capacity only. Without a SCENARIO it runs an embedded demo scenario.
+    /// Example: `quartermaster simulate scenarios/llm-training-burst.yaml --report-dir out/`
+    Simulate(SimulateArgs),
 }
 
 /// Output formats for listings.
@@ -139,4 +147,24 @@ pub struct BenchArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
+}
+
+/// Flags of `quartermaster simulate`.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Scenario file (YAML; see scenarios/README.md). Default: the embedded demo scenario.
+    #[arg(value_name = "SCENARIO")]
+    pub scenario: Option<PathBuf>,
+    /// Seed of every random draw (overrides the scenario's `spec.seed`).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Write summary.json, cost.csv (FOCUS cost allocation) and report.html into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub report_dir: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
+    pub output: PlanFormat,
+    /// Only read and validate the scenario (every check, the probe solves included); do not run it.
+    #[arg(long)]
+    pub check: bool,
 }

@@ -13,7 +13,8 @@ mod manifests;
 mod output;
 
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
@@ -25,6 +26,20 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FAILURE: u8 = 1;
 /// Exit code: the command line itself was malformed.
 pub const EXIT_USAGE: u8 = 2;
+
+static TERMINAL_PROGRESS: AtomicBool = AtomicBool::new(false);
+
+/// Lets long-running commands (`simulate`) draw a progress line on standard error, when standard
+/// error is a terminal. The binary calls this before [`run`]; in-process callers such as the
+/// contract tests do not, so their output never carries progress lines.
+pub fn enable_terminal_progress() {
+    TERMINAL_PROGRESS.store(io::stderr().is_terminal(), Ordering::Relaxed);
+}
+
+/// Whether [`enable_terminal_progress`] found a terminal.
+pub(crate) fn terminal_progress() -> bool {
+    TERMINAL_PROGRESS.load(Ordering::Relaxed)
+}
 
 /// Runs the command line `args` (the first item is the program name), writing results to `out`
 /// and diagnostics to `err`. Returns the process exit code. Never panics on bad input: every

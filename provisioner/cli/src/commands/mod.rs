@@ -4,6 +4,7 @@ mod bench;
 mod catalog;
 mod crds;
 mod plan;
+mod simulate;
 mod validate;
 
 use std::io::Write;
@@ -18,5 +19,6 @@ pub fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::R
         Command::Validate(args) => validate::run(&args, out, err),
         Command::Plan(args) => plan::run(&args, out, err),
         Command::Bench(args) => bench::run(&args, out, err),
+        Command::Simulate(args) => simulate::run(&args, out, err),
     }
 }

@@ -1,0 +1,208 @@
+//! `quartermaster simulate [SCENARIO]`: the engine against simulated clouds and a generated
+//! workload. Loading, running and reporting are `quartermaster-simulation`'s; this file picks
+//! the scenario, shows progress and prints.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::Context;
+use quartermaster_simulation::{Scenario, Simulation, Summary};
+
+use crate::cli::{PlanFormat, SimulateArgs};
+
+/// Flattens a library error to the one line the CLI prints.
+fn one_line(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!(e.to_string().replace(['\n', '\r'], " "))
+}
+
+pub fn run(args: &SimulateArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
+    let scenario = match &args.scenario {
+        Some(path) => Scenario::load(path),
+        None => Scenario::embedded_default(),
+    }
+    .map_err(one_line)?;
+    if args.check {
+        writeln!(
+            out,
+            "{}: valid ({} NodePools, {} workloads, {} simulated)",
+            args.scenario.as_ref().map_or_else(
+                || "embedded default scenario".to_owned(),
+                |p| p.display().to_string()
+            ),
+            scenario.node_pools.len(),
+            scenario.workloads.len(),
+            quartermaster_simulation::scenario::format_duration(scenario.duration),
+        )?;
+        return Ok(crate::EXIT_OK);
+    }
+    let started = Instant::now();
+    let sim = if crate::terminal_progress() {
+        let mut last = Instant::now();
+        let name = scenario.name.clone();
+        let mut show = |fraction: f64| {
+            if fraction < 1.0 && last.elapsed().as_millis() < 100 {
+                return;
+            }
+            last = Instant::now();
+            let _ = write!(err, "\rsimulating {name}: {:>3.0}%", fraction * 100.0);
+            let _ = err.flush();
+        };
+        let sim = quartermaster_simulation::simulate(&scenario, args.seed, Some(&mut show));
+        let _ = write!(err, "\r\x1b[2K");
+        sim
+    } else {
+        quartermaster_simulation::simulate(&scenario, args.seed, None)
+    }
+    .map_err(one_line)?;
+    let wall = started.elapsed().as_secs_f64();
+    if let Some(dir) = &args.report_dir {
+        quartermaster_simulation::report::write_dir(dir, &sim).map_err(one_line)?;
+    }
+    match args.output {
+        PlanFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, &sim.summary.to_json())
+                .context("writing JSON")?;
+            writeln!(out)?;
+        }
+        PlanFormat::Table => write_table(&sim, wall, out)?,
+    }
+    if let Some(dir) = &args.report_dir
+        && args.output == PlanFormat::Table
+    {
+        writeln!(
+            out,
+            "\nReport: {} (summary.json, cost.csv, report.html)",
+            dir.display()
+        )?;
+    }
+    Ok(crate::EXIT_OK)
+}
+
+fn money(v: f64) -> String {
+    format!("${v:.2}")
+}
+
+fn seconds(s: f64) -> String {
+    if s >= 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s >= 60.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+fn counts(m: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut v: Vec<(&String, &u64)> = m.iter().collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    v.iter()
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn dollars(m: &std::collections::BTreeMap<String, f64>) -> String {
+    let mut v: Vec<(&String, &f64)> = m.iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+    v.iter()
+        .map(|(k, c)| format!("{k} {}", money(**c)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Result<()> {
+    let s: &Summary = &sim.summary;
+    let e = &s.engine;
+    writeln!(
+        out,
+        "Scenario {} (seed {}): {:.1} simulated hours, {} → {}, in {wall:.1} s",
+        s.scenario, s.seed, s.simulated_hours, s.start, s.end
+    )?;
+    if let Some(d) = &sim.scenario.description {
+        writeln!(out, "  {d}")?;
+    }
+    writeln!(out)?;
+    let rows: Vec<(&str, String)> = vec![
+        (
+            "Pods",
+            format!(
+                "{} created, {} completed, {} never scheduled by the end ({} pending)",
+                s.pods_total, s.pods_completed, s.pods_unscheduled_at_end, s.pods_pending_at_end
+            ),
+        ),
+        (
+            "Pending",
+            format!(
+                "p50 {}, p95 {}, max {} (creation to first bind)",
+                seconds(s.pending_seconds_p50),
+                seconds(s.pending_seconds_p95),
+                seconds(s.pending_seconds_max)
+            ),
+        ),
+        (
+            "Nodes",
+            format!(
+                "{} launched ({}); peak {} at once, {} at the end",
+                s.nodes_launched,
+                counts(&s.nodes_launched_by_capacity_type),
+                s.nodes_peak,
+                s.nodes_at_end
+            ),
+        ),
+        ("Instance types", counts(&s.nodes_launched_by_instance_type)),
+        (
+            "GPU hours",
+            format!(
+                "{:.1} paid, {:.1} requested (utilisation {:.1}%)",
+                s.gpu_hours_paid,
+                s.gpu_hours_requested,
+                s.gpu_utilisation * 100.0
+            ),
+        ),
+        (
+            "Cost",
+            format!(
+                "{} ({})",
+                money(s.total_cost),
+                dollars(&s.cost_by_capacity_type)
+            ),
+        ),
+        (
+            "On-demand only",
+            format!(
+                "{} for the same work: saved {} ({:.1}%)",
+                money(s.on_demand_only_cost),
+                money(s.savings),
+                s.savings_fraction * 100.0
+            ),
+        ),
+        ("By NodePool", dollars(&s.cost_by_node_pool)),
+        (
+            "Interruptions",
+            format!("{} (pods evicted {})", s.interruptions, s.evictions),
+        ),
+        (
+            "Fallbacks",
+            format!(
+                "{} after {} capacity errors ({} spot → on-demand); {} claims abandoned, {} retries",
+                s.fallbacks, e.capacity_errors, e.spot_to_on_demand, e.claims_abandoned, e.retries
+            ),
+        ),
+        (
+            "Engine",
+            format!(
+                "{} solves, {} claims, {} empty nodes removed, {} accelerator / {} registration timeouts",
+                e.solves,
+                e.claims_created,
+                e.empty_deletions,
+                e.accelerator_timeouts,
+                e.registration_timeouts
+            ),
+        ),
+    ];
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in rows {
+        writeln!(out, "{k:<width$}  {v}")?;
+    }
+    Ok(())
+}

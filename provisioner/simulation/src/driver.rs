@@ -1,0 +1,593 @@
+//! The discrete-event loop. It owns the engine, one simulated cloud per cloud the NodePools use,
+//! the in-memory cluster and the recorder, and moves a manual clock from one event to the next:
+//! the next workload event, job completion, cloud event, engine deadline or retried call.
+//!
+//! At each instant it feeds the engine what happened (pods created or gone, nodes registered or
+//! ready, interruptions, instances gone), then polls it until it has nothing more to do,
+//! carrying out every action and reporting the outcome back as an event.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_cloud::{CloudError, CloudEvent, CloudProvider, ManualClock};
+use quartermaster_engine::{Action, Engine, EngineStats, Event, NodeView};
+use quartermaster_pricing::{CapacityType, Cloud};
+use quartermaster_sim::{SimCloud, SimNodeEvent, SimStats};
+use quartermaster_solver::{PodRef, daemonset_overhead, to_resources};
+
+use crate::cluster::{Cluster, JobRun};
+use crate::error::SimulationError;
+use crate::record::{EndReason, InstanceRecord, Record};
+use crate::rng::mix;
+use crate::scenario::world::{World, build};
+use crate::scenario::{Scenario, WorkloadKind};
+use crate::workload::{Trace, TraceEvent, generate};
+
+/// Rounds of "feed events, poll the engine" at one instant before the run is declared stuck.
+pub const MAX_ROUNDS_PER_INSTANT: usize = 10_000;
+/// How far the clock moves when the engine's only deadline is already past (e.g. an empty node
+/// whose removal a disruption budget holds back): the engine is polled again this much later.
+pub const STALE_DEADLINE_STEP: TimeDelta = TimeDelta::seconds(30);
+
+/// What one run leaves behind.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The record.
+    pub record: Record,
+    /// Engine counters.
+    pub engine: EngineStats,
+    /// Simulated cloud counters, per cloud.
+    pub clouds: Vec<(Cloud, SimStats)>,
+    /// Pods still waiting at the end, with the reason the engine last gave.
+    pub waiting: Vec<(PodRef, Option<String>)>,
+    /// Instants the loop visited.
+    pub instants: u64,
+    /// Trace size (job submissions and replica changes).
+    pub trace_events: usize,
+}
+
+/// A Deployment's live pods, oldest first.
+#[derive(Debug, Default)]
+struct Deployment {
+    pods: Vec<PodRef>,
+    next: u64,
+}
+
+/// A delete call to try again.
+#[derive(Debug, Clone)]
+struct DeleteRetry {
+    at: DateTime<Utc>,
+    claim: String,
+    provider_id: String,
+}
+
+/// The loop's state.
+struct Driver<'s> {
+    scenario: &'s Scenario,
+    world: World,
+    engine: Engine,
+    clock: Arc<ManualClock>,
+    clouds: BTreeMap<Cloud, SimCloud>,
+    cluster: Cluster,
+    rec: Record,
+    trace: Trace,
+    cursor: usize,
+    deployments: BTreeMap<usize, Deployment>,
+    retries: Vec<DeleteRetry>,
+    now: DateTime<Utc>,
+}
+
+/// Runs `scenario` with `seed`. `progress` is told the fraction of simulated time done.
+pub fn run(
+    scenario: &Scenario,
+    seed: u64,
+    mut progress: Option<&mut dyn FnMut(f64)>,
+) -> Result<Run, SimulationError> {
+    let world = build(scenario)?;
+    let clock = Arc::new(ManualClock::new(scenario.start));
+    let mut clouds = BTreeMap::new();
+    for (i, pool) in world.setup.pools.iter().enumerate() {
+        let cloud = pool.spec.cloud;
+        if clouds.contains_key(&cloud) {
+            continue;
+        }
+        let sim = SimCloud::try_new(
+            cloud,
+            scenario.catalog.clone(),
+            scenario.cloud.clone(),
+            clock.clone(),
+            scenario.start,
+            mix(seed ^ mix(cloud as u64 + 1)),
+        )
+        .map_err(|e| {
+            SimulationError::scenario(
+                &scenario.file,
+                format!("spec.cloud (NodePool {i})"),
+                e.to_string(),
+            )
+        })?;
+        clouds.insert(cloud, sim);
+    }
+    let engine = Engine::new(world.setup.clone(), scenario.engine.clone());
+    let trace = generate(scenario, seed);
+    let mut d = Driver {
+        scenario,
+        world,
+        engine,
+        clock,
+        clouds,
+        cluster: Cluster::default(),
+        rec: Record::default(),
+        trace,
+        cursor: 0,
+        deployments: BTreeMap::new(),
+        retries: Vec::new(),
+        now: scenario.start,
+    };
+    let end = scenario.end();
+    let total = scenario.duration.as_seconds_f64();
+    let mut instants = 0u64;
+    let mut reported = -1.0;
+    loop {
+        d.instant()?;
+        instants += 1;
+        if let Some(p) = &mut progress {
+            let done = (d.now - scenario.start).as_seconds_f64() / total;
+            if done - reported >= 0.01 {
+                reported = done;
+                p(done.min(1.0));
+            }
+        }
+        match d.next_time() {
+            Some(t) if t < end => {
+                d.now = t;
+                d.clock.set(t);
+            }
+            _ => break,
+        }
+    }
+    d.clock.set(end);
+    d.cluster.finish(end, &mut d.rec);
+    for i in 0..d.rec.instances.len() {
+        d.rec.ended(i, end, EndReason::RunEnded);
+    }
+    if let Some(p) = &mut progress {
+        p(1.0);
+    }
+    let waiting = d
+        .engine
+        .waiting()
+        .map(|(id, reason)| (id.clone(), reason.map(str::to_owned)))
+        .collect();
+    Ok(Run {
+        engine: d.engine.stats().clone(),
+        clouds: d.clouds.iter().map(|(c, s)| (*c, s.stats())).collect(),
+        waiting,
+        instants,
+        trace_events: d.trace.events.len(),
+        record: d.rec,
+    })
+}
+
+/// Resolves a future that must already be ready (the simulated cloud never waits).
+fn ready<T>(
+    what: &str,
+    at: DateTime<Utc>,
+    f: impl Future<Output = T>,
+) -> Result<T, SimulationError> {
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => Ok(v),
+        Poll::Pending => Err(SimulationError::Inconsistent {
+            at,
+            what: format!("the simulated cloud's {what} future was not ready"),
+        }),
+    }
+}
+
+impl Driver<'_> {
+    fn inconsistent(&self, what: impl Into<String>) -> SimulationError {
+        SimulationError::Inconsistent {
+            at: self.now,
+            what: what.into(),
+        }
+    }
+
+    /// Everything at the current instant, until nothing more happens.
+    fn instant(&mut self) -> Result<(), SimulationError> {
+        for round in 0.. {
+            let mut busy = self.feed_workload();
+            busy |= self.feed_retries()?;
+            busy |= self.feed_clouds()?;
+            let actions = self.engine.poll(self.now);
+            if !actions.is_empty() {
+                busy = true;
+                for a in actions {
+                    self.execute(a)?;
+                }
+            }
+            if !busy {
+                return Ok(());
+            }
+            if round >= MAX_ROUNDS_PER_INSTANT {
+                return Err(SimulationError::Stuck {
+                    at: self.now,
+                    what: format!(
+                        "the engine still returned actions after {MAX_ROUNDS_PER_INSTANT} polls at one instant"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The next instant anything happens.
+    fn next_time(&mut self) -> Option<DateTime<Utc>> {
+        let now = self.now;
+        let mut times: Vec<DateTime<Utc>> = Vec::new();
+        times.extend(self.trace.events.get(self.cursor).map(|(t, _)| *t));
+        times.extend(self.cluster.next_completion());
+        times.extend(self.retries.iter().map(|r| r.at));
+        times.extend(self.clouds.values().filter_map(SimCloud::next_event_at));
+        if let Some(d) = self.engine.next_deadline() {
+            times.push(if d > now {
+                d
+            } else {
+                now + STALE_DEADLINE_STEP
+            });
+        }
+        times
+            .into_iter()
+            .map(|t| t.max(now + TimeDelta::milliseconds(1)))
+            .min()
+    }
+
+    // ------------------------------------------------------------------ workload
+
+    fn feed_workload(&mut self) -> bool {
+        let mut busy = false;
+        while let Some((t, e)) = self.trace.events.get(self.cursor).cloned() {
+            if t > self.now {
+                break;
+            }
+            self.cursor += 1;
+            busy = true;
+            match e {
+                TraceEvent::JobSubmitted {
+                    workload,
+                    job,
+                    run_time,
+                } => self.submit_job(workload, job, run_time),
+                TraceEvent::Scaled { workload, replicas } => self.scale(workload, replicas),
+            }
+        }
+        for id in self.cluster.due_completions(self.now) {
+            busy = true;
+            self.cluster.delete_pod(self.now, &id, true, &mut self.rec);
+            self.engine.handle(self.now, Event::PodGone(id));
+        }
+        busy
+    }
+
+    fn create(&mut self, workload: usize, name: String, job: Option<JobRun>) {
+        let w = &self.scenario.workloads[workload];
+        let mut pod = self.world.templates[workload].clone();
+        pod.id = PodRef::new(&w.namespace, name);
+        self.cluster
+            .create_pod(self.now, pod.clone(), workload, job, &mut self.rec);
+        self.engine.handle(self.now, Event::PodPending(pod));
+    }
+
+    fn submit_job(&mut self, workload: usize, job: u64, run_time: TimeDelta) {
+        let w = &self.scenario.workloads[workload];
+        let WorkloadKind::Job(spec) = &w.kind else {
+            return;
+        };
+        let (parallelism, checkpointed) = (spec.parallelism, spec.checkpointed);
+        let base = format!("{}-{job:05}", w.name);
+        for i in 0..parallelism {
+            let name = if parallelism == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{i}")
+            };
+            let run = JobRun {
+                run_time,
+                done: TimeDelta::zero(),
+                checkpointed,
+            };
+            self.create(workload, name, Some(run));
+        }
+    }
+
+    fn scale(&mut self, workload: usize, replicas: u32) {
+        let replicas = replicas as usize;
+        let name = self.scenario.workloads[workload].name.clone();
+        let current = self.deployments.entry(workload).or_default().pods.len();
+        if replicas > current {
+            for _ in current..replicas {
+                let d = self.deployments.entry(workload).or_default();
+                let pod_name = format!("{name}-{:05}", d.next);
+                d.next += 1;
+                let ns = &self.scenario.workloads[workload].namespace;
+                d.pods.push(PodRef::new(ns, &pod_name));
+                self.create(workload, pod_name, None);
+            }
+            return;
+        }
+        // Scale down as the ReplicaSet controller does: pending pods first, then the newest.
+        let d = self.deployments.entry(workload).or_default();
+        let mut victims: Vec<PodRef> = Vec::new();
+        let excess = current - replicas;
+        for id in d.pods.iter().rev() {
+            if victims.len() < excess && !self.cluster.is_running(id) {
+                victims.push(id.clone());
+            }
+        }
+        for id in d.pods.iter().rev() {
+            if victims.len() < excess && !victims.contains(id) {
+                victims.push(id.clone());
+            }
+        }
+        d.pods.retain(|id| !victims.contains(id));
+        for id in victims {
+            self.cluster.delete_pod(self.now, &id, false, &mut self.rec);
+            self.engine.handle(self.now, Event::PodGone(id));
+        }
+    }
+
+    // ------------------------------------------------------------------ clouds
+
+    fn feed_clouds(&mut self) -> Result<bool, SimulationError> {
+        let mut busy = false;
+        let clouds: Vec<Cloud> = self.clouds.keys().copied().collect();
+        for cloud in clouds {
+            let node_events = self.clouds[&cloud].node_events();
+            for e in node_events {
+                busy = true;
+                self.node_event(e);
+            }
+            let events = ready("poll_events", self.now, self.clouds[&cloud].poll_events())?;
+            let events =
+                events.map_err(|e| self.inconsistent(format!("poll_events failed: {e}")))?;
+            for e in events {
+                busy = true;
+                self.cloud_event(e);
+            }
+        }
+        Ok(busy)
+    }
+
+    fn node_event(&mut self, e: SimNodeEvent) {
+        let table = &self.world.setup.resources;
+        match e {
+            SimNodeEvent::Registered {
+                provider_id,
+                claim_name,
+                node,
+            } => {
+                let Some(i) = self.rec.instance(&provider_id) else {
+                    return;
+                };
+                if self.rec.instances[i].end.is_some() {
+                    return;
+                }
+                let Some(pool) = self.world.pool(&self.rec.instances[i].node_pool) else {
+                    return;
+                };
+                let spec = &self.world.setup.pools[pool].spec;
+                let mut taints = spec.taints.clone();
+                taints.extend(spec.startup_taints.iter().cloned());
+                let view = NodeView {
+                    name: node.name.clone(),
+                    labels: node.labels.clone(),
+                    taints,
+                    allocatable: to_resources(table, &node.allocatable),
+                };
+                let overhead = daemonset_overhead(&self.world.setup.daemonsets, &node.labels, spec);
+                self.rec.instances[i].node = Some(node.name.clone());
+                self.cluster
+                    .add_node(i, view.clone(), spec.startup_taints.clone(), overhead);
+                self.engine.handle(
+                    self.now,
+                    Event::NodeRegistered {
+                        claim: claim_name,
+                        node: view,
+                    },
+                );
+            }
+            SimNodeEvent::AcceleratorsReady {
+                node_name,
+                allocatable,
+                ..
+            } => {
+                let allocatable = to_resources(table, &allocatable);
+                if let Some(view) = self.cluster.node_ready(&node_name, allocatable) {
+                    self.engine
+                        .handle(self.now, Event::NodeUpdated { node: view });
+                }
+            }
+        }
+    }
+
+    fn cloud_event(&mut self, e: CloudEvent) {
+        match e {
+            CloudEvent::Interruption {
+                provider_id,
+                terminates_at,
+            } => {
+                if let Some(i) = self.rec.instance(&provider_id) {
+                    self.rec.instances[i].interrupted = true;
+                }
+                self.engine.handle(
+                    self.now,
+                    Event::Interruption {
+                        provider_id,
+                        terminates_at,
+                    },
+                );
+            }
+            CloudEvent::Terminated { provider_id } => {
+                if let Some(i) = self.rec.instance(&provider_id) {
+                    self.gone(i, EndReason::Reclaimed);
+                }
+                self.engine
+                    .handle(self.now, Event::InstanceGone { provider_id });
+            }
+        }
+    }
+
+    /// An instance stops being billed; its node (if any) leaves the cluster.
+    fn gone(&mut self, instance: usize, reason: EndReason) {
+        self.rec.ended(instance, self.now, reason);
+        if let Some(node) = self.rec.instances[instance].node.clone() {
+            self.cluster.remove_node(self.now, &node, &mut self.rec);
+        }
+    }
+
+    fn feed_retries(&mut self) -> Result<bool, SimulationError> {
+        let now = self.now;
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retries)
+            .into_iter()
+            .partition(|r| r.at <= now);
+        self.retries = later;
+        let busy = !due.is_empty();
+        for r in due {
+            self.delete(r.claim, r.provider_id)?;
+        }
+        Ok(busy)
+    }
+
+    // ------------------------------------------------------------------ actions
+
+    fn execute(&mut self, action: Action) -> Result<(), SimulationError> {
+        match action {
+            Action::Launch { claim, request } => {
+                let Some(pool) = self.world.pool(&request.node_pool) else {
+                    return Err(self.inconsistent(format!(
+                        "Launch for claim {claim} names unknown NodePool {}",
+                        request.node_pool
+                    )));
+                };
+                let cloud = self.world.setup.pools[pool].spec.cloud;
+                let result = ready("create", self.now, self.clouds[&cloud].create(&request))?;
+                match result {
+                    Ok(instance) => {
+                        let record =
+                            self.instance_record(cloud, &claim, &request.node_pool, &instance);
+                        self.rec.launched(record);
+                        self.engine
+                            .handle(self.now, Event::Launched { claim, instance });
+                    }
+                    Err(error) => self
+                        .engine
+                        .handle(self.now, Event::LaunchFailed { claim, error }),
+                }
+            }
+            Action::Delete {
+                claim, provider_id, ..
+            } => match provider_id {
+                Some(id) => self.delete(claim, id)?,
+                None => self.engine.handle(self.now, Event::Deleted { claim }),
+            },
+            Action::Bind { pod, node } => {
+                if self.cluster.node(&node).is_some_and(|n| n.cordoned) {
+                    return Err(self
+                        .inconsistent(format!("Bind of {pod} to node {node}, which is cordoned")));
+                }
+                self.cluster
+                    .bind(self.now, &pod, &node, &mut self.rec)
+                    .map_err(|e| self.inconsistent(e))?;
+            }
+            Action::Cordon { node } => self.cluster.cordon(&node),
+            Action::Drain { node } => self.cluster.drain(self.now, &node, &mut self.rec),
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, claim: String, provider_id: String) -> Result<(), SimulationError> {
+        let Some(i) = self.rec.instance(&provider_id) else {
+            self.engine.handle(self.now, Event::Deleted { claim });
+            return Ok(());
+        };
+        let cloud = self.rec.instances[i].cloud;
+        let result = ready("delete", self.now, self.clouds[&cloud].delete(&provider_id))?;
+        match result {
+            Ok(()) | Err(CloudError::NotFound { .. }) => {
+                self.gone(i, EndReason::Deleted);
+                self.engine.handle(self.now, Event::Deleted { claim });
+            }
+            Err(e) if e.is_retryable() => {
+                let wait = match e {
+                    CloudError::Throttled {
+                        retry_after: Some(d),
+                    } => TimeDelta::from_std(d).unwrap_or(TimeDelta::seconds(1)),
+                    _ => TimeDelta::seconds(1),
+                };
+                self.retries.push(DeleteRetry {
+                    at: self.now + wait.max(TimeDelta::milliseconds(1)),
+                    claim,
+                    provider_id,
+                });
+            }
+            Err(e) => {
+                return Err(self.inconsistent(format!("delete of {provider_id} failed: {e}")));
+            }
+        }
+        Ok(())
+    }
+
+    fn instance_record(
+        &self,
+        cloud: Cloud,
+        claim: &str,
+        node_pool: &str,
+        instance: &quartermaster_cloud::Instance,
+    ) -> InstanceRecord {
+        let catalog = &self.scenario.catalog;
+        let it = catalog.get(cloud, &instance.instance_type);
+        let offering = it.and_then(|it| {
+            it.offerings
+                .iter()
+                .find(|o| o.zone == instance.zone && o.capacity_type == instance.capacity_type)
+        });
+        let list = it
+            .and_then(|it| {
+                it.offerings
+                    .iter()
+                    .find(|o| o.zone == instance.zone && o.capacity_type == CapacityType::OnDemand)
+                    .or_else(|| it.cheapest_offering(Some(CapacityType::OnDemand)))
+            })
+            .map_or(instance.price_per_hour, |o| o.price_per_hour);
+        let accelerator = it.and_then(|it| it.accelerator.as_ref());
+        InstanceRecord {
+            provider_id: instance.provider_id.clone(),
+            cloud,
+            claim: claim.to_owned(),
+            node_pool: node_pool.to_owned(),
+            node: None,
+            instance_type: instance.instance_type.clone(),
+            zone: instance.zone.clone(),
+            region: offering.map(|o| o.region.clone()).unwrap_or_default(),
+            capacity_type: instance.capacity_type,
+            price_per_hour: instance.price_per_hour,
+            list_price_per_hour: list.max(instance.price_per_hour),
+            price_source: offering.map(|o| o.price_source.clone()).unwrap_or_default(),
+            accelerator_model: accelerator.map(|a| a.name.clone()).unwrap_or_default(),
+            accelerators: it.map_or(0, |it| it.accelerator_count()),
+            allocatable: it.map_or_else(Default::default, |it| {
+                to_resources(&self.world.setup.resources, &it.allocatable())
+            }),
+            start: self.now,
+            end: None,
+            end_reason: None,
+            interrupted: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

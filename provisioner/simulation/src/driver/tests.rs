@@ -1,0 +1,176 @@
+//! The loop on tiny scenarios.
+
+use chrono::TimeDelta;
+
+use super::run;
+use crate::record::EndReason;
+use crate::testing::{gpu_job, scenario};
+
+#[test]
+fn a_job_runs_to_completion_and_its_empty_node_is_removed() {
+    let s = scenario(
+        "3h",
+        "[on-demand]",
+        "{}",
+        &gpu_job("train", "[{at: 10m}]", "1h", false),
+    );
+    let r = run(&s, 1, None).unwrap();
+    let rec = &r.record;
+    assert_eq!(rec.pods.len(), 1);
+    let pod = &rec.pods[0];
+    assert_eq!(pod.id.to_string(), "default/train-00000");
+    assert!(pod.completed);
+    let bound = pod.first_bound.expect("bound");
+    // Batch (1 s) + launch (40 s) + registration (30 s) + device plugin (45 s).
+    assert_eq!(bound - pod.created, TimeDelta::seconds(116));
+    assert_eq!(pod.gone, Some(bound + TimeDelta::hours(1)));
+    assert_eq!(rec.instances.len(), 1);
+    let node = &rec.instances[0];
+    assert_eq!(node.instance_type, "g2-standard-4");
+    assert_eq!(node.end_reason, Some(EndReason::Deleted));
+    // Removed once empty for consolidateAfter (2 m).
+    assert_eq!(
+        node.end,
+        Some(bound + TimeDelta::hours(1) + TimeDelta::minutes(2))
+    );
+    assert_eq!(r.engine.empty_deletions, 1);
+    assert_eq!(rec.segments.len(), 1);
+    assert_eq!(rec.pending.current(), 0.0);
+    assert_eq!(rec.gpus_paid.current(), 0.0);
+    assert_eq!(rec.gpus_requested.current(), 0.0);
+    assert!(r.waiting.is_empty());
+}
+
+#[test]
+fn an_interruption_leads_to_a_replacement_and_the_pod_finishes() {
+    // A spot node is interrupted after 40 minutes on average; the job needs 30 minutes. Over
+    // a few seeds, every run finishes the job, and some do so after an interruption.
+    let s = scenario(
+        "12h",
+        "[spot]",
+        "{interruptions: {spotRatePerHour: 1.5}}",
+        &gpu_job("train", "[{at: 0s}]", "30m", false),
+    );
+    let mut interrupted = 0;
+    for seed in 1..=8 {
+        let r = run(&s, seed, None).unwrap();
+        let rec = &r.record;
+        let pod = &rec.pods[0];
+        assert!(pod.completed, "seed {seed}: {pod:?}");
+        if pod.evictions == 0 {
+            continue;
+        }
+        interrupted += 1;
+        let reclaimed = rec
+            .instances
+            .iter()
+            .filter(|i| i.end_reason == Some(EndReason::Reclaimed))
+            .count();
+        assert!(reclaimed >= 1, "seed {seed}");
+        assert!(
+            rec.instances.len() > reclaimed,
+            "seed {seed}: a replacement"
+        );
+        assert!(r.engine.interruptions >= 1);
+        // Not checkpointed: the last run segment alone is the full run time.
+        let last = rec.segments.iter().rfind(|s| s.pod == 0).unwrap();
+        assert_eq!(last.end - last.start, TimeDelta::minutes(30), "seed {seed}");
+    }
+    assert!(interrupted >= 1, "no seed saw an interruption");
+}
+
+#[test]
+fn a_checkpointed_job_resumes_where_it_stopped() {
+    let s = scenario(
+        "12h",
+        "[spot]",
+        "{interruptions: {spotRatePerHour: 3}}",
+        &gpu_job("train", "[{at: 0s}]", "2h", true),
+    );
+    let r = run(&s, 5, None).unwrap();
+    let rec = &r.record;
+    assert!(rec.pods[0].completed);
+    assert!(rec.pods[0].evictions >= 1);
+    let ran: TimeDelta = rec
+        .segments
+        .iter()
+        .map(|s| s.end - s.start)
+        .fold(TimeDelta::zero(), |a, b| a + b);
+    assert_eq!(ran, TimeDelta::hours(2));
+}
+
+#[test]
+fn a_spot_outage_falls_back_to_on_demand() {
+    let s = scenario(
+        "2h",
+        "[spot, on-demand]",
+        "{insufficientCapacity: [{family: g2, capacityType: spot, until: 1h}]}",
+        &gpu_job("train", "[{at: 10m}, {at: 90m}]", "10m", false),
+    );
+    let r = run(&s, 1, None).unwrap();
+    let kinds: Vec<String> = r
+        .record
+        .instances
+        .iter()
+        .map(|i| i.capacity_type.to_string())
+        .collect();
+    assert_eq!(kinds, ["on-demand", "spot"]);
+    assert!(r.engine.spot_to_on_demand >= 1);
+    assert!(r.engine.capacity_errors >= 1);
+    assert!(r.record.pods.iter().all(|p| p.completed));
+}
+
+#[test]
+fn deployments_scale_down_and_their_nodes_go() {
+    let s = scenario(
+        "3h",
+        "[on-demand]",
+        "{}",
+        "    - name: web
+      kind: Deployment
+      replicas: 6
+      schedule: [{at: 1h, replicas: 0}]
+      template:
+        spec:
+          containers: [{name: c, resources: {requests: {cpu: '3', memory: 4Gi}}}]
+",
+    );
+    let r = run(&s, 1, None).unwrap();
+    let rec = &r.record;
+    assert_eq!(rec.pods.len(), 6);
+    assert!(
+        rec.pods
+            .iter()
+            .all(|p| p.first_bound.is_some() && p.gone.is_some() && !p.completed)
+    );
+    assert!(!rec.instances.is_empty());
+    assert!(
+        rec.instances
+            .iter()
+            .all(|i| i.end_reason == Some(EndReason::Deleted))
+    );
+    // CPU nodes have no device plugin to wait for.
+    let p = &rec.pods[0];
+    assert_eq!(p.first_bound.unwrap() - p.created, TimeDelta::seconds(71));
+}
+
+#[test]
+fn the_same_seed_repeats_exactly() {
+    let s = scenario(
+        "6h",
+        "[spot, on-demand]",
+        "{interruptions: {spotRatePerHour: 0.5}, api: {throttleProbability: 0.05}}",
+        &gpu_job(
+            "train",
+            "[{ratePerHour: 4}]",
+            "{median: 20m, p90: 1h}",
+            false,
+        ),
+    );
+    let a = run(&s, 9, None).unwrap();
+    let b = run(&s, 9, None).unwrap();
+    assert_eq!(a.record.instances, b.record.instances);
+    assert_eq!(a.record.pods, b.record.pods);
+    assert_eq!(a.engine, b.engine);
+    assert!(a.engine.retries > 0 || a.clouds.iter().any(|(_, s)| s.throttles > 0));
+}

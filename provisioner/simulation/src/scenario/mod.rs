@@ -1,0 +1,279 @@
+//! Scenarios: the file format ([`file`]), its validation into a [`Scenario`] ([`validate`]),
+//! and the Kubernetes side of it resolved for the engine ([`world`]).
+//!
+//! The format is documented in `scenarios/README.md`.
+
+pub mod file;
+mod validate;
+pub mod world;
+
+use std::path::Path;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_engine::EngineConfig;
+use quartermaster_pricing::Catalog;
+use quartermaster_sim::SimConfig;
+use serde_json::Value;
+
+pub use file::{DurationDist, TemplateMetadata};
+
+use crate::duration::Dur;
+use crate::error::SimulationError;
+
+/// The scenario that runs when none is given: small, a few simulated hours, with spot, a
+/// capacity fallback and an interruption.
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../../scenarios/default.yaml");
+/// How the embedded default is named in messages.
+pub const DEFAULT_SCENARIO_NAME: &str = "<embedded default scenario>";
+/// The only `apiVersion` of scenario files so far.
+pub const API_VERSION: &str = "quartermaster.dev/v1alpha1";
+/// Default seed when the file gives none.
+pub const DEFAULT_SEED: u64 = 1;
+/// Default simulated start when the file gives none (a Monday, midnight UTC).
+pub const DEFAULT_START: &str = "2026-01-05T00:00:00Z";
+
+/// A validated scenario, ready to run.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The file as given (for messages).
+    pub file: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.description`.
+    pub description: Option<String>,
+    /// Cluster name in reports.
+    pub cluster: String,
+    /// How long to simulate.
+    pub duration: TimeDelta,
+    /// Seed of every random draw.
+    pub seed: u64,
+    /// Simulated start.
+    pub start: DateTime<Utc>,
+    /// The price catalog.
+    pub catalog: Catalog,
+    /// NodePool manifests.
+    pub node_pools: Vec<Value>,
+    /// NodeClass manifests.
+    pub node_classes: Vec<Value>,
+    /// DaemonSet manifests.
+    pub daemon_sets: Vec<Value>,
+    /// Simulated cloud behaviour.
+    pub cloud: SimConfig,
+    /// Engine timings.
+    pub engine: EngineConfig,
+    /// What runs.
+    pub workloads: Vec<Workload>,
+}
+
+/// A workload of the scenario.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// Name (unique in the scenario).
+    pub name: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Job stream or Deployment.
+    pub kind: WorkloadKind,
+    /// Pod template labels and annotations.
+    pub metadata: TemplateMetadata,
+    /// Pod spec.
+    pub spec: Value,
+}
+
+impl Workload {
+    /// `Job` or `Deployment`.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            WorkloadKind::Job(_) => "Job",
+            WorkloadKind::Deployment(_) => "Deployment",
+        }
+    }
+}
+
+/// What kind of workload, with its parameters.
+#[derive(Debug, Clone)]
+pub enum WorkloadKind {
+    /// Jobs arriving over time.
+    Job(JobSpec),
+    /// A Deployment whose replica count changes over time.
+    Deployment(DeploymentSpec),
+}
+
+/// A stream of Jobs.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// When jobs arrive.
+    pub arrivals: Vec<Arrival>,
+    /// Pods per job.
+    pub parallelism: u32,
+    /// Run time of each job (its pods share it).
+    pub duration: DurationDist,
+    /// Whether evicted pods resume instead of restarting.
+    pub checkpointed: bool,
+}
+
+/// When jobs arrive.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arrival {
+    /// `burst` jobs at one offset.
+    At {
+        /// Offset from the start.
+        at: Dur,
+        /// Jobs at once.
+        burst: u32,
+    },
+    /// `burst` jobs every `every` from `from`, `count` times (or until `until`).
+    Every {
+        /// Period.
+        every: Dur,
+        /// How many arrivals at most.
+        count: Option<u32>,
+        /// First arrival.
+        from: Dur,
+        /// No arrival at or after this offset.
+        until: Option<Dur>,
+        /// Jobs per arrival.
+        burst: u32,
+    },
+    /// Poisson arrivals of `burst` jobs.
+    Poisson {
+        /// Mean arrivals per hour.
+        rate_per_hour: f64,
+        /// Window start.
+        from: Dur,
+        /// Window end (the end of the run when absent).
+        until: Option<Dur>,
+        /// Jobs per arrival.
+        burst: u32,
+    },
+}
+
+/// A Deployment's replicas over time.
+#[derive(Debug, Clone)]
+pub struct DeploymentSpec {
+    /// Replicas at the start.
+    pub replicas: u32,
+    /// Changes at offsets, in order.
+    pub schedule: Vec<(Dur, u32)>,
+    /// A day curve (replaces `replicas` and `schedule`).
+    pub diurnal: Option<DiurnalSpec>,
+}
+
+/// A day curve of replicas.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiurnalSpec {
+    /// Trough.
+    pub min: u32,
+    /// Peak.
+    pub max: u32,
+    /// First peak.
+    pub peak_at: Dur,
+    /// Period.
+    pub period: Dur,
+    /// Re-evaluation step.
+    pub step: Dur,
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file. A catalog path in the file is relative to the file.
+    pub fn load(path: &Path) -> Result<Scenario, SimulationError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| SimulationError::Read {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        Scenario::parse(&file, &text, path.parent())
+    }
+
+    /// The embedded default scenario.
+    pub fn embedded_default() -> Result<Scenario, SimulationError> {
+        Scenario::parse(DEFAULT_SCENARIO_NAME, DEFAULT_SCENARIO, None)
+    }
+
+    /// Parses and validates scenario text. `file` names it in messages; `base` is the directory
+    /// a `catalog:` path is relative to (`None`: a catalog path is an error).
+    pub fn parse(file: &str, text: &str, base: Option<&Path>) -> Result<Scenario, SimulationError> {
+        let de = serde_norway::Deserializer::from_str(text);
+        let parsed: file::ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." {
+                "<root>".to_owned()
+            } else {
+                path
+            };
+            let message = e.into_inner().to_string();
+            // The YAML error may repeat (part of) the path: `spec.workload[0]: unknown field`.
+            let message = match message.split_once(": ") {
+                Some((head, rest)) if path.starts_with(head) && !head.contains(' ') => {
+                    rest.to_owned()
+                }
+                _ => message,
+            };
+            SimulationError::scenario(file, path, message)
+        })?;
+        let scenario = validate::scenario(file, parsed, base)?;
+        world::check(&scenario)?;
+        Ok(scenario)
+    }
+
+    /// The simulated end.
+    pub fn end(&self) -> DateTime<Utc> {
+        self.start + self.duration
+    }
+
+    /// The same scenario with every NodePool restricted to on-demand capacity (the baseline
+    /// that `on_demand_only_cost` is measured with).
+    pub fn on_demand_only(&self) -> Scenario {
+        let mut s = self.clone();
+        for pool in &mut s.node_pools {
+            force_on_demand(pool);
+        }
+        s
+    }
+}
+
+/// A duration as scenario files spell it (`7d`, `1h30m`).
+pub fn format_duration(d: TimeDelta) -> String {
+    Dur(d.to_std().unwrap_or_default()).to_string()
+}
+
+/// Replaces every capacity-type requirement of a NodePool manifest with `In [on-demand]`.
+fn force_on_demand(pool: &mut Value) {
+    const KEYS: [&str; 2] = [
+        quartermaster_policies::labels::LABEL_CAPACITY_TYPE,
+        "karpenter.sh/capacity-type",
+    ];
+    let Some(spec) = pool
+        .pointer_mut("/spec/template/spec")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let requirements = spec
+        .entry("requirements")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Some(list) = requirements.as_array_mut() {
+        list.retain(|r| {
+            r.get("key")
+                .and_then(Value::as_str)
+                .is_none_or(|k| !KEYS.contains(&k))
+        });
+        list.push(serde_json::json!({
+            "key": KEYS[0],
+            "operator": "In",
+            "values": ["on-demand"],
+        }));
+    }
+    // Template labels become requirements too; a pinned capacity type there would contradict.
+    if let Some(labels) = pool
+        .pointer_mut("/spec/template/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        for k in KEYS {
+            labels.remove(k);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,282 @@
+//! The Kubernetes side of a scenario, resolved for the engine: NodePools, DaemonSets and one
+//! solver pod per workload template, all sharing one resource table (built by
+//! `quartermaster-cluster` from the manifests, exactly as `quartermaster plan` reads them).
+
+use std::collections::BTreeSet;
+
+use quartermaster_cluster::ClusterError;
+use quartermaster_engine::{EngineSetup, PoolPolicy};
+use quartermaster_policies::{NodePool, ValidatedObject, validate_manifest};
+use quartermaster_solver::{ClusterSnapshot, NODEPOOL_LABEL, NodePoolSpec, Pod, PodRef};
+use serde_json::{Value, json};
+
+use super::Scenario;
+use crate::error::SimulationError;
+
+/// What the engine and the driver are built from.
+#[derive(Debug, Clone)]
+pub struct World {
+    /// The engine's setup (resource table, pools, DaemonSets, catalog).
+    pub setup: EngineSetup,
+    /// One solver pod per workload (same order as `Scenario::workloads`), named after the
+    /// workload; the driver clones it for every pod it creates.
+    pub templates: Vec<Pod>,
+}
+
+impl World {
+    /// Index of a NodePool by name.
+    pub fn pool(&self, name: &str) -> Option<usize> {
+        self.setup.pools.iter().position(|p| p.spec.name == name)
+    }
+}
+
+/// Where each object handed to `quartermaster-cluster` came from in the scenario file.
+struct Origins {
+    /// `(object id, field path prefix)`, in input order.
+    entries: Vec<(String, String)>,
+}
+
+impl Origins {
+    fn prefix_of(&self, object: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|(id, _)| id == object)
+            .map(|(_, p)| p.as_str())
+    }
+
+    fn error(&self, file: &str, e: ClusterError) -> SimulationError {
+        let (object, field, reason) = match e {
+            ClusterError::Unidentified { index, reason } => {
+                let prefix = self
+                    .entries
+                    .get(index.saturating_sub(1))
+                    .map_or_else(|| "spec".to_owned(), |(_, p)| p.clone());
+                return SimulationError::scenario(file, prefix, reason);
+            }
+            ClusterError::Invalid {
+                object,
+                field,
+                reason,
+            } => (object, field, reason),
+            ClusterError::TooManyResources {
+                object,
+                field,
+                resource,
+                max,
+            } => (
+                object,
+                field,
+                format!(
+                    "resource {resource:?} does not fit: a simulation holds at most {max} distinct resources"
+                ),
+            ),
+        };
+        let path = match self.prefix_of(&object) {
+            Some(prefix) if field.is_empty() => prefix.to_owned(),
+            Some(prefix) => format!("{prefix}.{field}"),
+            None if field.is_empty() => object,
+            None => format!("{object}: {field}"),
+        };
+        SimulationError::scenario(file, path, reason)
+    }
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Checks a Quartermaster manifest with the policies validator; returns the typed object.
+fn validated(file: &str, prefix: &str, v: &Value) -> Result<ValidatedObject, SimulationError> {
+    validate_manifest(v).map_err(|problems| {
+        let first = problems.first();
+        let path = match first.map(|p| p.path.as_str()) {
+            None | Some("<root>" | "") => prefix.to_owned(),
+            Some(p) => format!("{prefix}.{p}"),
+        };
+        let more = match problems.len() {
+            0 | 1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        SimulationError::scenario(
+            file,
+            path,
+            format!("{}{more}", first.map_or("invalid", |p| p.reason.as_str())),
+        )
+    })
+}
+
+/// Builds the engine's setup and the workload templates.
+pub fn build(s: &Scenario) -> Result<World, SimulationError> {
+    let file = s.file.as_str();
+    let mut objects: Vec<Value> = Vec::new();
+    let mut origins = Origins {
+        entries: Vec::new(),
+    };
+    let mut typed_pools: Vec<(String, NodePool, String)> = Vec::new();
+    for (i, v) in s.node_pools.iter().enumerate() {
+        let prefix = format!("spec.nodePools[{i}]");
+        if str_at(v, "/kind") != "NodePool" {
+            return Err(SimulationError::scenario(
+                file,
+                format!("{prefix}.kind"),
+                format!("expected NodePool, got {:?}", str_at(v, "/kind")),
+            ));
+        }
+        let ValidatedObject::NodePool(pool) = validated(file, &prefix, v)? else {
+            unreachable!("a NodePool validates as a NodePool");
+        };
+        let name = str_at(v, "/metadata/name").to_owned();
+        origins
+            .entries
+            .push((format!("NodePool/{name}"), prefix.clone()));
+        typed_pools.push((name, pool, prefix));
+        objects.push(v.clone());
+    }
+    for (i, v) in s.node_classes.iter().enumerate() {
+        let prefix = format!("spec.nodeClasses[{i}]");
+        let kind = str_at(v, "/kind");
+        if !kind.ends_with("NodeClass") {
+            return Err(SimulationError::scenario(
+                file,
+                format!("{prefix}.kind"),
+                format!("expected AWSNodeClass, GCPNodeClass or AzureNodeClass, got {kind:?}"),
+            ));
+        }
+        validated(file, &prefix, v)?;
+        origins
+            .entries
+            .push((format!("{kind}/{}", str_at(v, "/metadata/name")), prefix));
+        objects.push(v.clone());
+    }
+    for (i, v) in s.daemon_sets.iter().enumerate() {
+        let prefix = format!("spec.daemonSets[{i}]");
+        if str_at(v, "/kind") != "DaemonSet" {
+            return Err(SimulationError::scenario(
+                file,
+                format!("{prefix}.kind"),
+                format!("expected DaemonSet, got {:?}", str_at(v, "/kind")),
+            ));
+        }
+        let ns = match str_at(v, "/metadata/namespace") {
+            "" => "default",
+            ns => ns,
+        };
+        origins.entries.push((
+            format!("DaemonSet/{ns}/{}", str_at(v, "/metadata/name")),
+            prefix,
+        ));
+        objects.push(v.clone());
+    }
+    for (i, w) in s.workloads.iter().enumerate() {
+        origins.entries.push((
+            format!("Pod/{}/{}", w.namespace, w.name),
+            format!("spec.workload[{i}].template"),
+        ));
+        objects.push(json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": w.name,
+                "namespace": w.namespace,
+                "labels": w.metadata.labels,
+                "annotations": w.metadata.annotations,
+            },
+            "spec": w.spec,
+        }));
+    }
+    let ingested = quartermaster_cluster::snapshot_from_objects(&objects)
+        .map_err(|e| origins.error(file, e))?;
+    let snapshot = ingested.snapshot;
+    let mut templates = Vec::new();
+    for w in &s.workloads {
+        let id = PodRef::new(&w.namespace, &w.name);
+        let Some(pod) = snapshot.pending.iter().find(|p| p.id == id) else {
+            return Err(SimulationError::scenario(
+                file,
+                format!("workload {}", w.name),
+                "the pod template was not read as a pending pod",
+            ));
+        };
+        let mut pod = pod.clone();
+        pod.owner = Some(format!("{}/{}/{}", w.kind_name(), w.namespace, w.name));
+        templates.push(pod);
+    }
+    let mut pools = Vec::new();
+    let mut seen = BTreeSet::new();
+    for spec in &snapshot.node_pools {
+        let Some((_, pool, prefix)) = typed_pools.iter().find(|(n, _, _)| *n == spec.name) else {
+            continue;
+        };
+        if !seen.insert(spec.name.clone()) {
+            continue;
+        }
+        pools.push(PoolPolicy::new(spec.clone(), pool.clone()).map_err(|e| {
+            SimulationError::scenario(file, format!("{prefix}.spec.disruption"), e.to_string())
+        })?);
+    }
+    Ok(World {
+        setup: EngineSetup {
+            resources: snapshot.resources,
+            pools,
+            daemonsets: snapshot.daemonsets,
+            catalog: s.catalog.clone(),
+        },
+        templates,
+    })
+}
+
+/// Whether the catalog has any offering `pool` allows.
+fn has_offering(s: &Scenario, pool: &NodePoolSpec) -> bool {
+    s.catalog.for_cloud(pool.cloud).any(|it| {
+        it.offerings.iter().filter(|o| o.available).any(|o| {
+            let mut labels = it.offering_labels(o);
+            labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            labels.insert(NODEPOOL_LABEL.to_owned(), pool.name.clone());
+            pool.requirements.matches(&labels)
+        })
+    })
+}
+
+/// Validation that needs the resolved objects: every NodePool has at least one offering in the
+/// catalog, and every workload's pod could run on some NodePool (probed by solving for one such
+/// pod on an empty cluster; a pod that is unschedulable there can never run).
+pub(super) fn check(s: &Scenario) -> Result<(), SimulationError> {
+    let world = build(s)?;
+    for (i, v) in s.node_pools.iter().enumerate() {
+        let name = str_at(v, "/metadata/name");
+        let Some(policy) = world.setup.pools.iter().find(|p| p.spec.name == name) else {
+            continue;
+        };
+        if !has_offering(s, &policy.spec) {
+            return Err(SimulationError::scenario(
+                &s.file,
+                format!("spec.nodePools[{i}]"),
+                format!(
+                    "the catalog has no {} offering that NodePool {name} allows (check its requirements)",
+                    policy.spec.cloud
+                ),
+            ));
+        }
+    }
+    for (i, template) in world.templates.iter().enumerate() {
+        let snapshot = ClusterSnapshot {
+            resources: world.setup.resources.clone(),
+            pending: vec![template.clone()],
+            nodes: Vec::new(),
+            node_pools: world.setup.pools.iter().map(|p| p.spec.clone()).collect(),
+            daemonsets: world.setup.daemonsets.clone(),
+            unavailable: Default::default(),
+        };
+        let plan = quartermaster_solver::solve(&snapshot, &s.catalog, s.start);
+        if let Some(u) = plan.unschedulable.first() {
+            return Err(SimulationError::scenario(
+                &s.file,
+                format!("spec.workload[{i}].template"),
+                format!("no NodePool can ever run this pod: {}", u.reason),
+            ));
+        }
+    }
+    Ok(())
+}

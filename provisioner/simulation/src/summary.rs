@@ -1,0 +1,269 @@
+//! The run in numbers. `quartermaster simulate -o json` prints [`Summary`] as one object, and
+//! `--report-dir` writes the same object to `summary.json`; its keys are a stable contract
+//! (only ever added). It holds no wall-clock time, so the same scenario and seed give the same
+//! bytes.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use quartermaster_engine::EngineStats;
+use serde::Serialize;
+
+use crate::driver::Run;
+use crate::scenario::Scenario;
+
+/// Engine counters, as reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EngineCounters {
+    /// Solver runs.
+    pub solves: u64,
+    /// NodeClaims created.
+    pub claims_created: u64,
+    /// Launch calls.
+    pub launches: u64,
+    /// Launches refused for insufficient capacity or quota.
+    pub capacity_errors: u64,
+    /// Launches retried on the claim's next offering.
+    pub fallbacks: u64,
+    /// Of those, from spot to on-demand.
+    pub spot_to_on_demand: u64,
+    /// Claims given up (no offering left); their pods were planned again.
+    pub claims_abandoned: u64,
+    /// Throttled or failed calls retried.
+    pub retries: u64,
+    /// Nodes replaced because their accelerators never appeared.
+    pub accelerator_timeouts: u64,
+    /// Instances replaced because they never registered.
+    pub registration_timeouts: u64,
+    /// Spot interruption notices handled.
+    pub interruptions: u64,
+    /// Empty nodes removed.
+    pub empty_deletions: u64,
+}
+
+impl From<&EngineStats> for EngineCounters {
+    fn from(s: &EngineStats) -> Self {
+        Self {
+            solves: s.solves,
+            claims_created: s.claims_created,
+            launches: s.launches,
+            capacity_errors: s.capacity_errors,
+            fallbacks: s.fallbacks,
+            spot_to_on_demand: s.spot_to_on_demand,
+            claims_abandoned: s.claims_abandoned,
+            retries: s.retries,
+            accelerator_timeouts: s.accelerator_timeouts,
+            registration_timeouts: s.registration_timeouts,
+            interruptions: s.interruptions,
+            empty_deletions: s.empty_deletions,
+        }
+    }
+}
+
+/// The summary of a simulation. Money in US dollars, times in seconds or hours as named.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// `metadata.name` of the scenario.
+    pub scenario: String,
+    /// Seed used.
+    pub seed: u64,
+    /// Simulated start (RFC 3339).
+    pub start: String,
+    /// Simulated end.
+    pub end: String,
+    /// Simulated hours.
+    pub simulated_hours: f64,
+    /// Pods created over the run.
+    pub pods_total: u64,
+    /// Job pods that ran to completion.
+    pub pods_completed: u64,
+    /// Pods alive at the end that were never bound.
+    pub pods_unscheduled_at_end: u64,
+    /// Pods alive at the end and not running (never bound, or evicted and waiting).
+    pub pods_pending_at_end: u64,
+    /// Median time from creation to first bind (pods never bound count at their age at the end).
+    pub pending_seconds_p50: f64,
+    /// 95th percentile of the same.
+    pub pending_seconds_p95: f64,
+    /// Maximum of the same.
+    pub pending_seconds_max: f64,
+    /// Instances launched (accepted by the cloud).
+    pub nodes_launched: u64,
+    /// By instance type.
+    pub nodes_launched_by_instance_type: BTreeMap<String, u64>,
+    /// By capacity type (`spot`, `on-demand`).
+    pub nodes_launched_by_capacity_type: BTreeMap<String, u64>,
+    /// Most instances billed at once.
+    pub nodes_peak: u64,
+    /// Instances still running at the end.
+    pub nodes_at_end: u64,
+    /// Accelerator-hours billed (accelerators of each instance × its billed hours).
+    pub gpu_hours_paid: f64,
+    /// Accelerator-hours requested by running pods.
+    pub gpu_hours_requested: f64,
+    /// `gpu_hours_requested / gpu_hours_paid` (0 when nothing was paid).
+    pub gpu_utilisation: f64,
+    /// Dollars billed.
+    pub total_cost: f64,
+    /// Dollars billed when the same trace is run with every NodePool restricted to on-demand.
+    pub on_demand_only_cost: f64,
+    /// `on_demand_only_cost - total_cost`.
+    pub savings: f64,
+    /// `savings / on_demand_only_cost` (0 when that is 0).
+    pub savings_fraction: f64,
+    /// Dollars by NodePool.
+    pub cost_by_node_pool: BTreeMap<String, f64>,
+    /// Dollars by capacity type.
+    pub cost_by_capacity_type: BTreeMap<String, f64>,
+    /// Dollars by instance type.
+    pub cost_by_instance_type: BTreeMap<String, f64>,
+    /// Spot interruption notices received.
+    pub interruptions: u64,
+    /// Pods stopped on a node before they finished (drain, reclaim, move).
+    pub evictions: u64,
+    /// Launches retried on another offering after a capacity error.
+    pub fallbacks: u64,
+    /// Engine counters.
+    pub engine: EngineCounters,
+    /// Calls the simulated clouds throttled.
+    pub cloud_throttles: u64,
+    /// Instants the event loop visited.
+    pub event_loop_instants: u64,
+}
+
+/// Rounds to 6 decimals (micro-dollars, micro-hours): stable, readable JSON.
+pub(crate) fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+/// The nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (p * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Computes the summary of `run`, with `baseline` the on-demand-only run of the same trace.
+pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> Summary {
+    let end = scenario.end();
+    let rec = &run.record;
+    let mut pending: Vec<f64> = rec
+        .pods
+        .iter()
+        .map(|p| (p.first_bound.unwrap_or(end) - p.created).as_seconds_f64())
+        .collect();
+    pending.sort_by(f64::total_cmp);
+    let alive = |p: &&crate::record::PodRecord| p.gone.is_none();
+    let unscheduled = rec
+        .pods
+        .iter()
+        .filter(alive)
+        .filter(|p| p.first_bound.is_none())
+        .count();
+    let mut by_type: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_capacity: BTreeMap<String, u64> = BTreeMap::new();
+    let mut cost_pool: BTreeMap<String, f64> = BTreeMap::new();
+    let mut cost_capacity: BTreeMap<String, f64> = BTreeMap::new();
+    let mut cost_type: BTreeMap<String, f64> = BTreeMap::new();
+    let mut total = 0.0;
+    let mut gpu_paid = 0.0;
+    for i in &rec.instances {
+        *by_type.entry(i.instance_type.clone()).or_default() += 1;
+        *by_capacity.entry(i.capacity_type.to_string()).or_default() += 1;
+        let cost = i.cost(end);
+        total += cost;
+        gpu_paid += f64::from(i.accelerators) * i.hours(end);
+        *cost_pool.entry(i.node_pool.clone()).or_default() += cost;
+        *cost_capacity
+            .entry(i.capacity_type.to_string())
+            .or_default() += cost;
+        *cost_type.entry(i.instance_type.clone()).or_default() += cost;
+    }
+    let gpu_requested: f64 = rec
+        .segments
+        .iter()
+        .map(|s| rec.pods[s.pod].accelerators as f64 * (s.end - s.start).as_seconds_f64() / 3600.0)
+        .sum();
+    let baseline_total: f64 = baseline.record.instances.iter().map(|i| i.cost(end)).sum();
+    let round_map = |m: BTreeMap<String, f64>| -> BTreeMap<String, f64> {
+        m.into_iter().map(|(k, v)| (k, round6(v))).collect()
+    };
+    let total_cost = round6(total);
+    let on_demand_only_cost = round6(baseline_total);
+    let savings = round6(on_demand_only_cost - total_cost);
+    Summary {
+        scenario: scenario.name.clone(),
+        seed,
+        start: rfc3339(scenario.start),
+        end: rfc3339(end),
+        simulated_hours: round6(scenario.duration.as_seconds_f64() / 3600.0),
+        pods_total: rec.pods.len() as u64,
+        pods_completed: rec.pods.iter().filter(|p| p.completed).count() as u64,
+        pods_unscheduled_at_end: unscheduled as u64,
+        pods_pending_at_end: rec.pending.current().round() as u64,
+        pending_seconds_p50: round6(percentile(&pending, 0.50)),
+        pending_seconds_p95: round6(percentile(&pending, 0.95)),
+        pending_seconds_max: round6(pending.last().copied().unwrap_or(0.0)),
+        nodes_launched: rec.instances.len() as u64,
+        nodes_launched_by_instance_type: by_type,
+        nodes_launched_by_capacity_type: by_capacity,
+        nodes_peak: rec.nodes.max().round() as u64,
+        nodes_at_end: rec
+            .instances
+            .iter()
+            .filter(|i| i.end_reason == Some(crate::record::EndReason::RunEnded))
+            .count() as u64,
+        gpu_hours_paid: round6(gpu_paid),
+        gpu_hours_requested: round6(gpu_requested),
+        gpu_utilisation: if gpu_paid > 0.0 {
+            round6(gpu_requested / gpu_paid)
+        } else {
+            0.0
+        },
+        total_cost,
+        on_demand_only_cost,
+        savings,
+        savings_fraction: if on_demand_only_cost > 0.0 {
+            round6(savings / on_demand_only_cost)
+        } else {
+            0.0
+        },
+        cost_by_node_pool: round_map(cost_pool),
+        cost_by_capacity_type: round_map(cost_capacity),
+        cost_by_instance_type: round_map(cost_type),
+        interruptions: rec.instances.iter().filter(|i| i.interrupted).count() as u64,
+        evictions: rec.pods.iter().map(|p| u64::from(p.evictions)).sum(),
+        fallbacks: run.engine.fallbacks,
+        engine: EngineCounters::from(&run.engine),
+        cloud_throttles: run.clouds.iter().map(|(_, s)| s.throttles).sum(),
+        event_loop_instants: run.instants,
+    }
+}
+
+impl Summary {
+    /// The summary as a JSON value (what `-o json` prints and `summary.json` holds).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a summary serialises")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let xs: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(percentile(&xs, 0.5), 10.0);
+        assert_eq!(percentile(&xs, 0.95), 19.0);
+        assert_eq!(percentile(&xs, 1.0), 20.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+        assert_eq!(percentile(&[3.0], 0.95), 3.0);
+    }
+}

@@ -1,0 +1,158 @@
+//! `quartermaster simulate`: the JSON keys are a contract; the values must be sane; the same
+//! seed gives the same bytes; bad scenarios fail with one line naming the file and the field.
+//! Wall-clock times are never asserted.
+
+use quartermaster_tests::{path, quartermaster};
+use serde_json::Value;
+
+/// Keys `simulate -o json` always carries (README: stable contract).
+const KEYS: [&str; 9] = [
+    "pods_total",
+    "pods_unscheduled_at_end",
+    "pending_seconds_p50",
+    "pending_seconds_p95",
+    "nodes_launched",
+    "gpu_hours_paid",
+    "gpu_hours_requested",
+    "total_cost",
+    "on_demand_only_cost",
+];
+
+fn simulate_json(args: &[&str]) -> (Value, String) {
+    let mut argv = vec!["simulate", "-o", "json"];
+    argv.extend_from_slice(args);
+    let out = quartermaster(&argv);
+    assert_eq!(
+        out.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "no progress in tests: {:?}",
+        out.stderr
+    );
+    (out.json(), out.stdout)
+}
+
+fn number(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is a number: {v}"))
+}
+
+#[test]
+fn the_default_scenario_has_the_promised_keys_and_sane_values() {
+    let (v, _) = simulate_json(&[]);
+    for key in KEYS {
+        assert!(v[key].is_number(), "{key} missing or not a number: {v}");
+    }
+    assert!(number(&v, "pods_total") > 0.0);
+    assert!(number(&v, "nodes_launched") >= 1.0);
+    assert!(number(&v, "total_cost") > 0.0);
+    assert!(number(&v, "total_cost") <= number(&v, "on_demand_only_cost") + 1e-6);
+    assert!(number(&v, "gpu_hours_requested") <= number(&v, "gpu_hours_paid") + 1e-6);
+    assert!(number(&v, "pending_seconds_p50") <= number(&v, "pending_seconds_p95"));
+    assert!(number(&v, "pods_unscheduled_at_end") <= number(&v, "pods_total"));
+    // The demo shows spot, a fallback and an interruption.
+    assert!(
+        v["nodes_launched_by_capacity_type"]["spot"].as_u64() > Some(0),
+        "{v}"
+    );
+    assert!(number(&v, "fallbacks") >= 1.0, "{v}");
+    assert!(number(&v, "interruptions") >= 1.0, "{v}");
+}
+
+#[test]
+fn the_same_seed_gives_identical_json_and_seed_overrides() {
+    let (_, a) = simulate_json(&["--seed", "11"]);
+    let (_, b) = simulate_json(&["--seed", "11"]);
+    assert_eq!(a, b);
+    let (v, c) = simulate_json(&["--seed", "12"]);
+    assert_eq!(v["seed"], 12);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn report_dir_writes_summary_csv_and_html() {
+    let dir = std::env::temp_dir().join(format!("qm-simulate-contract-{}", std::process::id()));
+    let dir_s = dir.display().to_string();
+    let (v, _) = simulate_json(&["--report-dir", &dir_s]);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary, v);
+    let csv = std::fs::read_to_string(dir.join("cost.csv")).unwrap();
+    assert!(csv.starts_with("BilledCost,EffectiveCost,ListCost,ContractedCost,"));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("data-key=\"total_cost\"") && !html.contains("<script"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_shipped_scenarios_are_valid() {
+    for name in [
+        "default",
+        "llm-training-burst",
+        "diurnal-inference",
+        "mixed-spot-storm",
+        "week-10k-jobs",
+    ] {
+        // Loading validates everything, the probe solves included; running them is left to the
+        // release-build figures (they are long).
+        let file = path(&format!("scenarios/{name}.yaml"));
+        let out = quartermaster(&["simulate", &file, "--seed", "1", "-o", "json", "--check"]);
+        assert_eq!(out.code, 0, "{name}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn bad_scenarios_fail_with_one_line_naming_file_and_field() {
+    let dir = std::env::temp_dir().join(format!("qm-simulate-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = std::fs::read_to_string(path("scenarios/default.yaml")).unwrap();
+    let cases = [
+        (
+            "negative.yaml",
+            good.replacen("duration: {min: 40m, max: 90m}", "duration: -5m", 1),
+            "spec.workload[1].duration: invalid duration \"-5m\"",
+        ),
+        (
+            "unknown.yaml",
+            good.replacen("  seed: 7\n", "  seed: 7\n  seeds: 8\n", 1),
+            "spec.seeds: unknown field `seeds`",
+        ),
+        (
+            "unservable.yaml",
+            good.replacen(
+                "limits: {nvidia.com/gpu: 1}",
+                "limits: {nvidia.com/gpu: 64}",
+                1,
+            ),
+            "spec.workload[1].template: no NodePool can ever run this pod",
+        ),
+    ];
+    for (name, text, want) in cases {
+        assert_ne!(text, good, "{name}: the edit applies");
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        let file_s = file.display().to_string();
+        let out = quartermaster(&["simulate", &file_s]);
+        assert_eq!(out.code, 1, "{name}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{name}: {}", out.stdout);
+        assert_eq!(out.stderr.lines().count(), 1, "{name}: {}", out.stderr);
+        let expected = format!("error: {file_s}: {want}");
+        assert!(
+            out.stderr.starts_with(&expected),
+            "{name}: {}\nwanted: {expected}",
+            out.stderr
+        );
+    }
+    let out = quartermaster(&["simulate", "no/such/scenario.yaml"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.starts_with("error: no/such/scenario.yaml: "),
+        "{}",
+        out.stderr
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
