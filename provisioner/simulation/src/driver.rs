@@ -89,7 +89,7 @@ pub fn run(
     let world = build(scenario)?;
     let clock = Arc::new(ManualClock::new(scenario.start));
     let mut clouds = BTreeMap::new();
-    for (i, pool) in world.setup.pools.iter().enumerate() {
+    for pool in &world.setup.pools {
         let cloud = pool.spec.cloud;
         if clouds.contains_key(&cloud) {
             continue;
@@ -102,13 +102,7 @@ pub fn run(
             scenario.start,
             mix(seed ^ mix(cloud as u64 + 1)),
         )
-        .map_err(|e| {
-            SimulationError::scenario(
-                &scenario.file,
-                format!("spec.cloud (NodePool {i})"),
-                e.to_string(),
-            )
-        })?;
+        .map_err(|e| SimulationError::scenario(&scenario.file, "spec.cloud", e.to_string()))?;
         clouds.insert(cloud, sim);
     }
     let engine = Engine::new(world.setup.clone(), scenario.engine.clone());

@@ -39,6 +39,34 @@ impl Step {
         self.points.iter().map(|(_, v)| *v).fold(0.0, f64::max)
     }
 
+    /// The largest value in each of `n` equal buckets of `[start, end)`.
+    pub fn bucket_max(&self, start: DateTime<Utc>, end: DateTime<Utc>, n: usize) -> Vec<f64> {
+        let total = (end - start).as_seconds_f64();
+        if n == 0 || total <= 0.0 {
+            return Vec::new();
+        }
+        let width = total / n as f64;
+        let mut out = vec![0.0f64; n];
+        for (i, (t, v)) in self.points.iter().enumerate() {
+            let a = (*t - start).as_seconds_f64().max(0.0);
+            let b = self
+                .points
+                .get(i + 1)
+                .map_or(total, |(u, _)| (*u - start).as_seconds_f64())
+                .min(total);
+            if b <= a {
+                continue;
+            }
+            let first = ((a / width) as usize).min(n - 1);
+            // A value that ends exactly on a bucket edge does not reach into the next bucket.
+            let last = (((b / width).ceil() as usize).max(1) - 1).min(n - 1);
+            for slot in &mut out[first..=last.max(first)] {
+                *slot = slot.max(*v);
+            }
+        }
+        out
+    }
+
     /// The time-weighted average over each of `n` equal buckets of `[start, end)`.
     pub fn buckets(&self, start: DateTime<Utc>, end: DateTime<Utc>, n: usize) -> Vec<f64> {
         let total = (end - start).as_seconds_f64();
@@ -257,5 +285,7 @@ mod tests {
         assert_eq!(s.max(), 4.0);
         assert_eq!(s.buckets(t0, h(4), 2), vec![2.0, 2.0]);
         assert_eq!(s.buckets(t0, h(4), 4), vec![0.0, 4.0, 2.0, 2.0]);
+        assert_eq!(s.bucket_max(t0, h(4), 2), vec![4.0, 2.0]);
+        assert_eq!(s.bucket_max(t0, h(4), 4), vec![0.0, 4.0, 2.0, 2.0]);
     }
 }

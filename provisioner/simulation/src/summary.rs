@@ -81,7 +81,8 @@ pub struct Summary {
     pub pods_unscheduled_at_end: u64,
     /// Pods alive at the end and not running (never bound, or evicted and waiting).
     pub pods_pending_at_end: u64,
-    /// Median time from creation to first bind (pods never bound count at their age at the end).
+    /// Median time from creation to first bind (pods never bound count at their age at the end,
+    /// or when they were deleted).
     pub pending_seconds_p50: f64,
     /// 95th percentile of the same.
     pub pending_seconds_p95: f64,
@@ -117,6 +118,9 @@ pub struct Summary {
     pub cost_by_capacity_type: BTreeMap<String, f64>,
     /// Dollars by instance type.
     pub cost_by_instance_type: BTreeMap<String, f64>,
+    /// Dollars billed in each hour of the run, from the start (the last entry may be a part
+    /// hour).
+    pub cost_by_hour: Vec<f64>,
     /// Spot interruption notices received.
     pub interruptions: u64,
     /// Pods stopped on a node before they finished (drain, reclaim, move).
@@ -156,7 +160,7 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
     let mut pending: Vec<f64> = rec
         .pods
         .iter()
-        .map(|p| (p.first_bound.unwrap_or(end) - p.created).as_seconds_f64())
+        .map(|p| (p.first_bound.or(p.gone).unwrap_or(end) - p.created).as_seconds_f64())
         .collect();
     pending.sort_by(f64::total_cmp);
     let alive = |p: &&crate::record::PodRecord| p.gone.is_none();
@@ -190,6 +194,23 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         .iter()
         .map(|s| rec.pods[s.pod].accelerators as f64 * (s.end - s.start).as_seconds_f64() / 3600.0)
         .sum();
+    let hours = (scenario.duration.num_seconds() as f64 / 3600.0)
+        .ceil()
+        .max(1.0) as usize;
+    let mut by_hour = vec![0.0; hours];
+    for i in &rec.instances {
+        let a = (i.start - scenario.start).as_seconds_f64();
+        let b = (i.end.unwrap_or(end) - scenario.start).as_seconds_f64();
+        let mut h = (a / 3600.0).floor().max(0.0) as usize;
+        while h < hours && (h as f64) * 3600.0 < b {
+            let lo = a.max(h as f64 * 3600.0);
+            let hi = b.min((h + 1) as f64 * 3600.0);
+            if hi > lo {
+                by_hour[h] += i.price_per_hour * (hi - lo) / 3600.0;
+            }
+            h += 1;
+        }
+    }
     let baseline_total: f64 = baseline.record.instances.iter().map(|i| i.cost(end)).sum();
     let round_map = |m: BTreeMap<String, f64>| -> BTreeMap<String, f64> {
         m.into_iter().map(|(k, v)| (k, round6(v))).collect()
@@ -237,6 +258,7 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         cost_by_node_pool: round_map(cost_pool),
         cost_by_capacity_type: round_map(cost_capacity),
         cost_by_instance_type: round_map(cost_type),
+        cost_by_hour: by_hour.into_iter().map(round6).collect(),
         interruptions: rec.instances.iter().filter(|i| i.interrupted).count() as u64,
         evictions: rec.pods.iter().map(|p| u64::from(p.evictions)).sum(),
         fallbacks: run.engine.fallbacks,

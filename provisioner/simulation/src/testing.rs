@@ -5,7 +5,13 @@ use crate::scenario::Scenario;
 /// A scenario with one GCP L4 NodePool (`capacity`: `[spot]`, `[on-demand]` or both), the given
 /// `cloud:` section and workloads (YAML list items indented by four spaces).
 pub(crate) fn scenario(duration: &str, capacity: &str, cloud: &str, workload: &str) -> Scenario {
-    let text = format!(
+    let text = scenario_text(duration, capacity, cloud, workload);
+    Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The text of [`scenario`], for edits.
+pub(crate) fn scenario_text(duration: &str, capacity: &str, cloud: &str, workload: &str) -> String {
+    format!(
         "apiVersion: quartermaster.dev/v1alpha1
 kind: Scenario
 metadata: {{name: tiny}}
@@ -29,8 +35,7 @@ spec:
   cloud: {cloud}
   workload:
 {workload}"
-    );
-    Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"))
+    )
 }
 
 /// One Job workload of 1-GPU pods.

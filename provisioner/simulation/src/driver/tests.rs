@@ -4,7 +4,8 @@ use chrono::TimeDelta;
 
 use super::run;
 use crate::record::EndReason;
-use crate::testing::{gpu_job, scenario};
+use crate::scenario::Scenario;
+use crate::testing::{gpu_job, scenario, scenario_text};
 
 #[test]
 fn a_job_runs_to_completion_and_its_empty_node_is_removed() {
@@ -173,4 +174,34 @@ fn the_same_seed_repeats_exactly() {
     assert_eq!(a.record.pods, b.record.pods);
     assert_eq!(a.engine, b.engine);
     assert!(a.engine.retries > 0 || a.clouds.iter().any(|(_, s)| s.throttles > 0));
+}
+
+#[test]
+fn a_pod_over_the_pool_limit_waits_and_runs_when_room_frees_up() {
+    let text = scenario_text(
+        "4h",
+        "[on-demand]",
+        "{}",
+        &gpu_job("train", "[{at: 0s, burst: 2}]", "30m", false),
+    )
+    .replace(
+        "        disruption:",
+        "        limits: {nvidia.com/gpu: '1'}\n        disruption:",
+    );
+    let s = Scenario::parse("tiny.yaml", &text, None).unwrap();
+    let r = run(&s, 1, None).unwrap();
+    let rec = &r.record;
+    assert_eq!(rec.pods.len(), 2);
+    assert!(rec.pods.iter().all(|p| p.completed), "{:?}", rec.pods);
+    let first = rec.pods.iter().map(|p| p.gone.unwrap()).min().unwrap();
+    let second = rec
+        .pods
+        .iter()
+        .map(|p| p.first_bound.unwrap())
+        .max()
+        .unwrap();
+    // The second pod only starts once the first finished and freed the GPU.
+    assert!(second >= first, "{second} < {first}");
+    // Never more than one GPU paid at once.
+    assert_eq!(rec.gpus_paid.max(), 1.0);
 }

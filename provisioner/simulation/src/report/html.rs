@@ -122,7 +122,7 @@ pub fn render(scenario: &Scenario, summary: &Summary, rec: &Record) -> String {
     let spend = rec.spend_rate.buckets(start, end, n);
     let paid = rec.gpus_paid.buckets(start, end, n);
     let requested = rec.gpus_requested.buckets(start, end, n);
-    let pending = rec.pending.buckets(start, end, n);
+    let pending = rec.pending.bucket_max(start, end, n);
     h.push_str("<h2>Over time</h2>\n");
     h.push_str(&line_chart(
         "Cost per hour",
@@ -133,6 +133,7 @@ pub fn render(scenario: &Scenario, summary: &Summary, rec: &Record) -> String {
             name: "spend rate",
             color: "#d8574f",
             values: &spend,
+            fill: true,
         }],
     ));
     h.push_str(&line_chart(
@@ -145,11 +146,13 @@ pub fn render(scenario: &Scenario, summary: &Summary, rec: &Record) -> String {
                 name: "paid (on billed nodes)",
                 color: "#4f7fd8",
                 values: &paid,
+                fill: true,
             },
             Series {
                 name: "requested (running pods)",
                 color: "#2a9d5b",
                 values: &requested,
+                fill: false,
             },
         ],
     ));
@@ -159,14 +162,15 @@ pub fn render(scenario: &Scenario, summary: &Summary, rec: &Record) -> String {
         start,
         end,
         &[Series {
-            name: "pending",
+            name: "most pending at once",
             color: "#b07a1f",
             values: &pending,
+            fill: true,
         }],
     ));
     let _ = writeln!(
         h,
-        "<p class=\"sub\">Averages over {}-minute buckets.</p>",
+        "<p class=\"sub\">Cost and GPUs: averages over {}-minute buckets; pending pods: the most at once in each.</p>",
         width.num_minutes()
     );
 

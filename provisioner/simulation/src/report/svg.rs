@@ -28,6 +28,8 @@ pub struct Series<'a> {
     pub color: &'a str,
     /// Values, one per equal time bucket.
     pub values: &'a [f64],
+    /// Shade the area under the line.
+    pub fill: bool,
 }
 
 /// A "nice" step for about `target` ticks up to `max`.
@@ -136,17 +138,25 @@ pub fn line_chart(
         } else {
             at.format("%H:%M").to_string()
         };
+        let anchor = if t == 0 {
+            "start"
+        } else if (t as f64) + f64::from(tick) > span {
+            "end"
+        } else {
+            "middle"
+        };
         let _ = write!(
             s,
-            r#"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" class="grid"/><text x="{px:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+            r#"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" class="grid"/><text x="{px:.1}" y="{:.1}" class="axis" text-anchor="{anchor}">{}</text>"#,
             TOP + plot_h,
             HEIGHT - 14.0,
             escape(&text)
         );
         t += i64::from(tick);
     }
-    // Series as step lines.
-    for (k, x) in series.iter().enumerate() {
+    // Series as step lines (optionally shaded), legend along the top right, right-aligned.
+    let mut legend_right = LEFT + plot_w;
+    for x in series {
         let n = x.values.len().max(1) as f64;
         let mut d = String::new();
         for (i, v) in x.values.iter().enumerate() {
@@ -156,18 +166,27 @@ pub fn line_chart(
             let cmd = if i == 0 { 'M' } else { 'L' };
             let _ = write!(d, "{cmd}{x0:.1},{py:.1}L{x1:.1},{py:.1}");
         }
+        let color = escape(x.color);
+        if x.fill && !x.values.is_empty() {
+            let _ = write!(
+                s,
+                r#"<path d="{d}L{:.1},{:.1}L{LEFT:.1},{:.1}Z" fill="{color}" fill-opacity="0.15" stroke="none"/>"#,
+                LEFT + plot_w,
+                TOP + plot_h,
+                TOP + plot_h
+            );
+        }
         let _ = write!(
             s,
-            r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.8"/>"#,
-            escape(x.color)
+            r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.8"/>"#
         );
-        let lx = LEFT + plot_w - 180.0 + 0.0 * k as f64;
-        let ly = TOP + 12.0 + 16.0 * k as f64;
+        // About 6.5 px per character at 12 px.
+        let width = 22.0 + 6.5 * x.name.chars().count() as f64;
+        let lx = legend_right - width;
+        legend_right = lx - 8.0;
         let _ = write!(
             s,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="4" fill="{}"/><text x="{:.1}" y="{ly:.1}" class="legend">{}</text>"#,
-            ly - 5.0,
-            escape(x.color),
+            r#"<rect x="{lx:.1}" y="9" width="12" height="4" fill="{color}"/><text x="{:.1}" y="16" class="legend">{}</text>"#,
             lx + 16.0,
             escape(x.name)
         );
@@ -227,6 +246,7 @@ mod tests {
                 name: "paid",
                 color: "#1f77b4",
                 values: &values,
+                fill: true,
             }],
         );
         assert!(chart.starts_with("<svg") && chart.ends_with("</svg>"));
