@@ -53,6 +53,8 @@ fn pure_crates_have_no_runtime_network_or_sdk_dependency() {
         "quartermaster-cluster",
         "quartermaster-cloud",
         "quartermaster-engine",
+        "quartermaster-sim",
+        "quartermaster-simulation",
     ] {
         let tree = normal_dependencies(package, &[]);
         for line in tree.lines() {

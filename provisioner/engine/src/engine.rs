@@ -104,6 +104,7 @@ pub struct Engine {
     actions: Vec<Action>,
     next_claim: u64,
     stats: EngineStats,
+    last_poll: Option<DateTime<Utc>>,
 }
 
 impl Engine {
@@ -120,6 +121,7 @@ impl Engine {
             actions: Vec::new(),
             next_claim: 0,
             stats: EngineStats::default(),
+            last_poll: None,
         }
     }
 
@@ -230,6 +232,7 @@ impl Engine {
 
     /// Decides what to do at `now`.
     pub fn poll(&mut self, now: DateTime<Utc>) -> Vec<Action> {
+        self.last_poll = Some(now);
         if self.unavailable.expire(now) && self.any_unschedulable() {
             self.batch.force = true;
         }
@@ -257,7 +260,7 @@ impl Engine {
         if self.any_unschedulable() {
             times.extend(self.unavailable.next_expiry());
         }
-        for c in self.claims.values() {
+        for c in self.claims.values().filter(|c| !c.deleting) {
             times.extend(c.retry_at);
             match c.phase {
                 Phase::Launched => {
@@ -276,7 +279,12 @@ impl Engine {
                 times.push(since + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX));
             }
         }
-        times.into_iter().min()
+        // What was due at the last poll and is still here is blocked (a disruption budget):
+        // it is looked at again when something happens, not in a busy loop.
+        times
+            .into_iter()
+            .filter(|t| self.last_poll.is_none_or(|p| *t > p))
+            .min()
     }
 
     // ---------------------------------------------------------------- batching and solving
@@ -714,6 +722,13 @@ impl Engine {
             match reason {
                 DeleteReason::RegistrationTimeout => self.stats.registration_timeouts += 1,
                 _ => self.stats.accelerator_timeouts += 1,
+            }
+            // The offering produced a broken node: avoid it for a while, as after a capacity
+            // error, so the replacement is not the same broken shape again.
+            if let Some(c) = self.claims.get(&name) {
+                let key = Self::key(c.cloud, &c.offering);
+                self.unavailable
+                    .mark(key, now + self.config.unavailable_ttl);
             }
             self.delete(now, &name, reason);
         }

@@ -226,10 +226,17 @@ fn a_node_whose_gpus_never_appear_is_replaced_after_the_budget() {
     let actions = e.poll(t(660));
     assert!(actions.iter().any(|a| matches!(a, Action::Delete { claim: c, reason: DeleteReason::AcceleratorsNotReady, .. } if *c == claim)), "{actions:?}");
     assert_eq!(e.stats().accelerator_timeouts, 1);
-    // The pod is planned again at once (no batch wait) on a new claim.
+    // The pod is planned again at once (no batch wait) on a new claim, avoiding the offering
+    // that produced the broken node.
     let replacement = launches(&actions);
     assert_eq!(replacement.len(), 1, "{actions:?}");
     assert_ne!(replacement[0].0, claim);
+    assert_ne!(
+        (replacement[0].2.as_str(), replacement[0].3),
+        ("us-east-1a", CapacityType::Spot)
+    );
+    // The deleting claim's own deadlines are no longer reported.
+    assert!(e.next_deadline().is_none_or(|d| d > t(660)));
 }
 
 #[test]
