@@ -496,6 +496,7 @@ impl Engine {
             retry_at: None,
             attempts: 0,
             interrupted_at: None,
+            displaced: Vec::new(),
             deleting: false,
         })
     }
@@ -793,7 +794,8 @@ impl Engine {
         }
         // Launch the replacement at once: the pods are planned again now, while they keep
         // running on the old node until it is drained.
-        for e in self.pods.values_mut() {
+        let mut displaced = Vec::new();
+        for (id, e) in self.pods.iter_mut() {
             if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state
                 && *claim == name
             {
@@ -801,7 +803,11 @@ impl Engine {
                     since: now,
                     reason: None,
                 };
+                displaced.push(id.clone());
             }
+        }
+        if let Some(c) = self.claims.get_mut(&name) {
+            c.displaced = displaced;
         }
         self.arrive(now);
         self.batch.force = true;
@@ -850,6 +856,23 @@ impl Engine {
             if let Some(c) = self.claims.get_mut(&name) {
                 c.empty_since = Some(now);
             }
+        }
+        // An interrupted node whose pods all run elsewhere now goes at once: no reason to pay
+        // for the rest of the notice period.
+        let vacated: Vec<String> = self
+            .claims
+            .values()
+            .filter(|c| c.interrupted_at.is_some() && !c.deleting)
+            .filter(|c| {
+                c.displaced.iter().all(|p| match self.pods.get(p) {
+                    None => true,
+                    Some(e) => matches!(&e.state, PodState::Bound { claim } if *claim != c.name),
+                })
+            })
+            .map(|c| c.name.clone())
+            .collect();
+        for name in vacated {
+            self.delete(now, &name, DeleteReason::Interrupted);
         }
         // Delete those empty past consolidateAfter, within each pool's budget.
         let mut per_pool: BTreeMap<usize, (usize, usize)> = BTreeMap::new(); // (total, disrupting)

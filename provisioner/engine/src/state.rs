@@ -70,6 +70,9 @@ pub(crate) struct Claim {
     pub attempts: u32,
     /// Set when the cloud announced its reclamation.
     pub interrupted_at: Option<DateTime<Utc>>,
+    /// Pods that ran on it when the interruption notice came; once all of them run elsewhere
+    /// (or are gone) the node is deleted without waiting for the reclaim.
+    pub displaced: Vec<quartermaster_solver::PodRef>,
     /// A delete was asked for.
     pub deleting: bool,
 }

@@ -397,3 +397,45 @@ fn a_pod_reported_again_keeps_its_nomination() {
     assert!(e.poll(t(60)).is_empty());
     assert_eq!(e.stats().claims_created, 1);
 }
+
+#[test]
+fn an_interrupted_node_is_deleted_once_its_pods_run_on_the_replacement() {
+    let mut e = engine();
+    let old = launched_and_registered(&mut e, "a", 1);
+    e.handle(
+        t(70),
+        Event::NodeUpdated {
+            node: registered_node("node-1", "us-east-1a", 1, false),
+        },
+    );
+    e.poll(t(70));
+    e.handle(
+        t(1000),
+        Event::Interruption {
+            provider_id: "sim:///us-east-1a/i-1".into(),
+            terminates_at: t(1120),
+        },
+    );
+    let actions = e.poll(t(1000));
+    let new = launches(&actions)[0].0.clone();
+    e.handle(
+        t(1010),
+        Event::Launched {
+            claim: new.clone(),
+            instance: instance(&new, "i-2", "us-east-1b", CapacityType::Spot, t(1010)),
+        },
+    );
+    e.handle(
+        t(1050),
+        Event::NodeRegistered {
+            claim: new.clone(),
+            node: registered_node("node-2", "us-east-1b", 1, false),
+        },
+    );
+    let actions = e.poll(t(1050));
+    assert_eq!(binds(&actions), vec![("a".to_owned(), "node-2".to_owned())]);
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Delete { claim, reason: DeleteReason::Interrupted, .. } if *claim == old)),
+        "the vacated node goes before its reclaim: {actions:?}"
+    );
+}
