@@ -182,6 +182,19 @@ fn launched_and_registered(e: &mut crate::Engine, pod: &str, gpus_now: i64) -> S
     claim
 }
 
+/// Launches, registers and initializes node-1 for `pod`, which is bound there; returns the claim.
+fn running_on_node_1(e: &mut crate::Engine, pod: &str) -> String {
+    let claim = launched_and_registered(e, pod, 1);
+    e.handle(
+        t(70),
+        Event::NodeUpdated {
+            node: registered_node("node-1", "us-east-1a", 1, false),
+        },
+    );
+    assert_eq!(binds(&e.poll(t(70))).len(), 1);
+    claim
+}
+
 #[test]
 fn a_node_is_initialized_only_when_its_gpus_are_allocatable_and_startup_taints_are_gone() {
     let mut e = engine();
@@ -316,14 +329,7 @@ fn a_spot_interruption_cordons_launches_the_replacement_at_once_then_drains() {
 #[test]
 fn empty_nodes_are_removed_after_consolidate_after() {
     let mut e = engine();
-    let claim = launched_and_registered(&mut e, "a", 1);
-    e.handle(
-        t(70),
-        Event::NodeUpdated {
-            node: registered_node("node-1", "us-east-1a", 1, false),
-        },
-    );
-    e.poll(t(70));
+    let claim = running_on_node_1(&mut e, "a");
     e.handle(t(500), Event::PodGone(PodRef::new("default", "a")));
     assert!(e.poll(t(500)).is_empty());
     assert_eq!(
@@ -343,14 +349,7 @@ fn empty_nodes_are_removed_after_consolidate_after() {
 #[test]
 fn consolidate_after_never_keeps_empty_nodes() {
     let mut e = crate::Engine::new(setup("Never"), crate::EngineConfig::default());
-    let _claim = launched_and_registered(&mut e, "a", 1);
-    e.handle(
-        t(70),
-        Event::NodeUpdated {
-            node: registered_node("node-1", "us-east-1a", 1, false),
-        },
-    );
-    e.poll(t(70));
+    let _claim = running_on_node_1(&mut e, "a");
     e.handle(t(100), Event::PodGone(PodRef::new("default", "a")));
     e.poll(t(100));
     assert_eq!(e.next_deadline(), None);
@@ -368,14 +367,7 @@ fn new_pods_fill_room_on_an_initialized_node_without_buying() {
     setup_pod
         .requests
         .set(quartermaster_solver::resources::MEMORY, 1 << 30);
-    let _claim = launched_and_registered(&mut e, "a", 1);
-    e.handle(
-        t(70),
-        Event::NodeUpdated {
-            node: registered_node("node-1", "us-east-1a", 1, false),
-        },
-    );
-    e.poll(t(70));
+    let _claim = running_on_node_1(&mut e, "a");
     e.handle(t(100), Event::PodPending(setup_pod));
     let deadline = e.next_deadline().unwrap();
     let actions = e.poll(deadline);
@@ -401,14 +393,7 @@ fn a_pod_reported_again_keeps_its_nomination() {
 #[test]
 fn an_interrupted_node_is_deleted_once_its_pods_run_on_the_replacement() {
     let mut e = engine();
-    let old = launched_and_registered(&mut e, "a", 1);
-    e.handle(
-        t(70),
-        Event::NodeUpdated {
-            node: registered_node("node-1", "us-east-1a", 1, false),
-        },
-    );
-    e.poll(t(70));
+    let old = running_on_node_1(&mut e, "a");
     e.handle(
         t(1000),
         Event::Interruption {
