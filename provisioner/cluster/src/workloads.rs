@@ -73,9 +73,22 @@ fn count(
     field: &str,
 ) -> Result<usize, ClusterError> {
     let v = value.unwrap_or(default);
-    usize::try_from(v)
-        .map_err(|_| ClusterError::invalid(object, field, format!("must not be negative, got {v}")))
+    let n = usize::try_from(v).map_err(|_| {
+        ClusterError::invalid(object, field, format!("must not be negative, got {v}"))
+    })?;
+    if n > MAX_PODS_PER_WORKLOAD {
+        return Err(ClusterError::invalid(
+            object,
+            field,
+            format!("{n} pods is more than the {MAX_PODS_PER_WORKLOAD} one workload may expand to"),
+        ));
+    }
+    Ok(n)
 }
+
+/// The most pods one workload expands to: far beyond any real cluster's workload, small enough
+/// that a typo (`replicas: 2000000000`) is an error instead of exhausting memory.
+pub(crate) const MAX_PODS_PER_WORKLOAD: usize = 200_000;
 
 fn replicas(name: &str, n: usize) -> Vec<(String, usize)> {
     (0..n).map(|i| (name.to_owned(), i)).collect()
@@ -339,6 +352,16 @@ mod tests {
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}\n"
         ));
         assert_eq!(names(&ingested), ["default/web-0"]);
+    }
+
+    #[test]
+    fn absurd_replica_counts_are_an_error_not_an_allocation() {
+        let err = ingest_err(&format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n    replicas: 2000000000\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}\n"
+        ));
+        let err = err.to_string();
+        assert!(err.contains("spec.replicas"), "{err}");
+        assert!(err.contains("2000000000 pods is more than"), "{err}");
     }
 
     #[test]
