@@ -230,3 +230,15 @@ fn the_on_demand_baseline_pins_every_pool_to_on_demand() {
     assert_eq!(capacity[0]["values"], serde_json::json!(["on-demand"]));
     assert_eq!(reqs.len(), 2);
 }
+
+#[test]
+fn a_runaway_arrival_rate_is_an_error_before_anything_is_generated() {
+    let e = error(&edited(
+        "arrivals: [{at: 5m}]",
+        "arrivals: [{every: 1s, burst: 1000}]",
+    ));
+    assert_eq!(
+        e,
+        "x.yaml: spec.workload[0]: would create about 7200000 pods in all (at most 1000000 in one simulation)"
+    );
+}

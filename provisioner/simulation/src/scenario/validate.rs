@@ -94,6 +94,22 @@ pub(super) fn scenario(
             "at least one workload is needed".into(),
         ));
     }
+    // A typo (`every: 1s, burst: 1000`) must be an error, not hours of work or an exhausted
+    // machine: bound the pods a scenario may create before generating anything.
+    let mut total = 0.0;
+    for (i, w) in workloads.iter().enumerate() {
+        let pods = expected_pods(w, spec.duration.secs_f64());
+        total += pods;
+        if pods > MAX_SIMULATED_PODS as f64 || total > MAX_SIMULATED_PODS as f64 {
+            return Err(err(
+                &format!("spec.workload[{i}]"),
+                format!(
+                    "would create about {} pods in all (at most {MAX_SIMULATED_PODS} in one simulation)",
+                    total.round()
+                ),
+            ));
+        }
+    }
     Ok(Scenario {
         file: file.to_owned(),
         cluster: spec.cluster.unwrap_or_else(|| f.metadata.name.clone()),
@@ -169,6 +185,58 @@ fn absent(
             format!("not a field of kind {kind}"),
         )),
         None => Ok(()),
+    }
+}
+
+/// The most pods one simulation may create (the 7-day, 10,000-job scenario creates about 10,000).
+pub const MAX_SIMULATED_PODS: usize = 1_000_000;
+
+/// About how many pods a workload creates over `seconds` (the mean for Poisson arrivals; at most
+/// its peak replica count for a Deployment, counted once per change).
+fn expected_pods(w: &Workload, seconds: f64) -> f64 {
+    match &w.kind {
+        WorkloadKind::Job(job) => {
+            let mut jobs = 0.0;
+            for a in &job.arrivals {
+                jobs += match *a {
+                    Arrival::At { at, burst } => {
+                        if at.secs_f64() < seconds {
+                            f64::from(burst)
+                        } else {
+                            0.0
+                        }
+                    }
+                    Arrival::Every {
+                        every,
+                        count,
+                        from,
+                        until,
+                        burst,
+                    } => {
+                        let stop = until.map_or(seconds, |u| u.secs_f64().min(seconds));
+                        let window = (stop - from.secs_f64()).max(0.0);
+                        let n = (window / every.secs_f64().max(1e-3)).ceil();
+                        count.map_or(n, |c| n.min(f64::from(c))) * f64::from(burst)
+                    }
+                    Arrival::Poisson {
+                        rate_per_hour,
+                        from,
+                        until,
+                        burst,
+                    } => {
+                        let stop = until.map_or(seconds, |u| u.secs_f64().min(seconds));
+                        let window = (stop - from.secs_f64()).max(0.0);
+                        rate_per_hour * window / 3600.0 * f64::from(burst)
+                    }
+                };
+            }
+            jobs * f64::from(job.parallelism)
+        }
+        WorkloadKind::Deployment(d) => {
+            let peak = d.diurnal.map_or(0, |c| c.max).max(d.replicas);
+            let changes = d.schedule.iter().map(|(_, r)| f64::from(*r)).sum::<f64>();
+            f64::from(peak) + changes
+        }
     }
 }
 
