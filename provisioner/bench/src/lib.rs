@@ -55,7 +55,18 @@ pub enum BenchError {
     /// A scenario needs at least one pod.
     #[error("a scenario needs at least one pod (got 0)")]
     NoPods,
+    /// More pods than a benchmark run may generate on this kind of machine.
+    #[error("--pods {pods} is more than the {max} a benchmark run may generate")]
+    TooManyPods {
+        /// Asked for.
+        pods: usize,
+        /// The ceiling.
+        max: usize,
+    },
 }
+
+/// The most pods one benchmark scenario may generate (five times the largest default size).
+pub const MAX_PODS: usize = 100_000;
 
 /// A generated benchmark input.
 #[derive(Debug, Clone)]
@@ -94,6 +105,12 @@ pub fn build(name: &str, pods: usize) -> Result<Scenario, BenchError> {
     }
     if pods == 0 {
         return Err(BenchError::NoPods);
+    }
+    if pods > MAX_PODS {
+        return Err(BenchError::TooManyPods {
+            pods,
+            max: MAX_PODS,
+        });
     }
     let (snapshot, catalog) = match name {
         "karpenter-shape" => (karpenter::snapshot(pods), karpenter::catalog()),

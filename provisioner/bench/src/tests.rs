@@ -54,6 +54,13 @@ fn unknown_scenarios_and_zero_pods_are_errors_that_list_the_valid_names() {
     }
     assert!(msg.contains("`karpenter`"), "{msg}");
     assert_eq!(build("mixed", 0).unwrap_err(), BenchError::NoPods);
+    assert_eq!(
+        build("mixed", 2_000_000_000).unwrap_err(),
+        BenchError::TooManyPods {
+            pods: 2_000_000_000,
+            max: MAX_PODS
+        }
+    );
     assert!(default_sizes("nope").is_empty());
     assert_eq!(default_sizes("karpenter-shape"), vec![1000, 5000, 20000]);
 }
