@@ -21,6 +21,12 @@ pub struct EngineConfig {
     pub unschedulable_retry: TimeDelta,
     /// Longest wait between retries of a throttled or failed cloud call.
     pub max_backoff: TimeDelta,
+    /// How often consolidation looks for a node to remove or replace with a cheaper one (only
+    /// when something changed since its last look).
+    pub consolidation_interval: TimeDelta,
+    /// A replacement must be at least this fraction cheaper than the node it replaces (moving
+    /// pods has a cost; no churn for pennies).
+    pub consolidation_min_saving: f64,
 }
 
 impl Default for EngineConfig {
@@ -33,6 +39,8 @@ impl Default for EngineConfig {
             unavailable_ttl: TimeDelta::minutes(3),
             unschedulable_retry: TimeDelta::minutes(5),
             max_backoff: TimeDelta::minutes(1),
+            consolidation_interval: TimeDelta::minutes(1),
+            consolidation_min_saving: 0.05,
         }
     }
 }

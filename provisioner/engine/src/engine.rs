@@ -12,6 +12,12 @@ use quartermaster_solver::{
     ResourceTable, Resources, daemonset_overhead, to_resources,
 };
 
+#[path = "consolidation.rs"]
+mod consolidation;
+
+/// How long a node whose consolidation was called off is left alone.
+const CONSOLIDATION_BACKOFF: TimeDelta = TimeDelta::minutes(15);
+
 use crate::config::EngineConfig;
 use crate::events::{Action, DeleteReason, Event};
 use crate::pools::PoolPolicy;
@@ -58,6 +64,12 @@ pub struct EngineStats {
     pub interruptions: u64,
     /// Empty nodes removed.
     pub empty_deletions: u64,
+    /// Underutilized nodes removed because their pods moved to other nodes (completed moves).
+    pub consolidation_deletes: u64,
+    /// Nodes replaced by a cheaper one (completed moves).
+    pub consolidation_replacements: u64,
+    /// Consolidations called off because no cheaper replacement could launch.
+    pub consolidations_cancelled: u64,
 }
 
 /// A NodeClaim as reports see it.
@@ -105,6 +117,12 @@ pub struct Engine {
     next_claim: u64,
     stats: EngineStats,
     last_poll: Option<DateTime<Utc>>,
+    /// Bumped whenever pods or nodes change; consolidation skips a look when nothing changed.
+    version: u64,
+    consolidation_seen: Option<u64>,
+    consolidation_next: Option<DateTime<Utc>>,
+    consolidation_wake: Option<DateTime<Utc>>,
+    consolidation_plan: Option<Plan>,
 }
 
 impl Engine {
@@ -122,6 +140,11 @@ impl Engine {
             next_claim: 0,
             stats: EngineStats::default(),
             last_poll: None,
+            version: 0,
+            consolidation_seen: None,
+            consolidation_next: None,
+            consolidation_wake: None,
+            consolidation_plan: None,
         }
     }
 
@@ -163,6 +186,7 @@ impl Engine {
 
     /// Records what happened at `now`.
     pub fn handle(&mut self, now: DateTime<Utc>, event: Event) {
+        self.version += 1;
         match event {
             Event::PodPending(pod) => {
                 // A pod seen again (a watch re-list, a duplicate event) keeps its nomination:
@@ -187,7 +211,14 @@ impl Engine {
                 self.arrive(now);
             }
             Event::PodGone(id) => {
-                self.pods.remove(&id);
+                if let Some(PodEntry {
+                    state: PodState::Bound { claim } | PodState::Nominated { claim },
+                    ..
+                }) = self.pods.remove(&id)
+                    && let Some(c) = self.claims.get_mut(&claim)
+                {
+                    c.last_change = now;
+                }
             }
             Event::Launched { claim, instance } => {
                 if let Some(c) = self.claims.get_mut(&claim) {
@@ -242,6 +273,7 @@ impl Engine {
             self.solve(now);
         }
         self.remove_empty(now);
+        self.consolidate(now);
         std::mem::take(&mut self.actions)
     }
 
@@ -279,6 +311,10 @@ impl Engine {
                 times.push(since + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX));
             }
         }
+        if self.consolidation_enabled() && self.consolidation_seen != Some(self.version) {
+            times.extend(self.consolidation_next);
+        }
+        times.extend(self.consolidation_wake);
         // What was due at the last poll and is still here is blocked (a disruption budget):
         // it is looked at again when something happens, not in a busy loop.
         times
@@ -322,6 +358,16 @@ impl Engine {
     }
 
     fn snapshot(&self, now: DateTime<Utc>) -> (ClusterSnapshot, BTreeMap<String, String>) {
+        self.snapshot_without(now, None)
+    }
+
+    /// The solver's snapshot of the waiting pods; with `without`, of that claim's pods only, as
+    /// if its node were gone (the question consolidation asks).
+    fn snapshot_without(
+        &self,
+        now: DateTime<Utc>,
+        without: Option<&str>,
+    ) -> (ClusterSnapshot, BTreeMap<String, String>) {
         let mut pools: Vec<_> = self.setup.pools.iter().map(|p| p.spec.clone()).collect();
         for pool in &mut pools {
             pool.usage = Default::default();
@@ -342,7 +388,7 @@ impl Engine {
             usage.resources += c.capacity;
             usage.nodes += 1;
             usage.hourly_cost += c.offering.price_per_hour;
-            if !c.schedulable() {
+            if !c.schedulable() || Some(c.name.as_str()) == without {
                 continue;
             }
             let mut labels = c.labels.clone();
@@ -364,7 +410,13 @@ impl Engine {
         let pending = self
             .pods
             .values()
-            .filter(|e| matches!(e.state, PodState::Waiting { .. }))
+            .filter(|e| match (&e.state, without) {
+                (PodState::Waiting { .. }, None) => true,
+                (PodState::Bound { claim } | PodState::Nominated { claim }, Some(gone)) => {
+                    claim == gone
+                }
+                _ => false,
+            })
             .map(|e| e.pod.clone())
             .collect();
         let snapshot = ClusterSnapshot {
@@ -390,18 +442,20 @@ impl Engine {
         self.apply(now, plan, &target_to_claim);
     }
 
+    /// Carries out a plan; returns the names of the NodeClaims it created.
     fn apply(
         &mut self,
         now: DateTime<Utc>,
         plan: Plan,
         target_to_claim: &BTreeMap<String, String>,
-    ) {
+    ) -> Vec<String> {
+        let mut created = Vec::new();
         for placement in plan.existing {
             let Some(claim) = target_to_claim.get(&placement.node) else {
                 continue;
             };
             for pod in placement.pods {
-                self.nominate(&pod, claim);
+                self.nominate(now, &pod, claim);
             }
         }
         for node in plan.new_nodes {
@@ -423,9 +477,10 @@ impl Engine {
             self.claims.insert(name.clone(), claim);
             self.stats.claims_created += 1;
             for pod in &node.pods {
-                self.nominate(pod, &name);
+                self.nominate(now, pod, &name);
             }
             self.launch(&name);
+            created.push(name);
         }
         let retry = now + self.config.unschedulable_retry;
         for u in plan.unschedulable {
@@ -436,9 +491,10 @@ impl Engine {
                 self.retry_unschedulable_at = Some(retry);
             }
         }
+        created
     }
 
-    fn nominate(&mut self, pod: &PodRef, claim: &str) {
+    fn nominate(&mut self, now: DateTime<Utc>, pod: &PodRef, claim: &str) {
         let Some(entry) = self.pods.get_mut(pod) else {
             return;
         };
@@ -457,6 +513,7 @@ impl Engine {
             });
             if let Some(c) = self.claims.get_mut(claim) {
                 c.empty_since = None;
+                c.last_change = now;
             }
         } else {
             entry.state = PodState::Nominated {
@@ -498,6 +555,11 @@ impl Engine {
             interrupted_at: None,
             displaced: Vec::new(),
             deleting: false,
+            consolidating: false,
+            consolidation_replaced: false,
+            consolidation_backoff: None,
+            replaces: None,
+            last_change: now,
         })
     }
 
@@ -676,6 +738,7 @@ impl Engine {
         let c = self.claims.get_mut(name).expect("claim exists");
         c.phase = Phase::Initialized;
         c.initialized_at = Some(now);
+        c.last_change = now;
         let mut any = false;
         for (id, e) in &mut self.pods {
             if let PodState::Nominated { claim } = &e.state
@@ -742,7 +805,8 @@ impl Engine {
         };
         c.deleting = true;
         let provider_id = c.provider_id.clone();
-        self.release_pods(now, name);
+        let replaces = c.replaces.clone();
+        self.release_pods(now, name, replaces.as_deref());
         self.actions.push(Action::Delete {
             claim: name.to_owned(),
             provider_id,
@@ -750,8 +814,36 @@ impl Engine {
         });
     }
 
-    /// Pods nominated or bound to `name` wait again.
-    fn release_pods(&mut self, now: DateTime<Utc>, name: &str) {
+    /// Pods nominated or bound to `name` wait again. When `name` is a consolidation replacement
+    /// (`replaces`) of a node that is still there, the consolidation is called off instead and
+    /// the pods stay where they run.
+    fn release_pods(&mut self, now: DateTime<Utc>, name: &str, replaces: Option<&str>) {
+        if let Some(old) = replaces
+            && let Some(c) = self.claims.get_mut(old)
+            && c.consolidating
+            && !c.deleting
+        {
+            c.consolidating = false;
+            c.consolidation_replaced = false;
+            c.displaced.clear();
+            c.consolidation_backoff = Some(now + CONSOLIDATION_BACKOFF);
+            if let Some(node) = &c.node {
+                self.actions.push(Action::Uncordon {
+                    node: node.name.clone(),
+                });
+            }
+            for e in self.pods.values_mut() {
+                if let PodState::Nominated { claim } = &e.state
+                    && claim == name
+                {
+                    e.state = PodState::Bound {
+                        claim: old.to_owned(),
+                    };
+                }
+            }
+            self.stats.consolidations_cancelled += 1;
+            return;
+        }
         let mut any = false;
         for e in self.pods.values_mut() {
             if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state
@@ -823,7 +915,7 @@ impl Engine {
                 node: node.name.clone(),
             });
         }
-        self.release_pods(now, name);
+        self.release_pods(now, name, c.replaces.as_deref());
     }
 
     // ---------------------------------------------------------------- empty nodes
@@ -838,7 +930,7 @@ impl Engine {
         let mut empty_now = Vec::new();
         let mut occupied_now = Vec::new();
         for c in self.claims.values() {
-            if c.phase != Phase::Initialized || c.deleting || c.interrupted_at.is_some() {
+            if c.phase != Phase::Initialized || c.deleting || c.vacating() {
                 continue;
             }
             if occupied.contains(c.name.as_str()) {
@@ -862,7 +954,7 @@ impl Engine {
         let vacated: Vec<String> = self
             .claims
             .values()
-            .filter(|c| c.interrupted_at.is_some() && !c.deleting)
+            .filter(|c| c.vacating() && !c.deleting)
             .filter(|c| {
                 c.displaced.iter().all(|p| match self.pods.get(p) {
                     None => true,
@@ -872,21 +964,31 @@ impl Engine {
             .map(|c| c.name.clone())
             .collect();
         for name in vacated {
-            self.delete(now, &name, DeleteReason::Interrupted);
+            let c = &self.claims[&name];
+            let reason = if c.interrupted_at.is_some() {
+                DeleteReason::Interrupted
+            } else if c.consolidation_replaced {
+                self.stats.consolidation_replacements += 1;
+                DeleteReason::Underutilized
+            } else {
+                self.stats.consolidation_deletes += 1;
+                DeleteReason::Underutilized
+            };
+            self.delete(now, &name, reason);
         }
         // Delete those empty past consolidateAfter, within each pool's budget.
         let mut per_pool: BTreeMap<usize, (usize, usize)> = BTreeMap::new(); // (total, disrupting)
         for c in self.claims.values() {
             let e = per_pool.entry(c.pool).or_default();
             e.0 += 1;
-            if c.deleting {
+            if c.deleting || c.consolidating {
                 e.1 += 1;
             }
         }
         let due: Vec<(String, usize)> = self
             .claims
             .values()
-            .filter(|c| !c.deleting && c.phase == Phase::Initialized && c.interrupted_at.is_none())
+            .filter(|c| !c.deleting && c.phase == Phase::Initialized && !c.vacating())
             .filter_map(|c| {
                 let after = self.setup.pools[c.pool].consolidate_after?;
                 let since = c.empty_since?;

@@ -85,6 +85,8 @@ pub enum DeleteReason {
     RegistrationTimeout,
     /// Spot interruption: the replacement is launched, the old node goes.
     Interrupted,
+    /// Consolidation: its pods fit on other nodes, or on one cheaper replacement.
+    Underutilized,
 }
 
 impl std::fmt::Display for DeleteReason {
@@ -94,6 +96,7 @@ impl std::fmt::Display for DeleteReason {
             Self::AcceleratorsNotReady => "accelerators not ready",
             Self::RegistrationTimeout => "registration timeout",
             Self::Interrupted => "interrupted",
+            Self::Underutilized => "underutilized",
         })
     }
 }
@@ -127,6 +130,11 @@ pub enum Action {
     },
     /// Mark a node unschedulable.
     Cordon {
+        /// Node name.
+        node: String,
+    },
+    /// Make a cordoned node schedulable again (a consolidation that could not be completed).
+    Uncordon {
         /// Node name.
         node: String,
     },

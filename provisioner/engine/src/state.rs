@@ -75,6 +75,18 @@ pub(crate) struct Claim {
     pub displaced: Vec<quartermaster_solver::PodRef>,
     /// A delete was asked for.
     pub deleting: bool,
+    /// Being replaced by consolidation: cordoned, its pods moving elsewhere.
+    pub consolidating: bool,
+    /// The consolidation in progress launched a replacement (rather than only moving pods).
+    pub consolidation_replaced: bool,
+    /// A consolidation of this node was called off: not tried again before this time.
+    pub consolidation_backoff: Option<DateTime<Utc>>,
+    /// For a consolidation replacement: the node it replaces. Its offerings are limited to
+    /// those cheaper than that node; if none can launch, the consolidation is called off.
+    pub replaces: Option<String>,
+    /// When a pod last started or stopped running on it (consolidation waits `consolidateAfter`
+    /// from here).
+    pub last_change: DateTime<Utc>,
 }
 
 impl Claim {
@@ -87,6 +99,11 @@ impl Claim {
 
     /// Whether new pods may be placed on it.
     pub fn schedulable(&self) -> bool {
-        self.interrupted_at.is_none() && !self.deleting
+        self.interrupted_at.is_none() && !self.deleting && !self.consolidating
+    }
+
+    /// Whether its pods are being moved off it (spot interruption or consolidation).
+    pub fn vacating(&self) -> bool {
+        self.interrupted_at.is_some() || self.consolidating
     }
 }

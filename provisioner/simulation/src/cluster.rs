@@ -316,6 +316,16 @@ impl Cluster {
         Some(n.view.clone())
     }
 
+    /// Makes a cordoned node schedulable again.
+    pub fn uncordon(&mut self, name: &str) {
+        if let Some(n) = self.nodes.get_mut(name) {
+            n.cordoned = false;
+            n.view
+                .taints
+                .retain(|t| t.key != "node.kubernetes.io/unschedulable");
+        }
+    }
+
     /// Cordons a node: nothing new is placed there (the engine already knows).
     pub fn cordon(&mut self, name: &str) {
         if let Some(n) = self.nodes.get_mut(name) {

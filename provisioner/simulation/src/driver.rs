@@ -497,6 +497,7 @@ impl Driver<'_> {
                     .map_err(|e| self.inconsistent(e))?;
             }
             Action::Cordon { node } => self.cluster.cordon(&node),
+            Action::Uncordon { node } => self.cluster.uncordon(&node),
             Action::Drain { node } => self.cluster.drain(self.now, &node, &mut self.rec),
         }
         Ok(())

@@ -39,6 +39,10 @@ pub struct EngineCounters {
     pub interruptions: u64,
     /// Empty nodes removed.
     pub empty_deletions: u64,
+    /// Underutilized nodes removed by consolidation (their pods fit elsewhere).
+    pub consolidation_deletes: u64,
+    /// Nodes replaced by a cheaper one by consolidation.
+    pub consolidation_replacements: u64,
 }
 
 impl From<&EngineStats> for EngineCounters {
@@ -56,6 +60,8 @@ impl From<&EngineStats> for EngineCounters {
             registration_timeouts: s.registration_timeouts,
             interruptions: s.interruptions,
             empty_deletions: s.empty_deletions,
+            consolidation_deletes: s.consolidation_deletes,
+            consolidation_replacements: s.consolidation_replacements,
         }
     }
 }

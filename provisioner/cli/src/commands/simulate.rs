@@ -199,6 +199,13 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
                 e.registration_timeouts
             ),
         ),
+        (
+            "Consolidation",
+            format!(
+                "{} underutilized nodes removed, {} replaced by cheaper ones",
+                e.consolidation_deletes, e.consolidation_replacements
+            ),
+        ),
     ];
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in rows {

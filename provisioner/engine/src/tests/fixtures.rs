@@ -69,6 +69,10 @@ pub fn catalog() -> Catalog {
 }
 
 pub fn setup(consolidate_after: &str) -> EngineSetup {
+    setup_with("WhenEmpty", consolidate_after)
+}
+
+pub fn setup_with(policy: &str, consolidate_after: &str) -> EngineSetup {
     let node_pool: NodePool = serde_json::from_value(serde_json::json!({
         "apiVersion": "quartermaster.dev/v1",
         "kind": "NodePool",
@@ -78,7 +82,7 @@ pub fn setup(consolidate_after: &str) -> EngineSetup {
                 "nodeClassRef": {"group": "quartermaster.dev", "kind": "AWSNodeClass", "name": "default"},
                 "startupTaints": [{"key": "gpu-initializing", "effect": "NoSchedule"}]
             }},
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": consolidate_after}
+            "disruption": {"consolidationPolicy": policy, "consolidateAfter": consolidate_after}
         }
     }))
     .expect("a valid NodePool");
@@ -117,6 +121,15 @@ pub fn setup(consolidate_after: &str) -> EngineSetup {
 
 pub fn engine() -> Engine {
     Engine::new(setup("5m"), EngineConfig::default())
+}
+
+/// A CPU-only pod of `cpu_m` millicores and 1 GiB.
+pub fn cpu_pod(name: &str, cpu_m: i64) -> Pod {
+    let mut p = gpu_pod(name);
+    p.requests.set(GPU, 0);
+    p.requests.set(CPU, cpu_m);
+    p.requests.set(MEMORY, 1 << 30);
+    p
 }
 
 pub fn gpu_pod(name: &str) -> Pod {

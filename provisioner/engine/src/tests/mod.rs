@@ -1,4 +1,5 @@
 //! Engine behaviour, driven event by event.
 
+mod consolidation;
 mod fixtures;
 mod lifecycle;

@@ -1,0 +1,197 @@
+//! Consolidation: underutilized nodes are deleted or replaced by cheaper ones, one at a time.
+
+use chrono::TimeDelta;
+use quartermaster_pricing::CapacityType;
+use quartermaster_solver::PodRef;
+
+use super::fixtures::*;
+use crate::{Action, DeleteReason, Engine, EngineConfig, Event};
+
+fn consolidating_engine() -> Engine {
+    Engine::new(
+        setup_with("WhenEmptyOrUnderutilized", "5m"),
+        EngineConfig::default(),
+    )
+}
+
+/// Drives every launch to an initialized node at `at` (+ a few seconds); returns node names.
+fn bring_up(e: &mut Engine, actions: &[Action], at: i64, first_node: usize) -> Vec<String> {
+    let mut names = Vec::new();
+    for (i, (claim, _, zone, ct)) in launches(actions).into_iter().enumerate() {
+        let node = format!("node-{}", first_node + i);
+        let id = format!("i-{}", first_node + i);
+        e.handle(
+            t(at),
+            Event::Launched {
+                claim: claim.clone(),
+                instance: instance(&claim, &id, &zone, ct, t(at)),
+            },
+        );
+        e.handle(
+            t(at + 30),
+            Event::NodeRegistered {
+                claim,
+                node: registered_node(&node, &zone, 1, false),
+            },
+        );
+        names.push(node);
+    }
+    names
+}
+
+/// Runs the engine until it is quiet, returning every action it took.
+fn settle(e: &mut Engine, mut now: i64, until: i64) -> Vec<Action> {
+    let mut all = Vec::new();
+    loop {
+        let actions = e.poll(t(now));
+        all.extend(actions);
+        match e.next_deadline() {
+            Some(d) if d <= t(until) => now = (d - t(0)).num_seconds().max(now),
+            _ => return all,
+        }
+    }
+}
+
+#[test]
+fn an_underutilized_node_whose_pods_fit_elsewhere_is_deleted() {
+    let mut e = consolidating_engine();
+    // a + c share node-0; b needs its own node-1.
+    e.handle(t(0), Event::PodPending(cpu_pod("a", 2500)));
+    e.handle(t(0), Event::PodPending(cpu_pod("c", 1000)));
+    e.handle(t(0), Event::PodPending(cpu_pod("b", 2500)));
+    let actions = e.poll(t(2));
+    assert_eq!(launches(&actions).len(), 2, "{actions:?}");
+    bring_up(&mut e, &actions, 2, 0);
+    let actions = e.poll(t(40));
+    assert_eq!(binds(&actions).len(), 3);
+    // a finishes: node-0 keeps only c (1000m); node-1 keeps b (2500m); together they fit one
+    // node. Node-1 has been quiet since it came up (t=32), so at t=332 it is the first ripe
+    // candidate: b moves beside c and node-1 goes.
+    e.handle(t(100), Event::PodGone(PodRef::new("default", "a")));
+    let early = settle(&mut e, 100, 331);
+    assert!(
+        early.iter().all(|a| !matches!(a, Action::Delete { .. })),
+        "not before consolidateAfter: {early:?}"
+    );
+    let actions = settle(&mut e, 331, 1000);
+    assert!(
+        actions.contains(&Action::Cordon {
+            node: "node-1".into()
+        }),
+        "{actions:?}"
+    );
+    assert_eq!(binds(&actions), vec![("b".to_owned(), "node-0".to_owned())]);
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Delete { claim, reason: DeleteReason::Underutilized, .. } if claim == "gpu-00001")),
+        "{actions:?}"
+    );
+    assert!(launches(&actions).is_empty(), "nothing new is bought");
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::Delete { .. }))
+            .count(),
+        1,
+        "one node goes, the other stays: {actions:?}"
+    );
+    assert_eq!(e.stats().consolidation_deletes, 1);
+}
+
+#[test]
+fn an_on_demand_fallback_node_is_replaced_by_cheaper_spot_later() {
+    let mut e = consolidating_engine();
+    e.handle(t(0), Event::PodPending(gpu_pod("a")));
+    let actions = e.poll(t(2));
+    let claim = launches(&actions)[0].0.clone();
+    // Spot has no capacity in either zone: the claim falls back to on-demand.
+    e.handle(
+        t(3),
+        Event::LaunchFailed {
+            claim: claim.clone(),
+            error: ice("us-east-1a", CapacityType::Spot),
+        },
+    );
+    e.poll(t(3));
+    e.handle(
+        t(4),
+        Event::LaunchFailed {
+            claim: claim.clone(),
+            error: ice("us-east-1b", CapacityType::Spot),
+        },
+    );
+    let actions = e.poll(t(4));
+    assert_eq!(launches(&actions)[0].3, CapacityType::OnDemand);
+    bring_up(&mut e, &actions, 5, 0);
+    assert_eq!(binds(&e.poll(t(40))).len(), 1);
+    // Once the spot offerings are usable again and the node has been quiet for 5 minutes,
+    // consolidation launches a spot replacement ($0.40 < $1.006 × 0.95).
+    let actions = settle(&mut e, 40, 1000);
+    let replacement = launches(&actions);
+    assert_eq!(replacement.len(), 1, "{actions:?}");
+    assert_eq!(replacement[0].3, CapacityType::Spot);
+    assert!(actions.contains(&Action::Cordon {
+        node: "node-0".into()
+    }));
+    assert!(
+        actions.iter().all(|a| !matches!(a, Action::Delete { .. })),
+        "the old node stays until the new one runs the pod"
+    );
+    // The replacement comes up; the pod moves; the old node goes.
+    bring_up(&mut e, &actions, 1000, 1);
+    let actions = settle(&mut e, 1031, 1100);
+    assert_eq!(binds(&actions), vec![("a".to_owned(), "node-1".to_owned())]);
+    assert!(actions.iter().any(|a| matches!(a, Action::Delete { claim: c, reason: DeleteReason::Underutilized, .. } if *c == claim)), "{actions:?}");
+    assert_eq!(e.stats().consolidation_replacements, 1);
+}
+
+#[test]
+fn job_pods_are_never_moved_and_when_empty_pools_are_left_alone() {
+    // The same fallback situation, but the pod belongs to a Job.
+    let mut e = consolidating_engine();
+    let mut pod = gpu_pod("train-0");
+    pod.owner = Some("Job/default/train".into());
+    e.handle(t(0), Event::PodPending(pod));
+    let actions = e.poll(t(2));
+    let claim = launches(&actions)[0].0.clone();
+    e.handle(
+        t(3),
+        Event::LaunchFailed {
+            claim: claim.clone(),
+            error: ice("us-east-1a", CapacityType::Spot),
+        },
+    );
+    e.poll(t(3));
+    e.handle(
+        t(4),
+        Event::LaunchFailed {
+            claim,
+            error: ice("us-east-1b", CapacityType::Spot),
+        },
+    );
+    let actions = e.poll(t(4));
+    bring_up(&mut e, &actions, 5, 0);
+    e.poll(t(40));
+    let actions = settle(&mut e, 40, 5000);
+    assert!(
+        launches(&actions).is_empty() && binds(&actions).is_empty(),
+        "{actions:?}"
+    );
+
+    // A WhenEmpty pool never consolidates underutilized nodes.
+    let mut e = engine();
+    e.handle(t(0), Event::PodPending(cpu_pod("a", 2500)));
+    e.handle(t(0), Event::PodPending(cpu_pod("c", 1000)));
+    e.handle(t(0), Event::PodPending(cpu_pod("b", 2500)));
+    let actions = e.poll(t(2));
+    bring_up(&mut e, &actions, 2, 0);
+    e.poll(t(40));
+    e.handle(t(100), Event::PodGone(PodRef::new("default", "a")));
+    let actions = settle(&mut e, 100, 5000);
+    assert!(
+        actions
+            .iter()
+            .all(|a| !matches!(a, Action::Delete { .. } | Action::Bind { .. })),
+        "{actions:?}"
+    );
+    let _ = TimeDelta::zero();
+}
