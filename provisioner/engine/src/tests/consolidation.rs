@@ -195,3 +195,74 @@ fn job_pods_are_never_moved_and_when_empty_pools_are_left_alone() {
     );
     let _ = TimeDelta::zero();
 }
+
+#[test]
+fn a_replacement_that_cannot_launch_cheaper_calls_the_consolidation_off() {
+    let mut e = consolidating_engine();
+    e.handle(t(0), Event::PodPending(gpu_pod("a")));
+    let actions = e.poll(t(2));
+    let claim = launches(&actions)[0].0.clone();
+    e.handle(
+        t(3),
+        Event::LaunchFailed {
+            claim: claim.clone(),
+            error: ice("us-east-1a", CapacityType::Spot),
+        },
+    );
+    e.poll(t(3));
+    e.handle(
+        t(4),
+        Event::LaunchFailed {
+            claim: claim.clone(),
+            error: ice("us-east-1b", CapacityType::Spot),
+        },
+    );
+    let actions = e.poll(t(4));
+    bring_up(&mut e, &actions, 5, 0);
+    e.poll(t(40));
+    let actions = settle(&mut e, 40, 1000);
+    let [(replacement, _, zone, ct)] = launches(&actions).try_into().expect("one spot replacement");
+    assert_eq!(ct, CapacityType::Spot);
+    // Spot fails again in both zones; on-demand would save nothing, so it is not tried.
+    let other = if zone == "us-east-1a" {
+        "us-east-1b"
+    } else {
+        "us-east-1a"
+    };
+    e.handle(
+        t(1001),
+        Event::LaunchFailed {
+            claim: replacement.clone(),
+            error: ice(&zone, CapacityType::Spot),
+        },
+    );
+    let actions = e.poll(t(1001));
+    let mut all = actions.clone();
+    if let Some((again, ..)) = launches(&actions).first() {
+        e.handle(
+            t(1002),
+            Event::LaunchFailed {
+                claim: again.clone(),
+                error: ice(other, CapacityType::Spot),
+            },
+        );
+        all.extend(e.poll(t(1002)));
+    }
+    assert!(
+        launches(&all).iter().all(|l| l.3 == CapacityType::Spot),
+        "{all:?}"
+    );
+    assert!(
+        all.contains(&Action::Uncordon {
+            node: "node-0".into()
+        }),
+        "{all:?}"
+    );
+    assert_eq!(e.stats().consolidations_cancelled, 1);
+    assert_eq!(
+        e.placement(&PodRef::new("default", "a")),
+        Some(claim.as_str()),
+        "the pod stays where it runs"
+    );
+    assert_eq!(e.waiting().count(), 0);
+}
