@@ -1,6 +1,5 @@
 //! Consolidation: underutilized nodes are deleted or replaced by cheaper ones, one at a time.
 
-use chrono::TimeDelta;
 use quartermaster_pricing::CapacityType;
 use quartermaster_solver::PodRef;
 
@@ -37,6 +36,31 @@ fn bring_up(e: &mut Engine, actions: &[Action], at: i64, first_node: usize) -> V
         names.push(node);
     }
     names
+}
+
+/// Launches `pod`'s node while spot has no capacity in either zone, so the claim falls back to
+/// on-demand; brings the node up with the pod bound (node-0). Returns the claim.
+fn on_demand_after_spot_ran_out(e: &mut Engine, pod: quartermaster_solver::Pod) -> String {
+    e.handle(t(0), Event::PodPending(pod));
+    let actions = e.poll(t(2));
+    let claim = launches(&actions)[0].0.clone();
+    for (at, zone) in [(3, "us-east-1a"), (4, "us-east-1b")] {
+        let error = ice(zone, CapacityType::Spot);
+        e.handle(
+            t(at),
+            Event::LaunchFailed {
+                claim: claim.clone(),
+                error,
+            },
+        );
+        let actions = e.poll(t(at));
+        if at == 4 {
+            assert_eq!(launches(&actions)[0].3, CapacityType::OnDemand);
+            bring_up(e, &actions, 5, 0);
+        }
+    }
+    assert_eq!(binds(&e.poll(t(40))).len(), 1);
+    claim
 }
 
 /// Runs the engine until it is quiet, returning every action it took.
@@ -100,29 +124,7 @@ fn an_underutilized_node_whose_pods_fit_elsewhere_is_deleted() {
 #[test]
 fn an_on_demand_fallback_node_is_replaced_by_cheaper_spot_later() {
     let mut e = consolidating_engine();
-    e.handle(t(0), Event::PodPending(gpu_pod("a")));
-    let actions = e.poll(t(2));
-    let claim = launches(&actions)[0].0.clone();
-    // Spot has no capacity in either zone: the claim falls back to on-demand.
-    e.handle(
-        t(3),
-        Event::LaunchFailed {
-            claim: claim.clone(),
-            error: ice("us-east-1a", CapacityType::Spot),
-        },
-    );
-    e.poll(t(3));
-    e.handle(
-        t(4),
-        Event::LaunchFailed {
-            claim: claim.clone(),
-            error: ice("us-east-1b", CapacityType::Spot),
-        },
-    );
-    let actions = e.poll(t(4));
-    assert_eq!(launches(&actions)[0].3, CapacityType::OnDemand);
-    bring_up(&mut e, &actions, 5, 0);
-    assert_eq!(binds(&e.poll(t(40))).len(), 1);
+    let claim = on_demand_after_spot_ran_out(&mut e, gpu_pod("a"));
     // Once the spot offerings are usable again and the node has been quiet for 5 minutes,
     // consolidation launches a spot replacement ($0.40 < $1.006 × 0.95).
     let actions = settle(&mut e, 40, 1000);
@@ -150,27 +152,7 @@ fn job_pods_are_never_moved_and_when_empty_pools_are_left_alone() {
     let mut e = consolidating_engine();
     let mut pod = gpu_pod("train-0");
     pod.owner = Some("Job/default/train".into());
-    e.handle(t(0), Event::PodPending(pod));
-    let actions = e.poll(t(2));
-    let claim = launches(&actions)[0].0.clone();
-    e.handle(
-        t(3),
-        Event::LaunchFailed {
-            claim: claim.clone(),
-            error: ice("us-east-1a", CapacityType::Spot),
-        },
-    );
-    e.poll(t(3));
-    e.handle(
-        t(4),
-        Event::LaunchFailed {
-            claim,
-            error: ice("us-east-1b", CapacityType::Spot),
-        },
-    );
-    let actions = e.poll(t(4));
-    bring_up(&mut e, &actions, 5, 0);
-    e.poll(t(40));
+    on_demand_after_spot_ran_out(&mut e, pod);
     let actions = settle(&mut e, 40, 5000);
     assert!(
         launches(&actions).is_empty() && binds(&actions).is_empty(),
@@ -193,33 +175,12 @@ fn job_pods_are_never_moved_and_when_empty_pools_are_left_alone() {
             .all(|a| !matches!(a, Action::Delete { .. } | Action::Bind { .. })),
         "{actions:?}"
     );
-    let _ = TimeDelta::zero();
 }
 
 #[test]
 fn a_replacement_that_cannot_launch_cheaper_calls_the_consolidation_off() {
     let mut e = consolidating_engine();
-    e.handle(t(0), Event::PodPending(gpu_pod("a")));
-    let actions = e.poll(t(2));
-    let claim = launches(&actions)[0].0.clone();
-    e.handle(
-        t(3),
-        Event::LaunchFailed {
-            claim: claim.clone(),
-            error: ice("us-east-1a", CapacityType::Spot),
-        },
-    );
-    e.poll(t(3));
-    e.handle(
-        t(4),
-        Event::LaunchFailed {
-            claim: claim.clone(),
-            error: ice("us-east-1b", CapacityType::Spot),
-        },
-    );
-    let actions = e.poll(t(4));
-    bring_up(&mut e, &actions, 5, 0);
-    e.poll(t(40));
+    let claim = on_demand_after_spot_ran_out(&mut e, gpu_pod("a"));
     let actions = settle(&mut e, 40, 1000);
     let [(replacement, _, zone, ct)] = launches(&actions).try_into().expect("one spot replacement");
     assert_eq!(ct, CapacityType::Spot);

@@ -153,17 +153,7 @@ fn preferred_node_affinity_is_honoured_then_relaxed() {
 
 #[test]
 fn zone_requirement_of_pool_is_honoured() {
-    let p = pool(
-        "one-zone",
-        requirements(&[
-            ("topology.kubernetes.io/zone", Operator::In, &["us-east-1b"]),
-            (
-                "quartermaster.dev/capacity-type",
-                Operator::In,
-                &["on-demand"],
-            ),
-        ]),
-    );
+    let p = zonal_pool("one-zone", &["us-east-1b"]);
     let plan = solve(&snapshot(pods("web", 3, 500, 512, 0), vec![p]));
     assert!(
         plan.new_nodes
@@ -245,17 +235,7 @@ fn hostname_spread_puts_max_skew_pods_per_node() {
 fn min_domains_counts_missing_domains_as_empty() {
     // Only one zone is eligible but minDomains is 3: the global minimum is 0, so with maxSkew 1
     // a single pod can be placed and the second cannot.
-    let p = pool(
-        "one-zone",
-        requirements(&[
-            ("topology.kubernetes.io/zone", Operator::In, &["us-east-1a"]),
-            (
-                "quartermaster.dev/capacity-type",
-                Operator::In,
-                &["on-demand"],
-            ),
-        ]),
-    );
+    let p = zonal_pool("one-zone", &["us-east-1a"]);
     let mut pending = pods("web", 2, 500, 512, 0);
     for pod in &mut pending {
         let mut s = spread(ZONE, "web", 1, WhenUnsatisfiable::DoNotSchedule);
@@ -273,17 +253,7 @@ fn min_domains_counts_missing_domains_as_empty() {
 
 #[test]
 fn schedule_anyway_spread_is_relaxed_and_reported() {
-    let p = pool(
-        "one-zone",
-        requirements(&[
-            ("topology.kubernetes.io/zone", Operator::In, &["us-east-1a"]),
-            (
-                "quartermaster.dev/capacity-type",
-                Operator::In,
-                &["on-demand"],
-            ),
-        ]),
-    );
+    let p = zonal_pool("one-zone", &["us-east-1a"]);
     let mut pending = pods("web", 2, 500, 512, 0);
     for pod in &mut pending {
         let mut s = spread(ZONE, "web", 1, WhenUnsatisfiable::ScheduleAnyway);
@@ -348,17 +318,7 @@ fn zonal_anti_affinity_allows_one_pod_per_zone() {
 
 #[test]
 fn preferred_anti_affinity_is_relaxed_when_it_blocks() {
-    let p = pool(
-        "one-zone",
-        requirements(&[
-            ("topology.kubernetes.io/zone", Operator::In, &["us-east-1a"]),
-            (
-                "quartermaster.dev/capacity-type",
-                Operator::In,
-                &["on-demand"],
-            ),
-        ]),
-    );
+    let p = zonal_pool("one-zone", &["us-east-1a"]);
     let mut pending = pods("cache", 2, 500, 512, 0);
     for pod in &mut pending {
         pod.anti_affinity.push(term(ZONE, "cache", Some(40)));

@@ -117,6 +117,21 @@ pub fn pool(name: &str, reqs: Requirements) -> NodePoolSpec {
     }
 }
 
+/// An on-demand pool limited to `zones`.
+pub fn zonal_pool(name: &str, zones: &[&str]) -> NodePoolSpec {
+    pool(
+        name,
+        requirements(&[
+            ("topology.kubernetes.io/zone", Operator::In, zones),
+            (
+                "quartermaster.dev/capacity-type",
+                Operator::In,
+                &["on-demand"],
+            ),
+        ]),
+    )
+}
+
 pub fn on_demand_pool(name: &str) -> NodePoolSpec {
     pool(
         name,
