@@ -1,0 +1,3 @@
+//! The in-cluster controller (work in progress).
+
+pub mod rbac;
