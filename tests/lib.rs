@@ -50,3 +50,6 @@ pub fn workspace_root() -> PathBuf {
 pub fn path(relative: &str) -> String {
     workspace_root().join(relative).display().to_string()
 }
+
+pub mod prometheus;
+pub mod tools;

@@ -3,10 +3,14 @@
 
 mod bench;
 mod catalog;
+mod chart;
 mod crds;
+mod e2e;
 mod fixtures;
+mod focus;
 mod labels;
 mod layering;
 mod plan;
+mod report;
 mod simulate;
 mod validate;
