@@ -27,6 +27,9 @@ pub struct EngineConfig {
     /// A replacement must be at least this fraction cheaper than the node it replaces (moving
     /// pods has a cost; no churn for pennies).
     pub consolidation_min_saving: f64,
+    /// Put between the NodePool name and the counter in NodeClaim names (`gpu-k3x9q00001`),
+    /// so names stay unique across controller restarts. Empty in simulations (`gpu-00001`).
+    pub claim_name_tag: String,
 }
 
 impl Default for EngineConfig {
@@ -41,6 +44,7 @@ impl Default for EngineConfig {
             max_backoff: TimeDelta::minutes(1),
             consolidation_interval: TimeDelta::minutes(1),
             consolidation_min_saving: 0.05,
+            claim_name_tag: String::new(),
         }
     }
 }

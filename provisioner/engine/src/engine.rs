@@ -12,6 +12,8 @@ use quartermaster_solver::{
     ResourceTable, Resources, daemonset_overhead, to_resources,
 };
 
+#[path = "adopt.rs"]
+mod adopt;
 #[path = "consolidation.rs"]
 mod consolidation;
 
@@ -258,6 +260,9 @@ impl Engine {
                 }
             }
             Event::Deleted { claim } => self.remove_claim(now, &claim),
+            Event::ClaimFound(found) => self.adopt(now, found),
+            Event::PodBound { pod, node } => self.pod_bound(now, pod, &node),
+            Event::ClaimDeleting { claim } => self.deleting_elsewhere(now, &claim),
         }
     }
 
@@ -467,7 +472,10 @@ impl Engine {
             else {
                 continue;
             };
-            let name = format!("{}-{:05}", node.node_pool, self.next_claim);
+            let name = format!(
+                "{}-{}{:05}",
+                node.node_pool, self.config.claim_name_tag, self.next_claim
+            );
             self.next_claim += 1;
             let Some(claim) =
                 self.new_claim(now, &name, pool, node.offering, node.alternatives.into())

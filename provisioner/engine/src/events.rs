@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use quartermaster_cloud::{CloudError, Instance, LaunchRequest};
 use quartermaster_solver::pod::Taint;
-use quartermaster_solver::{Pod, PodRef, Resources};
+use quartermaster_solver::{OfferingChoice, Pod, PodRef, Resources};
 
 /// A node as it registered with the cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,11 +67,55 @@ pub enum Event {
         /// Provider id.
         provider_id: String,
     },
-    /// A delete the engine asked for finished.
+    /// A delete the engine asked for finished (or the NodeClaim is gone from the cluster).
     Deleted {
         /// NodeClaim name.
         claim: String,
     },
+    /// A NodeClaim that exists outside the engine's memory: found in the cluster by a
+    /// restarted controller or a new leader. The engine adopts it as it stands; a claim that
+    /// never launched is launched again (providers are idempotent on the claim name).
+    ClaimFound(FoundClaim),
+    /// A pod runs on a node (bound by the kube-scheduler, or found running after a restart).
+    /// The engine records it on that node's claim, wherever it had nominated it; a pod on a node
+    /// no claim owns is no longer tracked.
+    PodBound {
+        /// The pod.
+        pod: Pod,
+        /// Node name.
+        node: String,
+    },
+    /// Someone else asked for a claim's deletion (a user deleted the NodeClaim or its Node):
+    /// nothing more is placed on it and its pods need a place again.
+    ClaimDeleting {
+        /// NodeClaim name.
+        claim: String,
+    },
+}
+
+/// A NodeClaim as the cluster records it (the durable memory of what was decided and launched).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoundClaim {
+    /// NodeClaim name.
+    pub name: String,
+    /// NodePool that owns it.
+    pub node_pool: String,
+    /// The offering it launched with (or was launching with).
+    pub offering: OfferingChoice,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// Provider id, once launched.
+    pub provider_id: Option<String>,
+    /// When the launch was accepted.
+    pub launched_at: Option<DateTime<Utc>>,
+    /// Its node, once registered.
+    pub node: Option<NodeView>,
+    /// When it registered.
+    pub registered_at: Option<DateTime<Utc>>,
+    /// When it became initialized, if it did.
+    pub initialized_at: Option<DateTime<Utc>>,
+    /// Whether its deletion was already asked for.
+    pub deleting: bool,
 }
 
 /// Why the engine deletes a node.

@@ -20,7 +20,7 @@ mod unavailable;
 
 pub use config::EngineConfig;
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
-pub use events::{Action, DeleteReason, Event, NodeView};
+pub use events::{Action, DeleteReason, Event, FoundClaim, NodeView};
 pub use pools::{EngineError, PoolPolicy};
 pub use unavailable::UnavailableOfferings;
 

@@ -1,0 +1,116 @@
+//! What a driver learns from the cluster rather than from the engine's own decisions: claims
+//! that outlived a controller restart, pods the kube-scheduler bound, claims deleted by a user.
+
+use chrono::{DateTime, Utc};
+use quartermaster_solver::Pod;
+
+use super::Engine;
+use crate::events::FoundClaim;
+use crate::state::{Phase, PodEntry, PodState};
+
+impl Engine {
+    /// Takes over a NodeClaim found in the cluster. A claim the engine already knows is left
+    /// as it is; a claim of an unknown NodePool or offering is ignored (the driver decides what
+    /// to do with it). A claim that never launched is launched again: providers are idempotent
+    /// on the claim name, so this never makes a second instance.
+    pub(super) fn adopt(&mut self, now: DateTime<Utc>, found: FoundClaim) {
+        if self.claims.contains_key(&found.name) {
+            return;
+        }
+        let Some(pool) = self
+            .setup
+            .pools
+            .iter()
+            .position(|p| p.spec.name == found.node_pool)
+        else {
+            return;
+        };
+        let Some(mut claim) = self.new_claim(
+            found.created_at,
+            &found.name,
+            pool,
+            found.offering,
+            Default::default(),
+        ) else {
+            return;
+        };
+        claim.provider_id = found.provider_id;
+        claim.launched_at = found.launched_at;
+        claim.registered_at = found.registered_at;
+        claim.initialized_at = found.initialized_at;
+        claim.deleting = found.deleting;
+        claim.phase = match (&claim.provider_id, &found.node, found.initialized_at) {
+            (None, _, _) => Phase::Launching,
+            (Some(_), None, _) => Phase::Launched,
+            (Some(_), Some(_), None) => Phase::Registered,
+            (Some(_), Some(_), Some(_)) => Phase::Initialized,
+        };
+        if claim.phase >= Phase::Launched && claim.launched_at.is_none() {
+            claim.launched_at = Some(now);
+        }
+        if claim.phase >= Phase::Registered && claim.registered_at.is_none() {
+            claim.registered_at = Some(now);
+        }
+        if claim.phase == Phase::Initialized {
+            claim.empty_since = Some(now);
+        }
+        claim.node = found.node;
+        claim.last_change = now;
+        let relaunch = claim.phase == Phase::Launching && !claim.deleting;
+        let name = claim.name.clone();
+        self.claims.insert(name.clone(), claim);
+        if relaunch {
+            self.launch(&name);
+        }
+    }
+
+    /// Records that `pod` runs on `node`.
+    pub(super) fn pod_bound(&mut self, now: DateTime<Utc>, pod: Pod, node: &str) {
+        let claim = self
+            .claims
+            .values()
+            .find(|c| c.node.as_ref().is_some_and(|n| n.name == node))
+            .map(|c| c.name.clone());
+        let previous = self.pods.remove(&pod.id);
+        if let Some(PodEntry {
+            state: PodState::Nominated { claim: old } | PodState::Bound { claim: old },
+            ..
+        }) = &previous
+            && Some(old) != claim.as_ref()
+            && let Some(c) = self.claims.get_mut(old)
+        {
+            c.last_change = now;
+        }
+        let Some(claim) = claim else {
+            return;
+        };
+        if let Some(c) = self.claims.get_mut(&claim) {
+            c.empty_since = None;
+            if !matches!(&previous, Some(PodEntry { state: PodState::Bound { claim: old }, .. }) if *old == claim)
+            {
+                c.last_change = now;
+            }
+        }
+        self.pods.insert(
+            pod.id.clone(),
+            PodEntry {
+                pod,
+                state: PodState::Bound { claim },
+            },
+        );
+    }
+
+    /// A claim whose deletion someone else asked for: it takes no more pods, and the pods
+    /// nominated to it need a place again.
+    pub(super) fn deleting_elsewhere(&mut self, now: DateTime<Utc>, name: &str) {
+        let Some(c) = self.claims.get_mut(name) else {
+            return;
+        };
+        if c.deleting {
+            return;
+        }
+        c.deleting = true;
+        let replaces = c.replaces.clone();
+        self.release_pods(now, name, replaces.as_deref());
+    }
+}
