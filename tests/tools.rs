@@ -283,3 +283,24 @@ def main():
 
 sys.exit(main())
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_venv_name_with_a_path_is_an_error() {
+        let err = python_venv("../escape", "python3", &[]).unwrap_err();
+        assert!(err.contains("../escape"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_interpreter_is_an_error_naming_it() {
+        let err =
+            python_venv("missing-interpreter", "python-quartermaster-missing", &[]).unwrap_err();
+        assert!(
+            err.contains("could not run `python-quartermaster-missing`"),
+            "{err}"
+        );
+    }
+}
