@@ -27,7 +27,7 @@ use quartermaster_policies::labels::{
     LABEL_CAPACITY_TYPE, LABEL_CLOUD, LABEL_INSTANCE_TYPE, LABEL_ZONE,
 };
 use quartermaster_pricing::{Catalog, Cloud};
-use quartermaster_solver::{ClusterSnapshot, Pod, PodRef};
+use quartermaster_solver::{ClusterSnapshot, Pod, PodRef, ResourceTable};
 use serde_json::Value;
 
 pub use error::ClusterError;
@@ -63,11 +63,33 @@ pub fn snapshot_with_catalog(
     ingest(objects, Some(catalog))
 }
 
+/// [`snapshot_with_catalog`], starting from a given resource table: names already in it keep
+/// their slots, new names are appended. A long-running driver (the controller) keeps one table
+/// so resource vectors stay comparable from one snapshot to the next.
+pub fn snapshot_with_resources(
+    objects: &[Value],
+    catalog: &Catalog,
+    resources: ResourceTable,
+) -> Result<Ingested, ClusterError> {
+    ingest_into(objects, Some(catalog), resources)
+}
+
 fn ingest(objects: &[Value], catalog: Option<&Catalog>) -> Result<Ingested, ClusterError> {
+    ingest_into(objects, catalog, ResourceTable::default())
+}
+
+fn ingest_into(
+    objects: &[Value],
+    catalog: Option<&Catalog>,
+    resources: ResourceTable,
+) -> Result<Ingested, ClusterError> {
     let mut notes = Vec::new();
     let inventory = Inventory::sort(objects, &mut notes)?;
     let expansion = workloads::expand(&inventory, &mut notes)?;
-    let mut snapshot = ClusterSnapshot::default();
+    let mut snapshot = ClusterSnapshot {
+        resources,
+        ..ClusterSnapshot::default()
+    };
 
     // Pods first: they decide which resources take slots.
     let mut taken: BTreeSet<PodRef> = BTreeSet::new();

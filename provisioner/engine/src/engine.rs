@@ -95,6 +95,10 @@ pub struct ClaimView {
     pub created_at: DateTime<Utc>,
     /// When its node was initialized.
     pub initialized_at: Option<DateTime<Utc>>,
+    /// Labels its node must carry (pool template, offering, NodePool).
+    pub labels: BTreeMap<String, String>,
+    /// Whether its deletion was asked for.
+    pub deleting: bool,
 }
 
 /// Batching of pending pods.
@@ -175,6 +179,8 @@ impl Engine {
             initialized: c.phase == Phase::Initialized,
             created_at: c.created_at,
             initialized_at: c.initialized_at,
+            labels: c.labels.clone(),
+            deleting: c.deleting,
         })
     }
 
