@@ -1,0 +1,53 @@
+//! The one error type of this crate.
+
+/// What can go wrong allocating costs or reading Prometheus series.
+#[derive(Debug, thiserror::Error)]
+pub enum CostError {
+    /// Writing the CSV failed.
+    #[error("cannot write the FOCUS CSV: {0}")]
+    Write(String),
+    /// A Prometheus API answer is not what `/api/v1/query_range` returns.
+    #[error("Prometheus answer is not a query_range matrix: {0}")]
+    PrometheusResponse(String),
+    /// Prometheus answered with an error.
+    #[error("Prometheus error ({kind}): {message}")]
+    PrometheusError {
+        /// `errorType` of the answer.
+        kind: String,
+        /// `error` of the answer.
+        message: String,
+    },
+    /// A series carries a label value we cannot use.
+    #[error("series {metric}{{{labels}}}: label {label}={value:?}: {reason}")]
+    Label {
+        /// Metric name.
+        metric: String,
+        /// The series' labels, `k="v"` comma-separated.
+        labels: String,
+        /// The label.
+        label: String,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A sample value we cannot use (negative cost).
+    #[error("series {metric}{{{labels}}}: value {value} is not a cost in dollars per hour")]
+    Value {
+        /// Metric name.
+        metric: String,
+        /// The series' labels, `k="v"` comma-separated.
+        labels: String,
+        /// The value.
+        value: f64,
+    },
+    /// A duration such as `--since` could not be read.
+    #[error("invalid duration {0:?}: expected a number with a unit, e.g. 90s, 30m, 24h, 7d")]
+    Duration(String),
+}
+
+impl From<csv::Error> for CostError {
+    fn from(e: csv::Error) -> Self {
+        CostError::Write(e.to_string())
+    }
+}
