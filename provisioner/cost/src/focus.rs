@@ -331,3 +331,6 @@ pub fn write_csv(
         out,
     )
 }
+
+#[cfg(test)]
+mod tests;
