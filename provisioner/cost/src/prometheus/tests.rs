@@ -17,8 +17,11 @@ fn window() -> Window {
     }
 }
 
+/// Sample runs of one series: `(from, to, value)`, every 10 s.
+type Runs<'a> = &'a [(i64, i64, &'a str)];
+
 /// A matrix answer; each series is `(labels as JSON object text, [(from, to, value)])`.
-fn answer(series: &[(&str, &[(i64, i64, &str)])]) -> String {
+fn answer(series: &[(&str, Runs)]) -> String {
     let result: Vec<String> = series
         .iter()
         .map(|(labels, runs)| {
