@@ -1,1 +1,64 @@
-//! placeholder
+//! # quartermaster-kwok
+//!
+//! The kwok cloud: `quartermaster controller --cloud-provider kwok` makes Quartermaster work on
+//! any cluster (kind, k3d, a real one) with no cloud account, as Karpenter's kwok provider
+//! does. It is a product feature, not a test double.
+//!
+//! * [`KwokCloud`] is a [`CloudProvider`](quartermaster_cloud::CloudProvider): launching an
+//!   instance creates a Node named after the NodeClaim, with `providerID: kwok://NAME`, every
+//!   label a node of the chosen instance type and offering carries (instance type, zone,
+//!   region, capacity type, arch, os, cloud, NodePool, NodeClaim, the
+//!   `quartermaster.dev/instance-*` and accelerator labels), the
+//!   `quartermaster.dev/unregistered:NoExecute` taint a real node registers with, and a status
+//!   (written through `/status`) with capacity and allocatable from the catalog and `Ready`.
+//!   Deleting the instance deletes the Node. Launch latency, capacity limits and
+//!   insufficient-capacity windows come from a [`KwokConfig`] with the simulated cloud's field
+//!   names, so fallback can be watched live.
+//! * [`KwokKubelet`] plays kubelet for those Nodes, since none runs: Leases in
+//!   `kube-node-lease` and the `Ready` heartbeat, the accelerators appearing after the
+//!   device-plugin delay, bound pods reported `Running`, deleted pods' deletion completed, and
+//!   pods annotated `kwok.quartermaster.dev/run-for: DURATION` reported `Succeeded` after that
+//!   long so Jobs finish.
+//!
+//! ```no_run
+//! # async fn wiring(client: kube::Client) -> Result<(), quartermaster_kwok::KwokError> {
+//! use std::sync::Arc;
+//! use quartermaster_cloud::SystemClock;
+//! use quartermaster_kwok::{KwokCloud, KwokConfig, KwokKubelet};
+//! use quartermaster_pricing::{Catalog, Cloud};
+//!
+//! let config = KwokConfig::from_path("kwok.yaml".as_ref())?; // or KwokConfig::default()
+//! let clock = Arc::new(SystemClock);
+//! // One provider per cloud the NodePools' NodeClasses name ...
+//! let aws = KwokCloud::new(client.clone(), Cloud::Aws, Catalog::embedded(), config, clock.clone())?;
+//! // ... and one kubelet loop for all of them.
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! tokio::spawn(KwokKubelet::new(client, clock).run(async { stopped.await.ok(); }));
+//! # drop((aws, stop)); Ok(()) }
+//! ```
+//!
+//! The API access both need is [`API_ACCESS`]; it stays within the controller's RBAC tables.
+
+#![forbid(unsafe_code)]
+
+mod api_error;
+mod cloud;
+mod config;
+mod error;
+pub mod keys;
+mod kubelet;
+mod node;
+mod node_status;
+mod rbac;
+mod time;
+
+pub use cloud::KwokCloud;
+pub use config::KwokConfig;
+pub use error::KwokError;
+pub use kubelet::{KwokKubelet, LEASE_RENEW_INTERVAL, STATUS_INTERVAL, SYNC_PERIOD};
+/// The simulated cloud's config types, which [`KwokConfig`] reuses.
+pub use quartermaster_sim::{CapacityLimit, CapacityOutage, LatencyTable};
+pub use rbac::API_ACCESS;
+
+#[cfg(test)]
+mod tests;

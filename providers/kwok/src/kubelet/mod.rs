@@ -1,0 +1,304 @@
+//! [`KwokKubelet`]: what a kubelet would do for kwok Nodes, with no machine behind them.
+
+pub(crate) mod lease;
+pub(crate) mod pods;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, ResourceExt};
+use quartermaster_cloud::Clock;
+
+use crate::api_error::is_not_found;
+use crate::keys;
+use crate::node::{Machine, is_kwok};
+use crate::node_status::{is_current, ready_heartbeat, reported_status};
+
+use pods::{PodStep, next_step};
+
+/// How often each Node's Lease is renewed (the kubelet's default: a quarter of its 40 s).
+pub const LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(10);
+/// How often each Node's `Ready` condition is re-reported when nothing changes.
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(30);
+/// How often the loop looks at everything even when no watch event arrives (leases, heartbeats,
+/// device plugins, `run-for` deadlines).
+pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
+/// A write that did not show up in the watch yet is not repeated sooner than this.
+const RESEND_AFTER: Duration = Duration::from_secs(10);
+/// After a watch event, how long to wait for more before acting on them together.
+const DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// Plays kubelet for every kwok Node (of every cloud) and the pods bound to them:
+///
+/// * renews each Node's Lease in `kube-node-lease` every 10 s, so the node-lifecycle
+///   controller does not mark it unreachable;
+/// * reports its status through `/status`: `Ready` (heartbeat every 30 s), capacity and
+///   allocatable from the Node's kwok annotations, the accelerators once the device-plugin
+///   delay of its launch has passed;
+/// * reports a bound `Pending` pod `Running` (containers running and ready, a made-up pod IP
+///   in 198.18.0.0/15), completes the deletion of a deleted pod (grace period 0: there are no
+///   containers to stop), and reports a pod annotated `kwok.quartermaster.dev/run-for:
+///   DURATION` `Succeeded` that long after it started, so Jobs finish.
+///
+/// It watches kwok Nodes (label `quartermaster.dev/kwok=true`) and bound pods
+/// (`spec.nodeName!=`), acts on changes within ~50 ms and looks at everything every second.
+/// Every decision takes "now" from the [`Clock`]. API errors are logged and retried on a later
+/// pass; the loop never stops on its own.
+pub struct KwokKubelet {
+    client: kube::Client,
+    clock: Arc<dyn Clock>,
+    nodes: Api<Node>,
+    leases: Api<Lease>,
+    memory: Memory,
+}
+
+/// What the kubelet remembers between passes: what it wrote that the watch may not show yet.
+#[derive(Debug, Default)]
+struct Memory {
+    nodes: BTreeMap<String, NodeMemory>,
+    /// By pod uid.
+    pods: BTreeMap<String, PodMemory>,
+}
+
+#[derive(Debug, Default)]
+struct NodeMemory {
+    /// The Lease as last written, for the next renewal.
+    lease: Option<Lease>,
+    lease_renewed_at: Option<DateTime<Utc>>,
+    /// When the status was last written, and whether it had the accelerators.
+    status_sent: Option<(DateTime<Utc>, bool)>,
+}
+
+#[derive(Debug, Default)]
+struct PodMemory {
+    /// The last step taken, and when.
+    done: Option<(PodStep, DateTime<Utc>)>,
+    /// A bad `run-for` annotation was reported.
+    warned: bool,
+}
+
+fn since(now: DateTime<Utc>, then: DateTime<Utc>) -> Duration {
+    (now - then).to_std().unwrap_or(Duration::ZERO)
+}
+
+fn pod_key(pod: &Pod) -> String {
+    pod.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()))
+}
+
+impl KwokKubelet {
+    /// A kubelet for every kwok Node reachable through `client`, reading the time from `clock`.
+    pub fn new(client: kube::Client, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            nodes: Api::all(client.clone()),
+            leases: Api::namespaced(client.clone(), keys::NODE_LEASE_NAMESPACE),
+            client,
+            clock,
+            memory: Memory::default(),
+        }
+    }
+
+    /// Runs until `shutdown` completes. Watch errors are logged and the watches restarted with
+    /// backoff; it never returns before `shutdown`.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        let (node_store, node_writer) = reflector::store::<Node>();
+        let (pod_store, pod_writer) = reflector::store::<Pod>();
+        let kwok_nodes = watcher::Config::default().labels(&format!("{}=true", keys::LABEL_KWOK));
+        let bound_pods = watcher::Config::default().fields("spec.nodeName!=");
+        let mut node_events = pin!(
+            watcher(self.nodes.clone(), kwok_nodes)
+                .default_backoff()
+                .modify(|n: &mut Node| n.managed_fields_mut().clear())
+                .reflect(node_writer)
+        );
+        let mut pod_events = pin!(
+            watcher(Api::<Pod>::all(self.client.clone()), bound_pods)
+                .default_backoff()
+                .modify(|p: &mut Pod| p.managed_fields_mut().clear())
+                .reflect(pod_writer)
+        );
+        let mut shutdown = pin!(shutdown);
+        let mut ticks = tokio::time::interval(SYNC_PERIOD);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut debounce = pin!(tokio::time::sleep(Duration::ZERO));
+        let mut armed = false;
+        loop {
+            let changed = tokio::select! {
+                () = &mut shutdown => break,
+                Some(event) = node_events.next() => event.map(|_| ()).map_err(|e| ("nodes", e)),
+                Some(event) = pod_events.next() => event.map(|_| ()).map_err(|e| ("pods", e)),
+                _ = ticks.tick() => {
+                    self.sync(&node_store.state(), &pod_store.state()).await;
+                    continue;
+                }
+                () = &mut debounce, if armed => {
+                    armed = false;
+                    self.sync(&node_store.state(), &pod_store.state()).await;
+                    continue;
+                }
+            };
+            match changed {
+                Ok(()) if !armed => {
+                    debounce
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + DEBOUNCE);
+                    armed = true;
+                }
+                Ok(()) => {}
+                Err((what, e)) => {
+                    tracing::warn!(error = %e, "kwok kubelet: watching {what} failed; retrying")
+                }
+            }
+        }
+    }
+
+    /// One pass over every kwok Node and bound pod, at the clock's now. API calls are made one
+    /// at a time in name order, so a pass is deterministic.
+    pub(crate) async fn sync(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) {
+        let now = self.clock.now();
+        let mut nodes: Vec<&Node> = nodes
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|n| is_kwok(n))
+            .collect();
+        nodes.sort_by_key(|n| n.name_any());
+        let names: BTreeSet<String> = nodes.iter().map(|n| n.name_any()).collect();
+        for node in &nodes {
+            if node.metadata.deletion_timestamp.is_none() {
+                self.sync_node(node, now).await;
+            }
+        }
+        self.memory.nodes.retain(|name, _| names.contains(name));
+
+        let mut bound: Vec<&Pod> = pods
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .is_some_and(|n| names.contains(n))
+            })
+            .collect();
+        bound.sort_by_key(|p| (p.namespace().unwrap_or_default(), p.name_any()));
+        for pod in &bound {
+            self.sync_pod(pod, now).await;
+        }
+        let keys: BTreeSet<String> = bound.iter().map(|p| pod_key(p)).collect();
+        self.memory.pods.retain(|k, _| keys.contains(k));
+    }
+
+    async fn sync_node(&mut self, node: &Node, now: DateTime<Utc>) {
+        let name = node.name_any();
+        let mut memory = self.memory.nodes.remove(&name).unwrap_or_default();
+
+        let lease_due = memory
+            .lease_renewed_at
+            .is_none_or(|t| since(now, t) >= LEASE_RENEW_INTERVAL);
+        if lease_due {
+            match lease::renew(&self.leases, node, memory.lease.take(), now).await {
+                Ok(lease) => {
+                    memory.lease = Some(lease);
+                    memory.lease_renewed_at = Some(now);
+                }
+                Err(e) => {
+                    tracing::warn!(node = %name, error = %e, "kwok kubelet: renewing the node Lease failed; retrying")
+                }
+            }
+        }
+
+        let machine = Machine::of(node);
+        let devices_ready = machine.as_ref().is_none_or(|m| m.devices_ready(now));
+        let last_beat = ready_heartbeat(node).max(memory.status_sent.map(|(at, _)| at));
+        let heartbeat_due = last_beat.is_none_or(|t| since(now, t) >= STATUS_INTERVAL);
+        let stale = !is_current(node, machine.as_ref(), now);
+        let sent_recently = memory
+            .status_sent
+            .is_some_and(|(at, had)| had == devices_ready && since(now, at) < RESEND_AFTER);
+        if heartbeat_due || (stale && !sent_recently) {
+            let status = reported_status(node, machine.as_ref(), now);
+            let patch = serde_json::json!({ "status": status });
+            match self
+                .nodes
+                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                Ok(_) => memory.status_sent = Some((now, devices_ready)),
+                Err(e) => {
+                    tracing::warn!(node = %name, error = %e, "kwok kubelet: reporting node status failed; retrying")
+                }
+            }
+        }
+        self.memory.nodes.insert(name, memory);
+    }
+
+    async fn sync_pod(&mut self, pod: &Pod, now: DateTime<Utc>) {
+        let key = pod_key(pod);
+        let memory = self.memory.pods.entry(key).or_default();
+        let step = match next_step(pod, now) {
+            Ok(Some(step)) => step,
+            Ok(None) => return,
+            Err(why) => {
+                if !memory.warned {
+                    memory.warned = true;
+                    tracing::warn!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), "kwok kubelet: {why}; the pod runs until deleted");
+                }
+                return;
+            }
+        };
+        if memory
+            .done
+            .is_some_and(|(did, at)| did == step && since(now, at) < RESEND_AFTER)
+        {
+            return;
+        }
+        memory.done = Some((step, now));
+
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let result = match step {
+            PodStep::Delete => {
+                let params = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(Preconditions {
+                        uid: pod.metadata.uid.clone(),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                match pods.delete(&name, &params).await {
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    other => other.map(|_| ()),
+                }
+            }
+            PodStep::Start => {
+                let patch = serde_json::json!({ "status": pods::running_status(pod, now) });
+                pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                    .await
+                    .map(|_| ())
+            }
+            PodStep::Finish(started) => {
+                let status = pods::succeeded_status(pod, started, now);
+                let patch = serde_json::json!({ "status": status });
+                pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                    .await
+                    .map(|_| ())
+            }
+        };
+        if let Err(e) = result {
+            tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, ?step, "kwok kubelet: acting for a pod failed; retrying");
+        }
+    }
+}
