@@ -45,6 +45,88 @@ pub enum Command {
     /// on on-demand capacity only. Without a SCENARIO it runs an embedded demo scenario.
     /// Example: `quartermaster simulate scenarios/llm-training-burst.yaml --report-dir out/`
     Simulate(SimulateArgs),
+    /// Run the in-cluster controller: watch pods that cannot be scheduled, provision nodes for
+    /// them through a cloud provider, and remove nodes that are no longer needed.
+    ///
+    /// Every flag is also read from the environment variable of the same name in upper snake
+    /// case (`--cluster-name` from `CLUSTER_NAME`). With `--cloud-provider kwok` no cloud
+    /// account is needed: nodes are Kubernetes Node objects the controller keeps alive.
+    /// Example: `quartermaster controller --cloud-provider kwok --kubeconfig ~/.kube/config`
+    Controller(ControllerArgs),
+}
+
+/// A cloud provider for the controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CloudProviderArg {
+    /// Nodes without machines on any cluster (no cloud account).
+    Kwok,
+    /// Amazon EC2.
+    Aws,
+    /// Google Compute Engine.
+    Gcp,
+    /// Azure virtual machines.
+    Azure,
+}
+
+/// Log line formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (the default in the cluster).
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// Arguments of `quartermaster controller`. Flag names follow Karpenter's settings.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Kubeconfig file; otherwise the in-cluster configuration or `KUBECONFIG`.
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where nodes come from.
+    #[arg(long, env = "CLOUD_PROVIDER", value_enum, default_value_t = CloudProviderArg::Kwok)]
+    pub cloud_provider: CloudProviderArg,
+    /// The cluster's name (instance tags, cost reports).
+    #[arg(long, env = "CLUSTER_NAME", default_value = "quartermaster")]
+    pub cluster_name: String,
+    /// Port of `/metrics` and `/cost`.
+    #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
+    pub metrics_port: u16,
+    /// Port of `/healthz` and `/readyz`.
+    #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
+    pub health_probe_port: u16,
+    /// Elect one acting replica through a Lease (`--leader-elect=false` to act alone).
+    #[arg(long, env = "LEADER_ELECT", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease (the pod's namespace in the cluster).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub leader_election_namespace: String,
+    /// This replica's identity in the election (the pod's name in the cluster; the host name
+    /// otherwise).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Sustained Kubernetes API requests per second (client-side rate limit).
+    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200.0)]
+    pub kube_client_qps: f64,
+    /// Kubernetes API requests that may go out at once.
+    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 300)]
+    pub kube_client_burst: u32,
+    /// A batch of pending pods closes after this long without a new one.
+    #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s")]
+    pub batch_idle_duration: String,
+    /// A batch of pending pods closes at the latest this long after its first pod.
+    #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s")]
+    pub batch_max_duration: String,
+    /// error, warn, info, debug or trace (or a tracing filter such as `quartermaster=debug`).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log line format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+    /// kwok cloud settings (launch latency, capacity limits, insufficient-capacity windows,
+    /// device-plugin delay) as YAML.
+    #[arg(long, env = "KWOK_CONFIG", value_name = "FILE")]
+    pub kwok_config: Option<PathBuf>,
 }
 
 /// Output formats for listings.

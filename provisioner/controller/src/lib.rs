@@ -1,8 +1,30 @@
-//! The in-cluster controller (work in progress).
+//! The in-cluster controller: `quartermaster controller`.
+//!
+//! It watches Pods, Nodes, NodePools, NodeClaims, the NodeClass kinds, DaemonSets and
+//! PodDisruptionBudgets ([`stores`]), and drives the same provisioning engine as `simulate`
+//! ([`driver`]): watch events become engine events, the engine's actions are carried out
+//! against the Kubernetes API and a cloud provider ([`launch`], [`lifecycle`],
+//! [`termination`]), and their outcomes are fed back. The API server is the memory: a restarted
+//! controller rebuilds its engine from the NodeClaims in the cluster. Only the holder of the
+//! leader Lease writes ([`writes`], [`leader`]).
 
 pub mod client;
+pub mod context;
+pub mod driver;
 mod error;
+pub mod fleet;
+pub mod http;
+pub mod launch;
 pub mod leader;
+pub mod lifecycle;
+pub mod metrics;
 pub mod rbac;
+pub mod run;
+pub mod stores;
+pub mod termination;
+pub mod time;
+pub mod translate;
+pub mod writes;
 
 pub use error::ControllerError;
+pub use run::{Settings, run};

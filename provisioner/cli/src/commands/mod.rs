@@ -2,6 +2,7 @@
 
 mod bench;
 mod catalog;
+mod controller;
 mod crds;
 mod plan;
 mod simulate;
@@ -20,5 +21,6 @@ pub fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::R
         Command::Plan(args) => plan::run(&args, out, err),
         Command::Bench(args) => bench::run(&args, out, err),
         Command::Simulate(args) => simulate::run(&args, out, err),
+        Command::Controller(args) => controller::run(&args, err),
     }
 }

@@ -1,0 +1,153 @@
+//! `quartermaster controller`: wires the Kubernetes client, the cloud provider and the
+//! controller together and runs them until SIGTERM or Ctrl-C.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use chrono::TimeDelta;
+use quartermaster_cloud::{Clock, CloudProvider, SystemClock};
+use quartermaster_controller::client::{ClientSettings, build_client};
+use quartermaster_controller::context::Providers;
+use quartermaster_controller::leader::LeaderSettings;
+use quartermaster_controller::Settings;
+use quartermaster_engine::EngineConfig;
+use quartermaster_kwok::{KwokCloud, KwokConfig, KwokKubelet};
+use quartermaster_policies::duration::parse_duration;
+use quartermaster_pricing::{Catalog, Cloud};
+
+use crate::cli::{CloudProviderArg, ControllerArgs, LogFormat};
+
+fn duration(flag: &str, text: &str) -> anyhow::Result<TimeDelta> {
+    let d = parse_duration(text).with_context(|| format!("{flag} {text:?}"))?;
+    TimeDelta::from_std(d).with_context(|| format!("{flag} {text:?} is too long"))
+}
+
+fn init_logging(args: &ControllerArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
+        .with_context(|| format!("--log-level {:?}", args.log_level))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = match args.log_format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+    // Already initialised (a second run in one process): keep the first.
+    let _ = result;
+    Ok(())
+}
+
+/// Runs the controller; returns only on shutdown or a fatal error.
+pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
+    let mut engine = EngineConfig {
+        batch_idle: duration("--batch-idle-duration", &args.batch_idle_duration)?,
+        batch_max: duration("--batch-max-duration", &args.batch_max_duration)?,
+        ..EngineConfig::default()
+    };
+    if engine.batch_idle > engine.batch_max {
+        bail!("--batch-idle-duration must not be longer than --batch-max-duration");
+    }
+    engine.claim_name_tag = claim_name_tag();
+    let kwok_config = match &args.kwok_config {
+        Some(path) => KwokConfig::from_path(path)?,
+        None => KwokConfig::default(),
+    };
+    match args.cloud_provider {
+        CloudProviderArg::Kwok => {}
+        other => bail!(
+            "--cloud-provider {}: that provider is not built yet (it lands with the real-clouds issue); use --cloud-provider kwok",
+            format!("{other:?}").to_lowercase()
+        ),
+    }
+    init_logging(args)?;
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        std::env::var("HOSTNAME").unwrap_or_else(|_| format!("quartermaster-{}", std::process::id()))
+    });
+    let settings = Settings {
+        cluster_name: args.cluster_name.clone(),
+        metrics_port: args.metrics_port,
+        health_probe_port: args.health_probe_port,
+        leader: args
+            .leader_elect
+            .then(|| LeaderSettings::new(args.leader_election_namespace.clone(), identity.clone())),
+        identity,
+        engine,
+        resync: Duration::from_secs(10),
+    };
+    let client_settings = ClientSettings {
+        kubeconfig: args.kubeconfig.clone(),
+        qps: args.kube_client_qps,
+        burst: args.kube_client_burst,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let client = build_client(&client_settings).await?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let catalog = Catalog::embedded();
+        let mut providers = Providers::new();
+        for cloud in [Cloud::Aws, Cloud::Gcp, Cloud::Azure] {
+            let kwok = KwokCloud::new(
+                client.clone(),
+                cloud,
+                catalog.clone(),
+                kwok_config.clone(),
+                clock.clone(),
+            )?;
+            providers.insert(cloud, Arc::new(kwok) as Arc<dyn CloudProvider>);
+        }
+        let kubelet_client = client.clone();
+        let kubelet_clock = clock.clone();
+        let while_leading: quartermaster_controller::run::LeaderTask = Box::new(move |stop| {
+            Box::pin(KwokKubelet::new(kubelet_client.clone(), kubelet_clock.clone()).run(stop))
+        });
+        quartermaster_controller::run(
+            settings,
+            client,
+            providers,
+            catalog,
+            clock,
+            vec![while_leading],
+            shutdown_signal(),
+        )
+        .await?;
+        anyhow::Ok(())
+    })?;
+    Ok(crate::EXIT_OK)
+}
+
+/// Five lowercase letters and digits, new at every start: NodeClaim names stay unique across
+/// restarts (`gpu-k3x9q00001`).
+fn claim_name_tag() -> String {
+    use rand::RngExt as _;
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

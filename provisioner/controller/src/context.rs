@@ -1,0 +1,58 @@
+//! What every part of the controller shares: the stores (reads), the writer (gated writes),
+//! the cloud providers, the catalog, the clock and the metrics.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use quartermaster_cloud::{Clock, CloudProvider};
+use quartermaster_pricing::{Catalog, Cloud};
+
+use crate::leader::Leadership;
+use crate::metrics::Metrics;
+use crate::stores::Stores;
+use crate::writes::Writer;
+
+/// The cloud provider of each cloud the NodePools may use.
+pub type Providers = BTreeMap<Cloud, Arc<dyn CloudProvider>>;
+
+/// Shared by the driver and the tasks it starts.
+pub struct Context {
+    /// Watched objects.
+    pub stores: Stores,
+    /// Gated writes to the API server.
+    pub writer: Writer,
+    /// Cloud providers by cloud.
+    pub providers: Providers,
+    /// The price catalog.
+    pub catalog: Catalog,
+    /// Now.
+    pub clock: Arc<dyn Clock>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// The cluster's name (tags, cost reports).
+    pub cluster_name: String,
+    /// Whether this replica leads.
+    pub leadership: Leadership,
+}
+
+impl Context {
+    /// Runs `work` in a task that is dropped the moment this replica stops leading: no call to
+    /// the API server or a cloud is made by a replica that lost the lease.
+    pub fn spawn<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let mut leadership = self.leadership.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = leadership.lost() => {}
+                () = work => {}
+            }
+        });
+    }
+
+    /// The provider of `cloud`.
+    pub fn provider(&self, cloud: Cloud) -> Option<&Arc<dyn CloudProvider>> {
+        self.providers.get(&cloud)
+    }
+}

@@ -1,0 +1,699 @@
+//! The provisioning loop: the in-cluster driver of `quartermaster-engine`, as the simulator is
+//! the other. Each pass it turns what the stores show into engine events (pods pending, bound
+//! or gone; claims found, deleted or registered; nodes updated), polls the engine, hands each
+//! action to a task that carries it out against the API server or the cloud, and feeds the
+//! outcomes back as events. No provisioning decision is made here.
+//!
+//! State: the API server is the memory. The engine is rebuilt from the NodeClaims in the
+//! cluster whenever this replica starts leading or the configuration it was built from
+//! (NodePools, NodeClasses, DaemonSets, resource names) changes; what it loses (batch timers,
+//! the unavailable-offering cache, fallback lists) is safe to lose.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_cloud::CloudError;
+use quartermaster_engine::{Action, ClaimView, Engine, EngineConfig, Event, NodeView};
+use quartermaster_policies::NodeClaim;
+use quartermaster_solver::{PodRef, ResourceTable};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::context::Context;
+use crate::launch::{error_kind, launch};
+use crate::lifecycle;
+use crate::termination::terminate;
+use crate::translate::{
+    FINALIZER, LABEL_NODECLAIM, Observed, found_claim, node_view, observe,
+};
+
+/// What a task reports back to the loop.
+#[derive(Debug)]
+pub enum Outcome {
+    /// An event for the engine (a launch's result).
+    Engine(Event),
+    /// A launch task finished (its claim may be launched again).
+    LaunchDone {
+        /// NodeClaim name.
+        claim: String,
+    },
+    /// A termination task finished.
+    TerminationDone {
+        /// NodeClaim name.
+        claim: String,
+    },
+}
+
+/// How often instances without a NodeClaim are looked for.
+const GC_INTERVAL: TimeDelta = TimeDelta::minutes(2);
+/// An instance younger than this is never collected (its NodeClaim may not be visible yet).
+const GC_GRACE: TimeDelta = TimeDelta::minutes(1);
+
+/// The loop's memory between passes: only what the engine was told, so that each change is
+/// reported once. Everything here is rebuilt from the cluster after a restart.
+pub struct Driver {
+    ctx: Arc<Context>,
+    config: EngineConfig,
+    engine: Option<Engine>,
+    fingerprint: String,
+    /// Pods reported to the engine: `None` while pending, the node once bound.
+    reported: BTreeMap<PodRef, Option<String>>,
+    /// Registered claims and the node view last reported for them.
+    registered: BTreeMap<String, NodeView>,
+    /// Claims whose deletion by someone else was reported.
+    deleting: BTreeSet<String>,
+    /// Claims seen in the store (their disappearance is reported as `Deleted`).
+    seen: BTreeSet<String>,
+    /// Claims with a launch task running.
+    launching: BTreeSet<String>,
+    /// Claims with a termination task running.
+    terminating: BTreeSet<String>,
+    /// The last launch error of each claim (for its `Launched` condition).
+    launch_errors: BTreeMap<String, CloudError>,
+    /// Claims whose initialization was announced.
+    initialized: BTreeSet<String>,
+    /// The reason last announced for each pod that cannot be placed.
+    unschedulable: BTreeMap<PodRef, String>,
+    /// Pods' creation times (pending time).
+    created: BTreeMap<PodRef, DateTime<Utc>>,
+    /// Statuses last written, to write only changes.
+    pub(crate) written: lifecycle::Written,
+    outcomes_tx: mpsc::UnboundedSender<Outcome>,
+    outcomes_rx: mpsc::UnboundedReceiver<Outcome>,
+    next_gc: Option<DateTime<Utc>>,
+    last_pass: Option<DateTime<Utc>>,
+    /// The resource table of the engine in use.
+    table: ResourceTable,
+}
+
+impl Driver {
+    /// A driver that has not looked at the cluster yet.
+    pub fn new(ctx: Arc<Context>, config: EngineConfig) -> Self {
+        let (outcomes_tx, outcomes_rx) = mpsc::unbounded_channel();
+        Self {
+            ctx,
+            config,
+            engine: None,
+            fingerprint: String::new(),
+            reported: BTreeMap::new(),
+            registered: BTreeMap::new(),
+            deleting: BTreeSet::new(),
+            seen: BTreeSet::new(),
+            launching: BTreeSet::new(),
+            terminating: BTreeSet::new(),
+            launch_errors: BTreeMap::new(),
+            initialized: BTreeSet::new(),
+            unschedulable: BTreeMap::new(),
+            created: BTreeMap::new(),
+            written: lifecycle::Written::default(),
+            outcomes_tx,
+            outcomes_rx,
+            next_gc: None,
+            last_pass: None,
+            table: ResourceTable::default(),
+        }
+    }
+
+    /// The engine, once built.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.engine.as_ref()
+    }
+
+    /// Runs passes until `stop` resolves: after any store change, task outcome or engine
+    /// deadline, and at least every `resync`.
+    pub async fn run(mut self, resync: std::time::Duration, stop: impl std::future::Future<Output = ()>) {
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            if self.ctx.writer.is_leader() && self.ctx.stores.synced() {
+                self.pass(self.ctx.clock.now());
+            }
+            let wait = self
+                .engine
+                .as_ref()
+                .and_then(Engine::next_deadline)
+                .map(|d| (d - self.ctx.clock.now()).to_std().unwrap_or_default())
+                .unwrap_or(resync)
+                .min(resync);
+            tokio::select! {
+                () = &mut stop => return,
+                () = self.ctx.stores.changed() => {}
+                Some(outcome) = self.outcomes_rx.recv() => self.outcome(outcome),
+                () = tokio::time::sleep(wait) => {}
+            }
+            // Let a burst of changes settle before the next pass.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    fn outcome(&mut self, outcome: Outcome) {
+        let now = self.ctx.clock.now();
+        match outcome {
+            Outcome::Engine(event) => {
+                match &event {
+                    Event::LaunchFailed { claim, error } => {
+                        self.ctx
+                            .metrics
+                            .launch_failures
+                            .get_or_create(&vec![("error", error_kind(error).to_owned())])
+                            .inc();
+                        self.launch_errors.insert(claim.clone(), error.clone());
+                        lifecycle::launch_failed_event(&self.ctx, claim, error);
+                    }
+                    Event::Launched { claim, instance } => {
+                        self.launch_errors.remove(claim);
+                        lifecycle::launched_event(&self.ctx, claim, instance);
+                    }
+                    _ => {}
+                }
+                if let Some(engine) = &mut self.engine {
+                    engine.handle(now, event);
+                }
+            }
+            Outcome::LaunchDone { claim } => {
+                self.launching.remove(&claim);
+            }
+            Outcome::TerminationDone { claim } => {
+                self.terminating.remove(&claim);
+            }
+        }
+    }
+
+    /// One pass at `now`: observe, decide, dispatch, write status.
+    pub fn pass(&mut self, now: DateTime<Utc>) {
+        let started = Instant::now();
+        while let Ok(outcome) = self.outcomes_rx.try_recv() {
+            self.outcome(outcome);
+        }
+        self.observe(now);
+        let Some(engine) = &mut self.engine else {
+            return;
+        };
+        let solves = engine.stats().solves;
+        let poll_started = Instant::now();
+        let actions = engine.poll(now);
+        if engine.stats().solves > solves {
+            self.ctx
+                .metrics
+                .solve_seconds
+                .observe(poll_started.elapsed().as_secs_f64());
+        }
+        for action in actions {
+            self.dispatch(now, action);
+        }
+        self.announce(now);
+        lifecycle::sync_status(self, now);
+        self.terminations();
+        self.collect_garbage(now);
+        crate::fleet::export(self, now);
+        self.last_pass = Some(now);
+        self.ctx
+            .metrics
+            .reconcile_seconds
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Claims the engine knows.
+    pub(crate) fn claims(&self) -> Vec<ClaimView> {
+        self.engine
+            .as_ref()
+            .map(|e| e.claims().collect())
+            .unwrap_or_default()
+    }
+
+    /// When the last pass ran.
+    pub(crate) fn last_pass(&self) -> Option<DateTime<Utc>> {
+        self.last_pass
+    }
+
+    pub(crate) fn ctx(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    pub(crate) fn launch_error(&self, claim: &str) -> Option<&CloudError> {
+        self.launch_errors.get(claim)
+    }
+
+    // ------------------------------------------------------------------ observe
+
+    fn observe(&mut self, now: DateTime<Utc>) {
+        let stores = &self.ctx.stores;
+        let claims: Vec<Arc<NodeClaim>> = stores.node_claims.state();
+        let nodes = stores.nodes.state();
+        let our_nodes: BTreeSet<String> = nodes
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(LABEL_NODECLAIM))
+                    || claims.iter().any(|c| {
+                        let s = c.status.as_ref();
+                        s.and_then(|s| s.node_name.as_ref()).is_some()
+                            && s.and_then(|s| s.node_name.as_ref()) == n.metadata.name.as_ref()
+                            || s.and_then(|s| s.provider_id.as_ref()).is_some()
+                                && s.and_then(|s| s.provider_id.clone())
+                                    == n.spec.as_ref().and_then(|s| s.provider_id.clone())
+                    })
+            })
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        let table = self.table.clone();
+        let observed = observe(
+            &stores.pods.state(),
+            &our_nodes,
+            &stores.node_pools.state(),
+            node_class_values(stores),
+            stores
+                .daemon_sets
+                .state()
+                .iter()
+                .filter_map(|d| {
+                    let mut v = serde_json::to_value(d.as_ref()).ok()?;
+                    v["apiVersion"] = Value::from("apps/v1");
+                    v["kind"] = Value::from("DaemonSet");
+                    Some(v)
+                })
+                .collect(),
+            &self.ctx.catalog,
+            &table,
+        );
+        for (object, reason) in &observed.rejected {
+            tracing::warn!(object, reason, "object left out of provisioning");
+        }
+        if self.engine.is_none() || observed.fingerprint != self.fingerprint {
+            self.rebuild(now, &observed, &claims, &nodes);
+        }
+        self.feed_claims(now, &claims, &nodes);
+        self.feed_pods(now, &observed);
+    }
+
+    /// Builds the engine anew from the cluster: every NodeClaim is adopted as it stands.
+    fn rebuild(
+        &mut self,
+        now: DateTime<Utc>,
+        observed: &Observed,
+        claims: &[Arc<NodeClaim>],
+        nodes: &[Arc<k8s_openapi::api::core::v1::Node>],
+    ) {
+        tracing::info!(
+            pools = observed.setup.pools.len(),
+            claims = claims.len(),
+            "building the engine from the cluster"
+        );
+        let mut engine = Engine::new(observed.setup.clone(), self.config.clone());
+        self.table = observed.setup.resources.clone();
+        self.reported.clear();
+        self.registered.clear();
+        self.deleting.clear();
+        for claim in claims {
+            let node = claim_node(claim, nodes).map(|n| node_view(n, &self.table));
+            let Some(found) = found_claim(claim, node.clone()) else {
+                continue;
+            };
+            let name = found.name.clone();
+            let deleting = found.deleting;
+            if let Some(node) = node.filter(|_| found.node.is_some()) {
+                self.registered.insert(name.clone(), node);
+            }
+            engine.handle(now, Event::ClaimFound(found));
+            if deleting {
+                self.deleting.insert(name);
+            }
+        }
+        self.engine = Some(engine);
+        self.fingerprint = observed.fingerprint.clone();
+    }
+
+    fn feed_claims(
+        &mut self,
+        now: DateTime<Utc>,
+        claims: &[Arc<NodeClaim>],
+        nodes: &[Arc<k8s_openapi::api::core::v1::Node>],
+    ) {
+        let Some(engine) = &mut self.engine else {
+            return;
+        };
+        let in_store: BTreeSet<String> =
+            claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
+        // Claims that were in the cluster and are gone: deleted.
+        for gone in self.seen.difference(&in_store).cloned().collect::<Vec<_>>() {
+            engine.handle(now, Event::Deleted { claim: gone.clone() });
+            self.seen.remove(&gone);
+            self.registered.remove(&gone);
+            self.deleting.remove(&gone);
+            self.launch_errors.remove(&gone);
+            self.initialized.remove(&gone);
+            self.written.forget(&gone);
+        }
+        self.seen.extend(in_store.iter().cloned());
+        for claim in claims {
+            let Some(name) = claim.metadata.name.clone() else {
+                continue;
+            };
+            if claim.metadata.deletion_timestamp.is_some() && self.deleting.insert(name.clone()) {
+                engine.handle(now, Event::ClaimDeleting { claim: name.clone() });
+            }
+        }
+        // A Node a user deleted: its NodeClaim goes too (termination removes the Node's
+        // finalizer once the instance is gone).
+        for node in nodes {
+            if node.metadata.deletion_timestamp.is_none() {
+                continue;
+            }
+            let owner = node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_NODECLAIM))
+                .cloned();
+            if let Some(claim) = owner.filter(|c| in_store.contains(c) && !self.deleting.contains(c)) {
+                let ctx = self.ctx.clone();
+                self.ctx.spawn(async move {
+                    if let Err(e) = ctx.writer.delete_claim(&claim).await {
+                        tracing::warn!(nodeclaim = %claim, error = %e, "could not delete the NodeClaim of a deleted Node");
+                    }
+                });
+            }
+        }
+        // Registration and node updates.
+        let views: Vec<ClaimView> = engine.claims().collect();
+        for c in views {
+            let Some(provider_id) = &c.provider_id else {
+                continue;
+            };
+            let Some(node) = nodes.iter().find(|n| {
+                n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str())
+            }) else {
+                continue;
+            };
+            let view = node_view(node, &self.table);
+            match self.registered.get(&c.name) {
+                None => {
+                    let pool = self
+                        .ctx
+                        .stores
+                        .node_pools
+                        .state()
+                        .into_iter()
+                        .find(|p| p.metadata.name.as_deref() == Some(c.node_pool.as_str()));
+                    let registered = lifecycle::register(&self.ctx, &c, node, pool.as_deref());
+                    let view = node_view(&registered, &self.table);
+                    engine.handle(
+                        now,
+                        Event::NodeRegistered {
+                            claim: c.name.clone(),
+                            node: view.clone(),
+                        },
+                    );
+                    self.registered.insert(c.name.clone(), view);
+                }
+                Some(last) if *last != view => {
+                    // A node that lost its registration patch (conflict, restart) gets it again.
+                    if lifecycle::needs_registration(node) {
+                        let pool = self
+                            .ctx
+                            .stores
+                            .node_pools
+                            .state()
+                            .into_iter()
+                            .find(|p| p.metadata.name.as_deref() == Some(c.node_pool.as_str()));
+                        lifecycle::register(&self.ctx, &c, node, pool.as_deref());
+                    }
+                    let view = lifecycle::without_unregistered(view);
+                    engine.handle(now, Event::NodeUpdated { node: view.clone() });
+                    self.registered.insert(c.name.clone(), view);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn feed_pods(&mut self, now: DateTime<Utc>, observed: &Observed) {
+        let Some(engine) = &mut self.engine else {
+            return;
+        };
+        for (id, o) in &observed.pods {
+            if let Some(created) = o.created_at {
+                self.created.entry(id.clone()).or_insert(created);
+            }
+            let before = self.reported.get(id);
+            match (&o.node, before) {
+                (None, None) => {
+                    engine.handle(now, Event::PodPending(o.pod.clone()));
+                }
+                (None, Some(_)) => {}
+                (Some(node), before) if before != Some(&Some(node.clone())) => {
+                    if matches!(before, Some(None))
+                        && let Some(created) = self.created.get(id)
+                    {
+                        self.ctx
+                            .metrics
+                            .pod_pending_seconds
+                            .observe((now - *created).num_milliseconds().max(0) as f64 / 1000.0);
+                    }
+                    engine.handle(
+                        now,
+                        Event::PodBound {
+                            pod: o.pod.clone(),
+                            node: node.clone(),
+                        },
+                    );
+                }
+                (Some(_), _) => {}
+            }
+            self.reported.insert(id.clone(), o.node.clone());
+        }
+        let gone: Vec<PodRef> = self
+            .reported
+            .keys()
+            .filter(|id| !observed.pods.contains_key(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.reported.remove(&id);
+            self.created.remove(&id);
+            self.unschedulable.remove(&id);
+            engine.handle(now, Event::PodGone(id));
+        }
+        let pending = self.reported.values().filter(|n| n.is_none()).count();
+        self.ctx.metrics.pods_pending.set(pending as i64);
+    }
+
+    // ------------------------------------------------------------------ act
+
+    fn dispatch(&mut self, now: DateTime<Utc>, action: Action) {
+        match action {
+            Action::Launch { claim, request } => {
+                if !self.launching.insert(claim.clone()) {
+                    return;
+                }
+                let cloud = self
+                    .claims()
+                    .into_iter()
+                    .find(|c| c.name == claim)
+                    .map(|c| c.cloud);
+                let Some(cloud) = cloud else {
+                    self.launching.remove(&claim);
+                    return;
+                };
+                let pool = self
+                    .ctx
+                    .stores
+                    .node_pools
+                    .state()
+                    .into_iter()
+                    .find(|p| p.metadata.name.as_deref() == Some(request.node_pool.as_str()));
+                if !self.seen.contains(&claim) && !self.written.created(&claim) {
+                    self.ctx
+                        .metrics
+                        .nodeclaims_created
+                        .get_or_create(&vec![("nodepool", request.node_pool.clone())])
+                        .inc();
+                    self.written.mark_created(&claim);
+                    lifecycle::nominated_events(self, &claim);
+                }
+                self.ctx.spawn(launch(
+                    self.ctx.clone(),
+                    cloud,
+                    request,
+                    pool,
+                    self.outcomes_tx.clone(),
+                ));
+            }
+            Action::Delete {
+                claim,
+                provider_id,
+                reason,
+            } => {
+                let view = self.claims().into_iter().find(|c| c.name == claim);
+                let pool = view.as_ref().map(|v| v.node_pool.clone()).unwrap_or_default();
+                self.ctx
+                    .metrics
+                    .nodeclaims_terminated
+                    .get_or_create(&vec![
+                        ("nodepool", pool),
+                        ("reason", reason.to_string()),
+                    ])
+                    .inc();
+                if reason == quartermaster_engine::DeleteReason::Underutilized
+                    && let Some(v) = &view
+                {
+                    self.ctx
+                        .metrics
+                        .consolidation_savings
+                        .inc_by(v.offering.price_per_hour);
+                }
+                lifecycle::disrupting_event(self, &claim, reason, view.as_ref());
+                let ctx = self.ctx.clone();
+                let tx = self.outcomes_tx.clone();
+                let in_cluster = self.seen.contains(&claim);
+                self.ctx.spawn(async move {
+                    if in_cluster {
+                        if let Err(e) = ctx.writer.delete_claim(&claim).await {
+                            tracing::warn!(nodeclaim = %claim, error = %e, "delete failed; retried on the next pass");
+                        }
+                        return;
+                    }
+                    // Never recorded in the cluster: delete the instance directly.
+                    if let (Some(id), Some(provider)) = (
+                        provider_id,
+                        view.and_then(|v| ctx.provider(v.cloud).cloned()),
+                    ) {
+                        let _ = provider.delete(&id).await;
+                    }
+                    let _ = tx.send(Outcome::Engine(Event::Deleted { claim }));
+                });
+                let _ = now;
+            }
+            // The kube-scheduler binds pods; the nomination is the engine's to remember.
+            Action::Bind { .. } => {}
+            Action::Cordon { node } => lifecycle::cordon(&self.ctx, node, true),
+            Action::Uncordon { node } => lifecycle::cordon(&self.ctx, node, false),
+            // Pods leave a node through its NodeClaim's termination (evictions honour PDBs).
+            Action::Drain { .. } => {}
+        }
+    }
+
+    /// Unschedulable events for pods the solver could not place, and Initialized events.
+    fn announce(&mut self, _now: DateTime<Utc>) {
+        let Some(engine) = &self.engine else {
+            return;
+        };
+        let waiting: Vec<(PodRef, String)> = engine
+            .waiting()
+            .filter_map(|(id, r)| Some((id.clone(), r?.to_owned())))
+            .collect();
+        for (id, reason) in waiting {
+            if self.unschedulable.get(&id) == Some(&reason) {
+                continue;
+            }
+            lifecycle::unschedulable_event(&self.ctx, &id, &reason);
+            self.unschedulable.insert(id, reason);
+        }
+        let newly: Vec<ClaimView> = engine
+            .claims()
+            .filter(|c| c.initialized && !self.initialized.contains(&c.name))
+            .collect();
+        for c in newly {
+            self.initialized.insert(c.name.clone());
+            lifecycle::initialized_event(&self.ctx, &c);
+        }
+    }
+
+    fn terminations(&mut self) {
+        for claim in self.ctx.stores.node_claims.state() {
+            let Some(name) = claim.metadata.name.clone() else {
+                continue;
+            };
+            let ours = claim.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
+            if claim.metadata.deletion_timestamp.is_none()
+                || !ours
+                || self.launching.contains(&name)
+                || !self.terminating.insert(name.clone())
+            {
+                continue;
+            }
+            let ctx = self.ctx.clone();
+            let tx = self.outcomes_tx.clone();
+            self.ctx.spawn(async move {
+                terminate(ctx, name.clone()).await;
+                let _ = tx.send(Outcome::TerminationDone { claim: name });
+            });
+        }
+    }
+
+    /// Instances without a NodeClaim (a leak: a crash between launch and record, a claim
+    /// removed by hand) are deleted.
+    fn collect_garbage(&mut self, now: DateTime<Utc>) {
+        if self.next_gc.is_some_and(|t| now < t) {
+            return;
+        }
+        self.next_gc = Some(now + GC_INTERVAL);
+        let known: BTreeSet<String> = self
+            .ctx
+            .stores
+            .node_claims
+            .state()
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .chain(self.launching.iter().cloned())
+            .chain(self.claims().into_iter().map(|c| c.name))
+            .collect();
+        for provider in self.ctx.providers.values().cloned() {
+            let known = known.clone();
+            self.ctx.spawn(async move {
+                let instances = match provider.list().await {
+                    Ok(i) => i,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "garbage collection could not list instances");
+                        return;
+                    }
+                };
+                for i in instances {
+                    if known.contains(&i.claim_name) || now - i.launched_at < GC_GRACE {
+                        continue;
+                    }
+                    tracing::warn!(instance = %i.provider_id, nodeclaim = %i.claim_name, "deleting an instance that has no NodeClaim");
+                    if let Err(e) = provider.delete(&i.provider_id).await {
+                        tracing::warn!(instance = %i.provider_id, error = %e, "could not delete a leaked instance");
+                    }
+                }
+            });
+        }
+    }
+}
+
+fn claim_node<'a>(
+    claim: &NodeClaim,
+    nodes: &'a [Arc<k8s_openapi::api::core::v1::Node>],
+) -> Option<&'a k8s_openapi::api::core::v1::Node> {
+    let status = claim.status.as_ref()?;
+    nodes
+        .iter()
+        .find(|n| {
+            status.node_name.is_some() && n.metadata.name == status.node_name
+                || status.provider_id.is_some()
+                    && n.spec.as_ref().and_then(|s| s.provider_id.clone()) == status.provider_id
+        })
+        .map(Arc::as_ref)
+}
+
+fn node_class_values(stores: &crate::stores::Stores) -> Vec<Value> {
+    fn values<K: serde::Serialize>(items: Vec<Arc<K>>, kind: &str) -> Vec<Value> {
+        items
+            .iter()
+            .filter_map(|i| {
+                let mut v = serde_json::to_value(i.as_ref()).ok()?;
+                v["apiVersion"] = Value::from("quartermaster.dev/v1");
+                v["kind"] = Value::from(kind);
+                Some(v)
+            })
+            .collect()
+    }
+    let mut out = values(stores.aws_node_classes.state(), "AWSNodeClass");
+    out.extend(values(stores.gcp_node_classes.state(), "GCPNodeClass"));
+    out.extend(values(stores.azure_node_classes.state(), "AzureNodeClass"));
+    out
+}

@@ -1,0 +1,174 @@
+//! Carrying out the engine's `Launch`: the NodeClaim object is created with its finalizer
+//! before the cloud is called, so no instance ever exists without a record that will delete it;
+//! then the provider launches (idempotent on the claim name) and the outcome goes back to the
+//! engine.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use quartermaster_cloud::{CloudError, LaunchRequest};
+use quartermaster_engine::Event;
+use quartermaster_policies::labels::{LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE};
+use quartermaster_policies::{
+    NodeClaim, NodeClaimSpec, NodePool, NodeSelectorRequirementWithMinValues,
+};
+use quartermaster_pricing::Cloud;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::context::Context;
+use crate::driver::Outcome;
+use crate::translate::{ANNOTATION_PRICE, FINALIZER, LABEL_NODEPOOL};
+
+/// The NodeClaim object for a launch request of `pool`.
+pub fn claim_object(request: &LaunchRequest, pool: &NodePool) -> NodeClaim {
+    let template = &pool.spec.template;
+    let mut labels: BTreeMap<String, String> = template.metadata.labels.clone();
+    labels.insert(LABEL_NODEPOOL.to_owned(), request.node_pool.clone());
+    labels.extend(offering_labels(request));
+    let mut annotations = template.metadata.annotations.clone();
+    annotations.insert(
+        ANNOTATION_PRICE.to_owned(),
+        request.price_per_hour.to_string(),
+    );
+    let requirement = |key: &str, value: String| NodeSelectorRequirementWithMinValues {
+        key: key.to_owned(),
+        operator: "In".to_owned(),
+        values: vec![value],
+        min_values: None,
+    };
+    let spec = NodeClaimSpec {
+        requirements: vec![
+            requirement(LABEL_INSTANCE_TYPE, request.instance_type.clone()),
+            requirement(LABEL_ZONE, request.zone.clone()),
+            requirement(LABEL_CAPACITY_TYPE, request.capacity_type.to_string()),
+        ],
+        resources: None,
+        taints: template.spec.taints.clone(),
+        startup_taints: template.spec.startup_taints.clone(),
+        node_class_ref: template.spec.node_class_ref.clone(),
+        expire_after: template.spec.expire_after.clone(),
+        termination_grace_period: template.spec.termination_grace_period.clone(),
+    };
+    let owner = pool.metadata.uid.as_ref().map(|uid| OwnerReference {
+        api_version: "quartermaster.dev/v1".into(),
+        kind: "NodePool".into(),
+        name: request.node_pool.clone(),
+        uid: uid.clone(),
+        block_owner_deletion: Some(true),
+        controller: None,
+    });
+    let mut claim = NodeClaim::new(&request.claim_name, spec);
+    claim.metadata = ObjectMeta {
+        name: Some(request.claim_name.clone()),
+        labels: Some(labels),
+        annotations: Some(annotations),
+        finalizers: Some(vec![FINALIZER.to_owned()]),
+        owner_references: owner.map(|o| vec![o]),
+        ..ObjectMeta::default()
+    };
+    claim
+}
+
+/// The labels that record which offering a claim is launching.
+fn offering_labels(request: &LaunchRequest) -> [(String, String); 3] {
+    [
+        (LABEL_INSTANCE_TYPE.to_owned(), request.instance_type.clone()),
+        (LABEL_ZONE.to_owned(), request.zone.clone()),
+        (
+            LABEL_CAPACITY_TYPE.to_owned(),
+            request.capacity_type.to_string(),
+        ),
+    ]
+}
+
+/// Runs one launch to its outcome and reports it on `outcomes`.
+pub async fn launch(
+    ctx: Arc<Context>,
+    cloud: Cloud,
+    request: LaunchRequest,
+    pool: Option<Arc<NodePool>>,
+    outcomes: mpsc::UnboundedSender<Outcome>,
+) {
+    let claim = request.claim_name.clone();
+    let result = launch_inner(&ctx, cloud, &request, pool.as_deref()).await;
+    let event = match result {
+        Ok(instance) => Event::Launched {
+            claim: claim.clone(),
+            instance,
+        },
+        Err(error) => Event::LaunchFailed {
+            claim: claim.clone(),
+            error,
+        },
+    };
+    let _ = outcomes.send(Outcome::Engine(event));
+    let _ = outcomes.send(Outcome::LaunchDone { claim });
+}
+
+async fn launch_inner(
+    ctx: &Context,
+    cloud: Cloud,
+    request: &LaunchRequest,
+    pool: Option<&NodePool>,
+) -> Result<quartermaster_cloud::Instance, CloudError> {
+    let transient = |e: crate::ControllerError| CloudError::Transient {
+        message: format!("recording NodeClaim {}: {e}", request.claim_name),
+    };
+    let existing = ctx
+        .stores
+        .node_claims
+        .state()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some(request.claim_name.as_str()));
+    match existing {
+        None => {
+            let pool = pool.ok_or_else(|| CloudError::InvalidRequest {
+                message: format!("NodePool {} no longer exists", request.node_pool),
+            })?;
+            ctx.writer
+                .create_claim(&claim_object(request, pool))
+                .await
+                .map_err(transient)?;
+        }
+        Some(existing) => {
+            if existing.metadata.deletion_timestamp.is_some() {
+                return Err(CloudError::InvalidRequest {
+                    message: format!("NodeClaim {} is being deleted", request.claim_name),
+                });
+            }
+            // A fallback to another offering: record it before launching it.
+            let labels: BTreeMap<String, String> = offering_labels(request).into();
+            let current = existing.metadata.labels.clone().unwrap_or_default();
+            if labels.iter().any(|(k, v)| current.get(k) != Some(v)) {
+                let patch = json!({"metadata": {
+                    "labels": labels,
+                    "annotations": {ANNOTATION_PRICE: request.price_per_hour.to_string()},
+                }});
+                ctx.writer
+                    .patch_claim_metadata(&request.claim_name, patch)
+                    .await
+                    .map_err(transient)?;
+            }
+        }
+    }
+    let provider = ctx
+        .provider(cloud)
+        .ok_or_else(|| CloudError::InvalidRequest {
+            message: format!("no cloud provider for {cloud} is configured"),
+        })?;
+    provider.create(request).await
+}
+
+/// The label value of a cloud error's kind (`launch_failures` metric, conditions' reasons).
+pub fn error_kind(error: &CloudError) -> &'static str {
+    match error {
+        CloudError::InsufficientCapacity { .. } => "InsufficientCapacity",
+        CloudError::QuotaExceeded { .. } => "QuotaExceeded",
+        CloudError::Throttled { .. } => "Throttled",
+        CloudError::NotFound { .. } => "NotFound",
+        CloudError::InvalidRequest { .. } => "InvalidRequest",
+        CloudError::Transient { .. } => "Transient",
+    }
+}

@@ -1,0 +1,207 @@
+//! `/metrics`: what the controller does and what the fleet costs, in Prometheus text format.
+//!
+//! Metric names are a contract (dashboards and `quartermaster report --prometheus` read them):
+//! extend, never rename. Per-node and per-pod cost gauges are rewritten whole on every pass, so
+//! series of nodes and pods that are gone disappear.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// A label set: (name, value) pairs.
+pub type Labels = Vec<(&'static str, String)>;
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Every metric the controller exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Pods waiting for a node Quartermaster provisions.
+    pub pods_pending: Gauge,
+    /// Seconds from a pod's creation until it was bound to a Quartermaster node.
+    pub pod_pending_seconds: Histogram,
+    /// Seconds one solver run (a poll of the engine that solved) took.
+    pub solve_seconds: Histogram,
+    /// Seconds one pass of the provisioning loop took (observe, decide, dispatch).
+    pub reconcile_seconds: Histogram,
+    /// NodeClaims created, by NodePool.
+    pub nodeclaims_created: Family<Labels, Counter>,
+    /// NodeClaims terminated, by NodePool and reason.
+    pub nodeclaims_terminated: Family<Labels, Counter>,
+    /// Launches that failed, by error kind.
+    pub launch_failures: Family<Labels, Counter>,
+    /// Nodes by NodePool, instance type and capacity type.
+    pub nodes: Family<Labels, Gauge>,
+    /// Fleet cost per hour by NodePool and capacity type, dollars.
+    pub fleet_hourly_cost: Family<Labels, FloatGauge>,
+    /// Accelerator-seconds paid for while not allocatable (launching, registering, plugin late).
+    pub gpu_seconds_not_allocatable: Counter<f64, AtomicU64>,
+    /// Hourly cost removed by consolidation (deleted or replaced nodes), dollars per hour.
+    pub consolidation_savings: Counter<f64, AtomicU64>,
+    /// Per-node hourly cost (labels: node, nodeclaim, nodepool, cloud, region, zone,
+    /// instance_type, capacity_type, accelerator, accelerator_count, price_source).
+    pub node_hourly_cost: Family<Labels, FloatGauge>,
+    /// Per-pod allocated hourly cost (labels: namespace, pod, workload, node, nodepool,
+    /// capacity_type): the node's cost split over its pods.
+    pub pod_allocated_hourly_cost: Family<Labels, FloatGauge>,
+    /// 1 on the replica that holds the leader lease, 0 elsewhere.
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("quartermaster");
+        let pods_pending = Gauge::default();
+        let pod_pending_seconds = Histogram::new(exponential_buckets(0.5, 2.0, 14));
+        let solve_seconds = Histogram::new(exponential_buckets(0.0001, 4.0, 12));
+        let reconcile_seconds = Histogram::new(exponential_buckets(0.0001, 4.0, 12));
+        let nodeclaims_created = Family::<Labels, Counter>::default();
+        let nodeclaims_terminated = Family::<Labels, Counter>::default();
+        let launch_failures = Family::<Labels, Counter>::default();
+        let nodes = Family::<Labels, Gauge>::default();
+        let fleet_hourly_cost = Family::<Labels, FloatGauge>::default();
+        let gpu_seconds_not_allocatable = Counter::<f64, AtomicU64>::default();
+        let consolidation_savings = Counter::<f64, AtomicU64>::default();
+        let node_hourly_cost = Family::<Labels, FloatGauge>::default();
+        let pod_allocated_hourly_cost = Family::<Labels, FloatGauge>::default();
+        let leader = Gauge::default();
+        registry.register(
+            "pods_pending",
+            "Pods waiting for a node Quartermaster provisions",
+            pods_pending.clone(),
+        );
+        registry.register(
+            "pod_pending_seconds",
+            "Seconds from a pod's creation until it was bound to a Quartermaster node",
+            pod_pending_seconds.clone(),
+        );
+        registry.register(
+            "solve_duration_seconds",
+            "Seconds one engine poll that ran the solver took",
+            solve_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Seconds one pass of the provisioning loop took",
+            reconcile_seconds.clone(),
+        );
+        registry.register(
+            "nodeclaims_created",
+            "NodeClaims created, by NodePool",
+            nodeclaims_created.clone(),
+        );
+        registry.register(
+            "nodeclaims_terminated",
+            "NodeClaims terminated, by NodePool and reason",
+            nodeclaims_terminated.clone(),
+        );
+        registry.register(
+            "launch_failures",
+            "Launches that failed, by error kind",
+            launch_failures.clone(),
+        );
+        registry.register(
+            "nodes",
+            "Nodes by NodePool, instance type and capacity type",
+            nodes.clone(),
+        );
+        registry.register(
+            "fleet_hourly_cost_dollars",
+            "Fleet cost per hour by NodePool and capacity type",
+            fleet_hourly_cost.clone(),
+        );
+        registry.register(
+            "gpu_seconds_paid_not_allocatable",
+            "Accelerator-seconds paid for while not allocatable",
+            gpu_seconds_not_allocatable.clone(),
+        );
+        registry.register(
+            "consolidation_savings_dollars_per_hour",
+            "Hourly cost removed by consolidation",
+            consolidation_savings.clone(),
+        );
+        registry.register(
+            "node_hourly_cost_dollars",
+            "Hourly cost of each node",
+            node_hourly_cost.clone(),
+        );
+        registry.register(
+            "pod_allocated_hourly_cost_dollars",
+            "Hourly cost allocated to each pod on a Quartermaster node",
+            pod_allocated_hourly_cost.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 on the replica that holds the leader lease",
+            leader.clone(),
+        );
+        Self {
+            registry,
+            pods_pending,
+            pod_pending_seconds,
+            solve_seconds,
+            reconcile_seconds,
+            nodeclaims_created,
+            nodeclaims_terminated,
+            launch_failures,
+            nodes,
+            fleet_hourly_cost,
+            gpu_seconds_not_allocatable,
+            consolidation_savings,
+            node_hourly_cost,
+            pod_allocated_hourly_cost,
+            leader,
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Encoding into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_contract() {
+        let m = Metrics::new();
+        m.node_hourly_cost
+            .get_or_create(&vec![("node", "n1".to_owned())])
+            .set(1.5);
+        m.nodeclaims_created
+            .get_or_create(&vec![("nodepool", "gpu".to_owned())])
+            .inc();
+        m.solve_seconds.observe(0.01);
+        let text = m.encode();
+        for name in [
+            "quartermaster_pods_pending ",
+            "quartermaster_pod_pending_seconds_bucket",
+            "quartermaster_solve_duration_seconds_count 1",
+            "quartermaster_reconcile_duration_seconds_count 0",
+            "quartermaster_nodeclaims_created_total{nodepool=\"gpu\"} 1",
+            "quartermaster_node_hourly_cost_dollars{node=\"n1\"} 1.5",
+            "quartermaster_gpu_seconds_paid_not_allocatable_total",
+            "quartermaster_consolidation_savings_dollars_per_hour_total",
+            "# EOF",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Watches, not polls: one reflector per kind the controller reads, each filling an in-memory
+//! store that every other part reads. The driver is woken whenever any store changes; no
+//! decision is made before every store has synced once.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use quartermaster_policies::{AWSNodeClass, AzureNodeClass, GCPNodeClass, NodeClaim, NodePool};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+
+/// The stores of every kind the controller reads.
+#[derive(Clone)]
+pub struct Stores {
+    /// Pods (all namespaces).
+    pub pods: Store<Pod>,
+    /// Nodes.
+    pub nodes: Store<Node>,
+    /// NodePools.
+    pub node_pools: Store<NodePool>,
+    /// NodeClaims.
+    pub node_claims: Store<NodeClaim>,
+    /// AWSNodeClasses.
+    pub aws_node_classes: Store<AWSNodeClass>,
+    /// GCPNodeClasses.
+    pub gcp_node_classes: Store<GCPNodeClass>,
+    /// AzureNodeClasses.
+    pub azure_node_classes: Store<AzureNodeClass>,
+    /// DaemonSets (their pods are overhead on every new node).
+    pub daemon_sets: Store<DaemonSet>,
+    /// PodDisruptionBudgets (honoured by evictions; read for status).
+    pub pdbs: Store<PodDisruptionBudget>,
+    changed: Arc<Notify>,
+    synced: Arc<AtomicUsize>,
+}
+
+/// How many kinds are watched (readiness waits for all of them).
+const KINDS: usize = 9;
+
+impl Stores {
+    /// Starts one watch per kind on `client`; the returned future drives them all (run it in a
+    /// task). Watch errors (429, 5xx, a dropped connection) are retried with backoff by the
+    /// watcher and never end the stream.
+    pub fn start(client: &Client) -> (Self, impl std::future::Future<Output = ()> + Send + use<>) {
+        let changed = Arc::new(Notify::new());
+        let synced = Arc::new(AtomicUsize::new(0));
+        let (pods, w_pods) = reflector::store();
+        let (nodes, w_nodes) = reflector::store();
+        let (node_pools, w_pools) = reflector::store();
+        let (node_claims, w_claims) = reflector::store();
+        let (aws, w_aws) = reflector::store();
+        let (gcp, w_gcp) = reflector::store();
+        let (azure, w_azure) = reflector::store();
+        let (daemon_sets, w_ds) = reflector::store();
+        let (pdbs, w_pdbs) = reflector::store();
+        let streams = vec![
+            watch(Api::<Pod>::all(client.clone()), w_pods, &changed, &synced),
+            watch(Api::<Node>::all(client.clone()), w_nodes, &changed, &synced),
+            watch(
+                Api::<NodePool>::all(client.clone()),
+                w_pools,
+                &changed,
+                &synced,
+            ),
+            watch(
+                Api::<NodeClaim>::all(client.clone()),
+                w_claims,
+                &changed,
+                &synced,
+            ),
+            watch(
+                Api::<AWSNodeClass>::all(client.clone()),
+                w_aws,
+                &changed,
+                &synced,
+            ),
+            watch(
+                Api::<GCPNodeClass>::all(client.clone()),
+                w_gcp,
+                &changed,
+                &synced,
+            ),
+            watch(
+                Api::<AzureNodeClass>::all(client.clone()),
+                w_azure,
+                &changed,
+                &synced,
+            ),
+            watch(
+                Api::<DaemonSet>::all(client.clone()),
+                w_ds,
+                &changed,
+                &synced,
+            ),
+            watch(
+                Api::<PodDisruptionBudget>::all(client.clone()),
+                w_pdbs,
+                &changed,
+                &synced,
+            ),
+        ];
+        let stores = Self {
+            pods,
+            nodes,
+            node_pools,
+            node_claims,
+            aws_node_classes: aws,
+            gcp_node_classes: gcp,
+            azure_node_classes: azure,
+            daemon_sets,
+            pdbs,
+            changed,
+            synced,
+        };
+        let run = async move {
+            futures::future::join_all(streams).await;
+        };
+        (stores, run)
+    }
+
+    /// Stores filled by hand (tests): every kind counts as synced.
+    pub fn from_writers(fill: impl FnOnce(&mut Writers)) -> Self {
+        let mut w = Writers::default();
+        fill(&mut w);
+        Self {
+            pods: w.pods.as_reader(),
+            nodes: w.nodes.as_reader(),
+            node_pools: w.node_pools.as_reader(),
+            node_claims: w.node_claims.as_reader(),
+            aws_node_classes: w.aws_node_classes.as_reader(),
+            gcp_node_classes: w.gcp_node_classes.as_reader(),
+            azure_node_classes: w.azure_node_classes.as_reader(),
+            daemon_sets: w.daemon_sets.as_reader(),
+            pdbs: w.pdbs.as_reader(),
+            changed: Arc::new(Notify::new()),
+            synced: Arc::new(AtomicUsize::new(KINDS)),
+        }
+    }
+
+    /// Whether every store has completed its first list.
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire) >= KINDS
+    }
+
+    /// Resolves when some store changed since the last call.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// Wakes whoever waits in [`Stores::changed`] (outcomes of the controller's own calls).
+    pub fn poke(&self) {
+        self.changed.notify_one();
+    }
+}
+
+/// Writers for [`Stores::from_writers`]: fill them with `apply_watcher_event`.
+#[allow(missing_docs)]
+pub struct Writers {
+    pub pods: reflector::store::Writer<Pod>,
+    pub nodes: reflector::store::Writer<Node>,
+    pub node_pools: reflector::store::Writer<NodePool>,
+    pub node_claims: reflector::store::Writer<NodeClaim>,
+    pub aws_node_classes: reflector::store::Writer<AWSNodeClass>,
+    pub gcp_node_classes: reflector::store::Writer<GCPNodeClass>,
+    pub azure_node_classes: reflector::store::Writer<AzureNodeClass>,
+    pub daemon_sets: reflector::store::Writer<DaemonSet>,
+    pub pdbs: reflector::store::Writer<PodDisruptionBudget>,
+}
+
+impl Default for Writers {
+    fn default() -> Self {
+        Self {
+            pods: Default::default(),
+            nodes: Default::default(),
+            node_pools: Default::default(),
+            node_claims: Default::default(),
+            aws_node_classes: Default::default(),
+            gcp_node_classes: Default::default(),
+            azure_node_classes: Default::default(),
+            daemon_sets: Default::default(),
+            pdbs: Default::default(),
+        }
+    }
+}
+
+impl Writers {
+    /// Puts `object` in `writer`'s store as a watch would.
+    pub fn put<K>(writer: &mut reflector::store::Writer<K>, object: K)
+    where
+        K: kube::runtime::reflector::Lookup + Clone,
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        writer.apply_watcher_event(&watcher::Event::Apply(object));
+    }
+}
+
+fn watch<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    changed: &Arc<Notify>,
+    synced: &Arc<AtomicUsize>,
+) -> futures::future::BoxFuture<'static, ()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let changed = changed.clone();
+    let synced = synced.clone();
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    Box::pin(async move {
+        let mut seen_init = false;
+        let stream = watcher(api, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .reflect(writer);
+        let mut stream = std::pin::pin!(stream.into_stream());
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::InitDone) => {
+                    if !seen_init {
+                        seen_init = true;
+                        synced.fetch_add(1, Ordering::AcqRel);
+                        tracing::debug!(kind, "store synced");
+                    }
+                    changed.notify_one();
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                Ok(_) => changed.notify_one(),
+                Err(e) => tracing::warn!(kind, error = %e, "watch failed; retrying with backoff"),
+            }
+        }
+    })
+}
+
+#[allow(unused_imports)]
+use TryStreamExt as _;

@@ -1,0 +1,418 @@
+//! What the stores hold, in the engine's terms. Pure functions over Kubernetes objects: no
+//! client, no clock, so every rule here is tested by feeding objects directly.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
+use quartermaster_cluster::{ClusterError, snapshot_with_resources};
+use quartermaster_engine::{EngineSetup, FoundClaim, NodeView, PoolPolicy};
+use quartermaster_policies::labels::{LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE};
+use quartermaster_policies::quantity::parse_quantity;
+use quartermaster_policies::{NodeClaim, NodePool};
+use quartermaster_pricing::{CapacityType, Catalog};
+use quartermaster_solver::pod::{Taint, TaintEffect};
+use quartermaster_solver::{OfferingChoice, Pod, PodRef, ResourceTable, Resources};
+use serde_json::Value;
+
+use crate::time::from_kube;
+
+/// The NodeClaim label naming its NodePool (also on its Node).
+pub const LABEL_NODEPOOL: &str = quartermaster_policies::labels::LABEL_NODEPOOL;
+/// The Node label naming the NodeClaim it was launched for.
+pub const LABEL_NODECLAIM: &str = "quartermaster.dev/nodeclaim";
+/// The NodeClaim annotation holding the price the plan assumed, dollars per hour.
+pub const ANNOTATION_PRICE: &str = "quartermaster.dev/price-per-hour";
+/// The finalizer on NodeClaims and Nodes: the instance is deleted before they go.
+pub const FINALIZER: &str = "quartermaster.dev/termination";
+/// The taint a node registers with (from its user data); removed at registration.
+pub const TAINT_UNREGISTERED: &str = "quartermaster.dev/unregistered";
+/// The taint on a node that is going away.
+pub const TAINT_DISRUPTED: &str = "quartermaster.dev/disrupted";
+
+/// A pod the engine should know about, and where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObservedPod {
+    /// The solver's pod.
+    pub pod: Pod,
+    /// `None` while it waits for a place; the node it is bound to otherwise.
+    pub node: Option<String>,
+    /// When the pod was created (pending time is measured from here).
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// One look at the stores: the engine's setup and the pods it should know.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    /// Resource table, NodePools and DaemonSets as the engine is built from them.
+    pub setup: EngineSetup,
+    /// Pods that wait for a place or run on a Quartermaster node, by id.
+    pub pods: BTreeMap<PodRef, ObservedPod>,
+    /// Objects that could not be read, with the reason (`Kind/namespace/name: field: reason`).
+    pub rejected: Vec<(String, String)>,
+    /// What the engine's setup depends on, to tell whether it must be rebuilt.
+    pub fingerprint: String,
+}
+
+/// Whether the kube-scheduler gave up on `pod` for want of a node: unbound, `PodScheduled=False`
+/// with reason `Unschedulable`, not owned by a DaemonSet, not being deleted, not finished.
+pub fn is_provisionable(pod: &KubePod) -> bool {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    let spec_bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    if spec_bound || is_finished(pod) {
+        return false;
+    }
+    if pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+    {
+        return false;
+    }
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+}
+
+/// Whether the pod has finished (phase `Succeeded` or `Failed`).
+pub fn is_finished(pod: &KubePod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// The node a pod is bound to.
+pub fn bound_node(pod: &KubePod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+/// Whether a pod is owned by a DaemonSet (never evicted, never counted as a workload).
+pub fn is_daemon_pod(pod: &KubePod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet")
+}
+
+/// Reads the stores' objects into the engine's terms.
+///
+/// `our_nodes` names the nodes of Quartermaster's NodeClaims: pods bound to them are reported
+/// (so the engine knows what each node holds); pods on other nodes are not. `resources` is the
+/// table of the engine in use: its slots are kept, new names are appended. Objects that cannot
+/// be read are left out and listed in [`Observed::rejected`]; they never stop the others.
+#[allow(clippy::too_many_arguments)]
+pub fn observe(
+    pods: &[std::sync::Arc<KubePod>],
+    our_nodes: &std::collections::BTreeSet<String>,
+    node_pools: &[std::sync::Arc<NodePool>],
+    node_classes: Vec<Value>,
+    daemon_sets: Vec<Value>,
+    catalog: &Catalog,
+    resources: &ResourceTable,
+) -> Observed {
+    let mut objects: Vec<Value> = Vec::new();
+    let mut where_bound: BTreeMap<PodRef, (Option<String>, Option<DateTime<Utc>>)> =
+        BTreeMap::new();
+    let mut sorted: Vec<&KubePod> = pods.iter().map(|p| p.as_ref()).collect();
+    sorted.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    for pod in sorted {
+        let node = bound_node(pod);
+        let wanted = match node {
+            Some(n) => {
+                our_nodes.contains(n)
+                    && pod.metadata.deletion_timestamp.is_none()
+                    && !is_finished(pod)
+                    && !is_daemon_pod(pod)
+            }
+            None => is_provisionable(pod),
+        };
+        if !wanted {
+            continue;
+        }
+        let Ok(mut value) = serde_json::to_value(pod) else {
+            continue;
+        };
+        value["apiVersion"] = Value::from("v1");
+        value["kind"] = Value::from("Pod");
+        if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
+            // The snapshot reads bound pods as a node's load; here every reported pod is read
+            // as a pod of its own, and where it runs is kept aside.
+            spec.remove("nodeName");
+        }
+        // Only requests, constraints and identity matter; status would make it "finished".
+        if let Some(obj) = value.as_object_mut() {
+            obj.remove("status");
+        }
+        let id = PodRef::new(
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default(),
+        );
+        where_bound.insert(
+            id,
+            (
+                node.map(str::to_owned),
+                pod.metadata.creation_timestamp.as_ref().map(from_kube),
+            ),
+        );
+        objects.push(value);
+    }
+    let mut pool_values = Vec::new();
+    for pool in node_pools {
+        if let Ok(v) = serde_json::to_value(pool.as_ref()) {
+            pool_values.push(v);
+        }
+    }
+    let fingerprint = format!(
+        "{}|{}|{}",
+        serde_json::to_string(&pool_values.iter().map(|v| &v["spec"]).collect::<Vec<_>>())
+            .unwrap_or_default(),
+        serde_json::to_string(
+            &node_classes
+                .iter()
+                .map(|v| (&v["kind"], &v["metadata"]["name"], &v["spec"]))
+                .collect::<Vec<_>>()
+        )
+        .unwrap_or_default(),
+        serde_json::to_string(
+            &daemon_sets
+                .iter()
+                .map(|v| (&v["metadata"]["namespace"], &v["metadata"]["name"], &v["spec"]))
+                .collect::<Vec<_>>()
+        )
+        .unwrap_or_default(),
+    );
+    objects.extend(pool_values);
+    objects.extend(node_classes);
+    objects.extend(daemon_sets);
+
+    let mut rejected = Vec::new();
+    let ingested = loop {
+        match snapshot_with_resources(&objects, catalog, resources.clone()) {
+            Ok(ingested) => break Some(ingested),
+            Err(e) => {
+                let (object, index) = match &e {
+                    ClusterError::Invalid { object, .. }
+                    | ClusterError::TooManyResources { object, .. } => {
+                        (object.clone(), position(&objects, object))
+                    }
+                    ClusterError::Unidentified { index, .. } => {
+                        (format!("object {index}"), index.checked_sub(1))
+                    }
+                };
+                rejected.push((object, e.to_string()));
+                match index {
+                    Some(i) if i < objects.len() => {
+                        objects.remove(i);
+                    }
+                    _ => break None,
+                }
+            }
+        }
+    };
+    let Some(ingested) = ingested else {
+        return Observed {
+            setup: EngineSetup {
+                resources: resources.clone(),
+                pools: Vec::new(),
+                daemonsets: Vec::new(),
+                catalog: catalog.clone(),
+            },
+            pods: BTreeMap::new(),
+            rejected,
+            fingerprint,
+        };
+    };
+    let snapshot = ingested.snapshot;
+    let mut pools = Vec::new();
+    for spec in snapshot.node_pools {
+        let Some(typed) = node_pools
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(spec.name.as_str()))
+        else {
+            continue;
+        };
+        let name = spec.name.clone();
+        match PoolPolicy::new(spec, typed.as_ref().clone()) {
+            Ok(policy) => pools.push(policy),
+            Err(e) => rejected.push((format!("NodePool/{name}"), e.to_string())),
+        }
+    }
+    let mut observed_pods = BTreeMap::new();
+    for pod in snapshot.pending {
+        let (node, created_at) = where_bound.remove(&pod.id).unwrap_or_default();
+        observed_pods.insert(
+            pod.id.clone(),
+            ObservedPod {
+                pod,
+                node,
+                created_at,
+            },
+        );
+    }
+    let fingerprint = format!("{fingerprint}|{}", table_names(&snapshot.resources));
+    Observed {
+        setup: EngineSetup {
+            resources: snapshot.resources,
+            pools,
+            daemonsets: snapshot.daemonsets,
+            catalog: catalog.clone(),
+        },
+        pods: observed_pods,
+        rejected,
+        fingerprint,
+    }
+}
+
+fn position(objects: &[Value], id: &str) -> Option<usize> {
+    objects.iter().position(|v| {
+        let kind = v["kind"].as_str().unwrap_or_default();
+        let name = v["metadata"]["name"].as_str().unwrap_or_default();
+        match v["metadata"]["namespace"].as_str() {
+            Some(ns) => id == format!("{kind}/{ns}/{name}") || id == format!("{kind}/{name}"),
+            None => id == format!("{kind}/{name}") || id == format!("{kind}/default/{name}"),
+        }
+    })
+}
+
+/// The resource names of a table, in slot order.
+pub fn table_names(table: &ResourceTable) -> String {
+    (0..table.len())
+        .map(|i| table.name(i))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A Node as the engine sees it (labels, taints, allocatable in the engine's units).
+pub fn node_view(node: &Node, table: &ResourceTable) -> NodeView {
+    let mut allocatable = Resources::ZERO;
+    if let Some(alloc) = node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
+        for (name, q) in alloc {
+            let (Some(slot), Ok(m)) = (table.slot(name), parse_quantity(&q.0)) else {
+                continue;
+            };
+            let v = if name == "cpu" {
+                m.millis()
+            } else {
+                m.to_whole_floor()
+            };
+            allocatable.set(slot, i64::try_from(v.max(0)).unwrap_or(i64::MAX));
+        }
+    }
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            Some(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: TaintEffect::parse(&t.effect)?,
+            })
+        })
+        .collect();
+    NodeView {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints,
+        allocatable,
+    }
+}
+
+/// The offering a NodeClaim records: from its status once launched, from the labels and price
+/// annotation it was created with before that.
+pub fn claim_offering(claim: &NodeClaim) -> Option<OfferingChoice> {
+    let labels = claim.metadata.labels.clone().unwrap_or_default();
+    let status = claim.status.as_ref();
+    let instance_type = status
+        .and_then(|s| s.instance_type.clone())
+        .or_else(|| labels.get(LABEL_INSTANCE_TYPE).cloned())?;
+    let zone = status
+        .and_then(|s| s.zone.clone())
+        .or_else(|| labels.get(LABEL_ZONE).cloned())?;
+    let capacity_type: CapacityType = status
+        .and_then(|s| s.capacity_type.clone())
+        .or_else(|| labels.get(LABEL_CAPACITY_TYPE).cloned())?
+        .parse()
+        .ok()?;
+    let price_per_hour = status
+        .and_then(|s| s.price_per_hour)
+        .or_else(|| {
+            claim
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(ANNOTATION_PRICE)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0);
+    Some(OfferingChoice {
+        instance_type,
+        zone,
+        capacity_type,
+        price_per_hour,
+    })
+}
+
+/// A NodeClaim in the cluster, as the engine adopts it. `node` is its registered Node, if any.
+pub fn found_claim(claim: &NodeClaim, node: Option<NodeView>) -> Option<FoundClaim> {
+    let name = claim.metadata.name.clone()?;
+    let node_pool = claim
+        .metadata
+        .labels
+        .as_ref()?
+        .get(LABEL_NODEPOOL)?
+        .clone();
+    let offering = claim_offering(claim)?;
+    let status = claim.status.as_ref();
+    let condition_time = |type_: &str| {
+        status?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == "True")
+            .map(|c| from_kube(&c.last_transition_time))
+    };
+    let created_at = claim
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(from_kube)
+        .unwrap_or_default();
+    let node = node.filter(|_| status.and_then(|s| s.node_name.as_ref()).is_some());
+    Some(FoundClaim {
+        name,
+        node_pool,
+        offering,
+        created_at,
+        provider_id: status.and_then(|s| s.provider_id.clone()),
+        launched_at: condition_time("Launched"),
+        registered_at: node.as_ref().and(condition_time("Registered")),
+        initialized_at: node.as_ref().and(condition_time("Initialized")),
+        node,
+        deleting: claim.metadata.deletion_timestamp.is_some(),
+    })
+}

@@ -1,0 +1,258 @@
+//! Every write the controller makes to the Kubernetes API goes through [`Writer`], which refuses
+//! to write the moment this replica does not hold the leader lease. Reads go to the stores.
+
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+use quartermaster_policies::{NodeClaim, NodeClaimStatus, NodePool, NodePoolStatus};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::ControllerError;
+
+/// The field manager of the controller's server-side applies.
+pub const FIELD_MANAGER: &str = "quartermaster";
+
+/// What an eviction came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// Accepted: the pod is terminating.
+    Evicted,
+    /// Refused for now (429: a PodDisruptionBudget allows no disruption); try again later.
+    Blocked,
+    /// The pod is already gone.
+    Gone,
+}
+
+/// The controller's writes, gated on leadership.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    leader: watch::Receiver<bool>,
+    recorder: Recorder,
+}
+
+fn ignore_status(result: Result<(), kube::Error>, codes: &[u16]) -> Result<(), ControllerError> {
+    match result {
+        Err(kube::Error::Api(s)) if codes.contains(&s.code) => Ok(()),
+        other => other.map_err(ControllerError::from),
+    }
+}
+
+impl Writer {
+    /// A writer that writes only while `leader` says true.
+    pub fn new(client: Client, leader: watch::Receiver<bool>, instance: Option<String>) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "quartermaster".into(),
+                instance,
+            },
+        );
+        Self {
+            client,
+            leader,
+            recorder,
+        }
+    }
+
+    /// Whether this replica may write now.
+    pub fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    fn check(&self) -> Result<(), ControllerError> {
+        if self.is_leader() {
+            Ok(())
+        } else {
+            Err(ControllerError::NotLeader)
+        }
+    }
+
+    fn claims(&self) -> Api<NodeClaim> {
+        Api::all(self.client.clone())
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    /// Creates a NodeClaim; one that already exists counts as created.
+    pub async fn create_claim(&self, claim: &NodeClaim) -> Result<(), ControllerError> {
+        self.check()?;
+        let r = self
+            .claims()
+            .create(&PostParams::default(), claim)
+            .await
+            .map(|_| ());
+        ignore_status(r, &[409])
+    }
+
+    /// Merges labels and annotations into a NodeClaim's metadata.
+    pub async fn patch_claim_metadata(
+        &self,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> Result<(), ControllerError> {
+        self.check()?;
+        self.claims()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    /// Writes a NodeClaim's whole status (server-side apply, owned by the controller).
+    pub async fn apply_claim_status(
+        &self,
+        name: &str,
+        status: &NodeClaimStatus,
+    ) -> Result<(), ControllerError> {
+        self.check()?;
+        let body = json!({
+            "apiVersion": "quartermaster.dev/v1",
+            "kind": "NodeClaim",
+            "status": status,
+        });
+        let r = self
+            .claims()
+            .patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
+    /// Writes a NodePool's status (server-side apply).
+    pub async fn apply_pool_status(
+        &self,
+        name: &str,
+        status: &NodePoolStatus,
+    ) -> Result<(), ControllerError> {
+        self.check()?;
+        let body = json!({
+            "apiVersion": "quartermaster.dev/v1",
+            "kind": "NodePool",
+            "status": status,
+        });
+        let r = Api::<NodePool>::all(self.client.clone())
+            .patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
+    /// Asks for a NodeClaim's deletion (its finalizer holds it until the instance is gone).
+    pub async fn delete_claim(&self, name: &str) -> Result<(), ControllerError> {
+        self.check()?;
+        let r = self
+            .claims()
+            .delete(name, &DeleteParams::background())
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
+    /// Removes the controller's finalizer from a NodeClaim, guarded by its resourceVersion.
+    pub async fn remove_claim_finalizer(
+        &self,
+        claim: &NodeClaim,
+        finalizer: &str,
+    ) -> Result<(), ControllerError> {
+        self.check()?;
+        let Some(name) = claim.metadata.name.as_deref() else {
+            return Ok(());
+        };
+        let rest: Vec<&String> = claim
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != finalizer)
+            .collect();
+        let patch = json!({"metadata": {
+            "finalizers": rest,
+            "resourceVersion": claim.metadata.resource_version,
+        }});
+        let r = self
+            .claims()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
+    /// Merges `patch` into a Node (labels, taints, finalizers, unschedulable).
+    pub async fn patch_node(
+        &self,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> Result<(), ControllerError> {
+        self.check()?;
+        let r = self
+            .nodes()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
+    /// Deletes a Node; one that is gone counts as deleted.
+    pub async fn delete_node(&self, name: &str) -> Result<(), ControllerError> {
+        self.check()?;
+        let r = self
+            .nodes()
+            .delete(name, &DeleteParams::background())
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
+    /// Evicts a pod through the Eviction API (PodDisruptionBudgets are honoured by the server).
+    pub async fn evict(&self, namespace: &str, name: &str) -> Result<Eviction, ControllerError> {
+        self.check()?;
+        match Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .evict(name, &EvictParams::default())
+            .await
+        {
+            Ok(_) => Ok(Eviction::Evicted),
+            Err(kube::Error::Api(s)) if s.code == 429 => Ok(Eviction::Blocked),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Eviction::Gone),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Publishes a Kubernetes Event about `regarding`. Failures are logged, never fatal.
+    pub async fn event(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: String,
+    ) {
+        if self.check().is_err() {
+            return;
+        }
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, regarding).await {
+            tracing::debug!(reason, error = %e, "could not publish an event");
+        }
+    }
+}
