@@ -1,1 +1,520 @@
-//! (in progress)
+//! The controller's Kubernetes client: configuration from `--kubeconfig` or the standard
+//! inference (in-cluster service account, `KUBECONFIG`, `~/.kube/config`), and a client-side
+//! rate limit (`--kube-client-qps`, `--kube-client-burst`) in front of kube's default HTTP stack
+//! (auth, base URI, timeouts, tracing).
+//!
+//! The rate limit is a token bucket (`governor`'s GCRA): `burst` requests may go out at once,
+//! then one every `1 / qps` seconds. A request over the limit waits asynchronously (on a tokio
+//! timer) for its token; none is ever rejected. The limiter reads tokio's clock, so tests can
+//! run it under paused time.
+
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use governor::clock::Clock as GovernorClock;
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tower::{Layer, Service};
+
+use crate::ControllerError;
+
+/// The flag that sets the sustained request rate.
+pub const QPS_FLAG: &str = "--kube-client-qps";
+/// The flag that sets the burst size.
+pub const BURST_FLAG: &str = "--kube-client-burst";
+/// Karpenter's default sustained rate (requests per second).
+pub const DEFAULT_QPS: f64 = 200.0;
+/// Karpenter's default burst.
+pub const DEFAULT_BURST: u32 = 300;
+
+/// The smallest accepted `--kube-client-qps` (one request every 1000 s).
+const MIN_QPS: f64 = 0.001;
+/// The largest accepted `--kube-client-qps`.
+const MAX_QPS: f64 = 1_000_000.0;
+/// The largest accepted `--kube-client-burst`.
+const MAX_BURST: u32 = 1_000_000;
+
+/// How the controller reaches the Kubernetes API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientSettings {
+    /// `--kubeconfig`: a kubeconfig file; `None` infers the configuration (in-cluster service
+    /// account, `KUBECONFIG`, `~/.kube/config`).
+    pub kubeconfig: Option<PathBuf>,
+    /// `--kube-client-qps`: sustained requests per second (> 0).
+    pub qps: f64,
+    /// `--kube-client-burst`: requests that may go out at once (≥ 1).
+    pub burst: u32,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        Self {
+            kubeconfig: None,
+            qps: DEFAULT_QPS,
+            burst: DEFAULT_BURST,
+        }
+    }
+}
+
+/// Builds the controller's client: the configuration from `settings.kubeconfig` (or inferred),
+/// kube's default HTTP stack, and the client-side rate limit outermost. Settings are checked
+/// before anything is read.
+pub async fn build_client(settings: &ClientSettings) -> Result<kube::Client, ControllerError> {
+    let rate_limit = RateLimitLayer::new(settings.qps, settings.burst)?;
+    let config = match &settings.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
+                ControllerError::ClientConfig(format!(
+                    "--kubeconfig {}: {}",
+                    path.display(),
+                    error_chain(&e)
+                ))
+            })?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| {
+                    ControllerError::ClientConfig(format!(
+                        "--kubeconfig {}: {}",
+                        path.display(),
+                        error_chain(&e)
+                    ))
+                })?
+        }
+        None => kube::Config::infer().await.map_err(|e| {
+            ControllerError::ClientConfig(format!(
+                "no --kubeconfig given and none could be inferred (in-cluster, KUBECONFIG, \
+                 ~/.kube/config): {}",
+                error_chain(&e)
+            ))
+        })?,
+    };
+    let builder = ClientBuilder::try_from(config)
+        .map_err(|e| ControllerError::ClientConfig(error_chain(&e)))?;
+    Ok(builder.with_layer(&rate_limit).build())
+}
+
+/// An error and its sources, outermost first, joined with `: `.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Tokio's clock for `governor`: real time in production, virtual under tokio's paused time.
+#[derive(Debug, Clone, Copy, Default)]
+struct TokioClock;
+
+impl GovernorClock for TokioClock {
+    type Instant = std::time::Instant;
+
+    fn now(&self) -> Self::Instant {
+        tokio::time::Instant::now().into_std()
+    }
+}
+
+type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<std::time::Instant>>;
+
+/// A tower layer that lets requests through at `qps` per second with bursts of `burst`. Every
+/// service it wraps (and every clone of the layer) draws from the same bucket.
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    limiter: Arc<Limiter>,
+    qps: f64,
+    burst: u32,
+}
+
+impl std::fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("qps", &self.qps)
+            .field("burst", &self.burst)
+            .finish()
+    }
+}
+
+impl RateLimitLayer {
+    /// A full bucket of `burst` tokens refilled at `qps` per second. `qps` must be finite and
+    /// between 0.001 and 1,000,000; `burst` between 1 and 1,000,000 (errors name
+    /// `--kube-client-qps` and `--kube-client-burst`).
+    pub fn new(qps: f64, burst: u32) -> Result<Self, ControllerError> {
+        if !qps.is_finite() || qps <= 0.0 {
+            return Err(ControllerError::Setting {
+                name: QPS_FLAG,
+                reason: format!("must be a positive number of requests per second, got {qps}"),
+            });
+        }
+        if !(MIN_QPS..=MAX_QPS).contains(&qps) {
+            return Err(ControllerError::Setting {
+                name: QPS_FLAG,
+                reason: format!("must be between {MIN_QPS} and {MAX_QPS}, got {qps}"),
+            });
+        }
+        let burst_tokens = NonZeroU32::new(burst)
+            .filter(|b| b.get() <= MAX_BURST)
+            .ok_or_else(|| ControllerError::Setting {
+                name: BURST_FLAG,
+                reason: format!("must be between 1 and {MAX_BURST} requests, got {burst}"),
+            })?;
+        // In range, so the period is between 1 µs and 1000 s: never zero, never overflowing.
+        let quota = Duration::try_from_secs_f64(1.0 / qps)
+            .ok()
+            .and_then(Quota::with_period)
+            .ok_or_else(|| ControllerError::Setting {
+                name: QPS_FLAG,
+                reason: format!("{qps} requests per second is not a usable rate"),
+            })?
+            .allow_burst(burst_tokens);
+        Ok(Self {
+            limiter: Arc::new(RateLimiter::direct_with_clock(quota, TokioClock)),
+            qps,
+            burst,
+        })
+    }
+
+    /// Sustained requests per second.
+    pub fn qps(&self) -> f64 {
+        self.qps
+    }
+
+    /// Requests that may go out at once.
+    pub fn burst(&self) -> u32 {
+        self.burst
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimited<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimited {
+            inner,
+            limiter: Arc::clone(&self.limiter),
+            permit: false,
+            sleep: None,
+        }
+    }
+}
+
+/// A service behind [`RateLimitLayer`]: `poll_ready` is pending until a token is available
+/// (then until the inner service is ready), so callers (kube's request buffer) wait in order.
+pub struct RateLimited<S> {
+    inner: S,
+    limiter: Arc<Limiter>,
+    /// A token was taken for the next `call`.
+    permit: bool,
+    /// The timer to wait on before asking for a token again.
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S: Clone> Clone for RateLimited<S> {
+    fn clone(&self) -> Self {
+        // A clone shares the bucket but not a token already taken.
+        Self {
+            inner: self.inner.clone(),
+            limiter: Arc::clone(&self.limiter),
+            permit: false,
+            sleep: None,
+        }
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for RateLimited<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimited")
+            .field("inner", &self.inner)
+            .field("permit", &self.permit)
+            .field("waiting", &self.sleep.is_some())
+            .finish()
+    }
+}
+
+impl<S, Request> Service<Request> for RateLimited<S>
+where
+    S: Service<Request>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        while !self.permit {
+            if let Some(sleep) = self.sleep.as_mut() {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.sleep = None;
+            }
+            match self.limiter.check() {
+                Ok(()) => self.permit = true,
+                Err(not_until) => {
+                    let wait = not_until.wait_time_from(TokioClock.now());
+                    // Never a zero-length timer: a token due "now" is retried after 1 ms.
+                    let wait = wait.max(Duration::from_millis(1));
+                    tracing::trace!(?wait, "kube client rate limit: waiting for a token");
+                    self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
+                }
+            }
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // `poll_ready` returned ready, so a token was taken for this call.
+        self.permit = false;
+        self.inner.call(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::time::Duration;
+
+    use futures::future::poll_fn;
+    use http::{Request, Response};
+    use kube::client::Body;
+    use tokio::time::Instant;
+    use tower::{Layer, Service};
+
+    use super::*;
+
+    fn setting_error(result: Result<RateLimitLayer, ControllerError>) -> (&'static str, String) {
+        match result {
+            Err(ControllerError::Setting { name, reason }) => (name, reason),
+            other => panic!("expected a setting error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn qps_must_be_positive_finite_and_in_range() {
+        for qps in [
+            0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1e-9,
+            2e6,
+        ] {
+            let (name, reason) = setting_error(RateLimitLayer::new(qps, 10));
+            assert_eq!(name, "--kube-client-qps", "qps {qps}");
+            assert!(!reason.is_empty(), "qps {qps}");
+        }
+        for qps in [MIN_QPS, 0.5, DEFAULT_QPS, MAX_QPS] {
+            let layer = RateLimitLayer::new(qps, 1).expect("a valid rate");
+            assert_eq!(layer.qps(), qps);
+        }
+    }
+
+    #[test]
+    fn burst_must_be_at_least_one() {
+        for burst in [0, MAX_BURST + 1, u32::MAX] {
+            let (name, reason) = setting_error(RateLimitLayer::new(DEFAULT_QPS, burst));
+            assert_eq!(name, "--kube-client-burst", "burst {burst}");
+            assert!(reason.contains(&burst.to_string()), "{reason}");
+        }
+        assert_eq!(RateLimitLayer::new(1.0, 1).expect("valid").burst(), 1);
+    }
+
+    /// Whether the service is ready when polled once now (no waiting).
+    async fn ready_now<S: Service<()>>(svc: &mut S) -> bool
+    where
+        S::Error: std::fmt::Debug,
+    {
+        match futures::poll!(poll_fn(|cx| svc.poll_ready(cx))) {
+            Poll::Ready(result) => {
+                result.expect("inner service never fails");
+                true
+            }
+            Poll::Pending => false,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_burst_the_next_request_waits_for_a_token() {
+        // 10 per second: one token every 100 ms, 3 at once.
+        let layer = RateLimitLayer::new(10.0, 3).expect("valid");
+        let mut svc = layer.layer(tower::service_fn(|()| async { Ok::<_, Infallible>(()) }));
+        for i in 0..3 {
+            assert!(
+                ready_now(&mut svc).await,
+                "request {i} of the burst goes at once"
+            );
+            svc.call(()).await.expect("infallible");
+        }
+        assert!(!ready_now(&mut svc).await, "the 4th waits");
+        tokio::time::advance(Duration::from_millis(99)).await;
+        assert!(
+            !ready_now(&mut svc).await,
+            "still waiting 1 ms before its token"
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(ready_now(&mut svc).await, "released when the token is due");
+        svc.call(()).await.expect("infallible");
+        // The bucket is empty again: the 5th waits a full period.
+        assert!(!ready_now(&mut svc).await, "the 5th waits");
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(ready_now(&mut svc).await);
+        svc.call(()).await.expect("infallible");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn clones_of_the_layer_share_one_bucket() {
+        let layer = RateLimitLayer::new(1.0, 1).expect("valid");
+        let mut a = layer.layer(tower::service_fn(|()| async { Ok::<_, Infallible>(()) }));
+        let mut b = layer
+            .clone()
+            .layer(tower::service_fn(|()| async { Ok::<_, Infallible>(()) }));
+        assert!(ready_now(&mut a).await);
+        a.call(()).await.expect("infallible");
+        assert!(!ready_now(&mut b).await, "the one token is spent");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(ready_now(&mut b).await);
+    }
+
+    /// A kube client over a mocked API, rate limited: the times (tokio's virtual time) at which
+    /// the API sees requests.
+    #[tokio::test(start_paused = true)]
+    async fn kube_client_requests_are_spaced_after_the_burst() {
+        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let layer = RateLimitLayer::new(10.0, 2).expect("valid");
+        let client = kube::Client::new(layer.layer(mock), "default");
+        let start = Instant::now();
+        let api = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some((request, reply)) = handle.next_request().await {
+                seen.push((request.uri().path().to_string(), start.elapsed()));
+                reply.send_response(
+                    Response::builder()
+                        .body(Body::from(b"ok".to_vec()))
+                        .expect("a response"),
+                );
+            }
+            seen
+        });
+        let requests = (0..5).map(|i| {
+            let client = client.clone();
+            async move {
+                let request = Request::get(format!("/r/{i}"))
+                    .body(Vec::new())
+                    .expect("a request");
+                client.request_text(request).await.expect("answered")
+            }
+        });
+        let answers = futures::future::join_all(requests).await;
+        assert!(answers.iter().all(|a| a == "ok"));
+        drop(client);
+        let seen = api.await.expect("api task");
+        assert_eq!(seen.len(), 5);
+        let offsets: Vec<u128> = seen.iter().map(|(_, at)| at.as_millis()).collect();
+        // Two at once, then one every 100 ms (virtual time; tokio timers round up to 1 ms).
+        for (i, expected) in [0u128, 0, 100, 200, 300].into_iter().enumerate() {
+            assert!(
+                (expected..=expected + 1).contains(&offsets[i]),
+                "request {i} at {} ms, expected {expected} ms: {offsets:?}",
+                offsets[i]
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn build_client_checks_settings_before_reading_anything() {
+        let settings = ClientSettings {
+            kubeconfig: Some(PathBuf::from("/nonexistent/kubeconfig")),
+            qps: 0.0,
+            burst: 10,
+        };
+        match build_client(&settings).await {
+            Err(ControllerError::Setting { name, .. }) => assert_eq!(name, "--kube-client-qps"),
+            Err(other) => panic!("expected the qps error, got {other:?}"),
+            Ok(_) => panic!("expected the qps error, got a client"),
+        }
+    }
+
+    #[tokio::test]
+    async fn build_client_names_a_missing_kubeconfig() {
+        let settings = ClientSettings {
+            kubeconfig: Some(PathBuf::from("/nonexistent/quartermaster/kubeconfig")),
+            ..ClientSettings::default()
+        };
+        match build_client(&settings).await {
+            Err(ControllerError::ClientConfig(message)) => {
+                assert!(message.contains("--kubeconfig"), "{message}");
+                assert!(
+                    message.contains("/nonexistent/quartermaster/kubeconfig"),
+                    "{message}"
+                );
+            }
+            Err(other) => panic!("expected a configuration error, got {other:?}"),
+            Ok(_) => panic!("expected a configuration error, got a client"),
+        }
+    }
+
+    #[tokio::test]
+    async fn build_client_reads_the_given_kubeconfig() {
+        let dir = std::env::temp_dir().join(format!(
+            "quartermaster-controller-client-test-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\n\
+             kind: Config\n\
+             clusters:\n\
+             - name: test\n  cluster:\n    server: https://127.0.0.1:6443\n    insecure-skip-tls-verify: true\n\
+             users:\n\
+             - name: test\n  user:\n    token: not-a-real-token\n\
+             contexts:\n\
+             - name: test\n  context:\n    cluster: test\n    user: test\n    namespace: quartermaster\n\
+             current-context: test\n",
+        )
+        .expect("write kubeconfig");
+        let settings = ClientSettings {
+            kubeconfig: Some(path),
+            ..ClientSettings::default()
+        };
+        let client = build_client(&settings).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        let client = match client {
+            Ok(client) => client,
+            Err(e) => panic!("a client: {e}"),
+        };
+        assert_eq!(client.default_namespace(), "quartermaster");
+    }
+
+    #[test]
+    fn error_chain_includes_sources_once() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("reading file")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let error = Outer(std::io::Error::other("disk on fire"));
+        assert_eq!(error_chain(&error), "reading file: disk on fire");
+    }
+}
