@@ -25,9 +25,7 @@ use crate::context::Context;
 use crate::launch::{error_kind, launch};
 use crate::lifecycle;
 use crate::termination::terminate;
-use crate::translate::{
-    FINALIZER, LABEL_NODECLAIM, Observed, found_claim, node_view, observe,
-};
+use crate::translate::{FINALIZER, LABEL_NODECLAIM, Observed, found_claim, node_view, observe};
 
 /// What a task reports back to the loop.
 #[derive(Debug)]
@@ -123,7 +121,11 @@ impl Driver {
 
     /// Runs passes until `stop` resolves: after any store change, task outcome or engine
     /// deadline, and at least every `resync`.
-    pub async fn run(mut self, resync: std::time::Duration, stop: impl std::future::Future<Output = ()>) {
+    pub async fn run(
+        mut self,
+        resync: std::time::Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
         let mut stop = std::pin::pin!(stop);
         loop {
             if self.ctx.writer.is_leader() && self.ctx.stores.synced() {
@@ -335,11 +337,18 @@ impl Driver {
         let Some(engine) = &mut self.engine else {
             return;
         };
-        let in_store: BTreeSet<String> =
-            claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
+        let in_store: BTreeSet<String> = claims
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
         // Claims that were in the cluster and are gone: deleted.
         for gone in self.seen.difference(&in_store).cloned().collect::<Vec<_>>() {
-            engine.handle(now, Event::Deleted { claim: gone.clone() });
+            engine.handle(
+                now,
+                Event::Deleted {
+                    claim: gone.clone(),
+                },
+            );
             self.seen.remove(&gone);
             self.registered.remove(&gone);
             self.deleting.remove(&gone);
@@ -353,7 +362,12 @@ impl Driver {
                 continue;
             };
             if claim.metadata.deletion_timestamp.is_some() && self.deleting.insert(name.clone()) {
-                engine.handle(now, Event::ClaimDeleting { claim: name.clone() });
+                engine.handle(
+                    now,
+                    Event::ClaimDeleting {
+                        claim: name.clone(),
+                    },
+                );
             }
         }
         // A Node a user deleted: its NodeClaim goes too (termination removes the Node's
@@ -368,7 +382,9 @@ impl Driver {
                 .as_ref()
                 .and_then(|l| l.get(LABEL_NODECLAIM))
                 .cloned();
-            if let Some(claim) = owner.filter(|c| in_store.contains(c) && !self.deleting.contains(c)) {
+            if let Some(claim) =
+                owner.filter(|c| in_store.contains(c) && !self.deleting.contains(c))
+            {
                 let ctx = self.ctx.clone();
                 self.ctx.spawn(async move {
                     if let Err(e) = ctx.writer.delete_claim(&claim).await {
@@ -528,14 +544,14 @@ impl Driver {
                 reason,
             } => {
                 let view = self.claims().into_iter().find(|c| c.name == claim);
-                let pool = view.as_ref().map(|v| v.node_pool.clone()).unwrap_or_default();
+                let pool = view
+                    .as_ref()
+                    .map(|v| v.node_pool.clone())
+                    .unwrap_or_default();
                 self.ctx
                     .metrics
                     .nodeclaims_terminated
-                    .get_or_create(&vec![
-                        ("nodepool", pool),
-                        ("reason", reason.to_string()),
-                    ])
+                    .get_or_create(&vec![("nodepool", pool), ("reason", reason.to_string())])
                     .inc();
                 if reason == quartermaster_engine::DeleteReason::Underutilized
                     && let Some(v) = &view
@@ -607,7 +623,12 @@ impl Driver {
             let Some(name) = claim.metadata.name.clone() else {
                 continue;
             };
-            let ours = claim.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
+            let ours = claim
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == FINALIZER);
             if claim.metadata.deletion_timestamp.is_none()
                 || !ours
                 || self.launching.contains(&name)

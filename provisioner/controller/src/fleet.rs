@@ -103,7 +103,9 @@ pub fn usage(
             allocatable: Amounts {
                 cpu_millis: amount(&alloc, "cpu"),
                 memory_bytes: amount(&alloc, "memory"),
-                accelerators: accel.map(|a| amount(&alloc, &a.resource)).unwrap_or_default(),
+                accelerators: accel
+                    .map(|a| amount(&alloc, &a.resource))
+                    .unwrap_or_default(),
             },
             start,
             end: None,
@@ -115,12 +117,11 @@ pub fn usage(
         let Some(node) = bound_node(pod) else {
             continue;
         };
-        let Some(resource) = accelerator_of.get(node).cloned().or_else(|| {
-            node_usage
-                .iter()
-                .any(|n| n.node == node)
-                .then(String::new)
-        }) else {
+        let Some(resource) = accelerator_of
+            .get(node)
+            .cloned()
+            .or_else(|| node_usage.iter().any(|n| n.node == node).then(String::new))
+        else {
             continue;
         };
         if is_finished(pod) {
@@ -282,7 +283,14 @@ pub fn export(driver: &mut Driver, now: DateTime<Utc>) {
             let shown = node_objects
                 .iter()
                 .find(|o| o.metadata.name.as_deref() == Some(n.node.as_str()))
-                .and_then(|o| o.status.as_ref()?.allocatable.as_ref()?.get(&resource).cloned())
+                .and_then(|o| {
+                    o.status
+                        .as_ref()?
+                        .allocatable
+                        .as_ref()?
+                        .get(&resource)
+                        .cloned()
+                })
                 .and_then(|q| parse_quantity(&q.0).ok())
                 .map(|m| m.to_whole_floor() as u64)
                 .unwrap_or(0);

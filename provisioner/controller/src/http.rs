@@ -70,7 +70,13 @@ async fn cost(State(ctx): State<Arc<Context>>, Query(q): Query<CostQuery>) -> Re
         None | Some("json") => axum::Json(fleet_cost(&nodes, &pods, now)).into_response(),
         Some("csv") => {
             let mut out = Vec::new();
-            match write_csv(&nodes, &pods, now, &Billing::for_cluster(&ctx.cluster_name), &mut out) {
+            match write_csv(
+                &nodes,
+                &pods,
+                now,
+                &Billing::for_cluster(&ctx.cluster_name),
+                &mut out,
+            ) {
                 Ok(_) => ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], out).into_response(),
                 Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
             }

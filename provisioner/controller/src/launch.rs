@@ -74,7 +74,10 @@ pub fn claim_object(request: &LaunchRequest, pool: &NodePool) -> NodeClaim {
 /// The labels that record which offering a claim is launching.
 fn offering_labels(request: &LaunchRequest) -> [(String, String); 3] {
     [
-        (LABEL_INSTANCE_TYPE.to_owned(), request.instance_type.clone()),
+        (
+            LABEL_INSTANCE_TYPE.to_owned(),
+            request.instance_type.clone(),
+        ),
         (LABEL_ZONE.to_owned(), request.zone.clone()),
         (
             LABEL_CAPACITY_TYPE.to_owned(),

@@ -28,3 +28,6 @@ pub mod writes;
 
 pub use error::ControllerError;
 pub use run::{Settings, run};
+
+#[cfg(test)]
+mod tests;

@@ -62,7 +62,12 @@ pub fn needs_registration(node: &Node) -> bool {
         .labels
         .as_ref()
         .is_some_and(|l| l.contains_key(LABEL_NODEPOOL) && l.contains_key(LABEL_NODECLAIM));
-    let finalized = node.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
+    let finalized = node
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER);
     unregistered || !labelled || !finalized
 }
 
@@ -75,7 +80,12 @@ pub fn without_unregistered(mut view: NodeView) -> NodeView {
 /// Registers a claim's node: labels it with the NodePool, claim, capacity type, zone and
 /// instance labels, applies the template's taints and startup taints, removes the
 /// unregistered taint and adds the termination finalizer. Returns the node as it will be.
-pub fn register(ctx: &std::sync::Arc<Context>, claim: &ClaimView, node: &Node, pool: Option<&NodePool>) -> Node {
+pub fn register(
+    ctx: &std::sync::Arc<Context>,
+    claim: &ClaimView,
+    node: &Node,
+    pool: Option<&NodePool>,
+) -> Node {
     let mut node = node.clone();
     let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
     for (k, v) in &claim.labels {
@@ -89,7 +99,10 @@ pub fn register(ctx: &std::sync::Arc<Context>, claim: &ClaimView, node: &Node, p
     if let Some(pool) = pool {
         let template = &pool.spec.template.spec;
         for t in template.taints.iter().chain(&template.startup_taints) {
-            if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
+            if !taints
+                .iter()
+                .any(|x| x.key == t.key && x.effect == t.effect)
+            {
                 taints.push(t.clone());
             }
         }
@@ -136,7 +149,13 @@ pub fn cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
     });
 }
 
-fn condition(type_: &str, status: bool, reason: &str, message: String, now: DateTime<Utc>) -> Condition {
+fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    now: DateTime<Utc>,
+) -> Condition {
     Condition {
         type_: type_.to_owned(),
         status: if status { "True" } else { "False" }.to_owned(),
@@ -164,7 +183,13 @@ pub fn claim_status(
 ) -> NodeClaimStatus {
     let mut conditions = Vec::new();
     conditions.push(match (&view.provider_id, launch_error) {
-        (Some(id), _) => condition(CONDITION_LAUNCHED, true, "Launched", format!("instance {id}"), now),
+        (Some(id), _) => condition(
+            CONDITION_LAUNCHED,
+            true,
+            "Launched",
+            format!("instance {id}"),
+            now,
+        ),
         (None, Some(e)) => condition(
             CONDITION_LAUNCHED,
             false,
@@ -172,10 +197,21 @@ pub fn claim_status(
             format!("{e}; trying the next offering or retrying"),
             now,
         ),
-        (None, None) => unknown(CONDITION_LAUNCHED, "Launching", "launch requested".into(), now),
+        (None, None) => unknown(
+            CONDITION_LAUNCHED,
+            "Launching",
+            "launch requested".into(),
+            now,
+        ),
     });
     conditions.push(match &view.node_name {
-        Some(n) => condition(CONDITION_REGISTERED, true, "Registered", format!("Node {n}"), now),
+        Some(n) => condition(
+            CONDITION_REGISTERED,
+            true,
+            "Registered",
+            format!("Node {n}"),
+            now,
+        ),
         None => unknown(
             CONDITION_REGISTERED,
             "AwaitingRegistration",
@@ -184,7 +220,13 @@ pub fn claim_status(
         ),
     });
     let init = if view.initialized {
-        condition(CONDITION_INITIALIZED, true, "Initialized", "requested resources are allocatable and startup taints are gone".into(), now)
+        condition(
+            CONDITION_INITIALIZED,
+            true,
+            "Initialized",
+            "requested resources are allocatable and startup taints are gone".into(),
+            now,
+        )
     } else if view.node_name.is_some() {
         unknown(
             CONDITION_INITIALIZED,
@@ -193,13 +235,23 @@ pub fn claim_status(
             now,
         )
     } else {
-        unknown(CONDITION_INITIALIZED, "AwaitingRegistration", "not registered yet".into(), now)
+        unknown(
+            CONDITION_INITIALIZED,
+            "AwaitingRegistration",
+            "not registered yet".into(),
+            now,
+        )
     };
     conditions.push(init);
     conditions.push(if view.initialized {
         condition(CONDITION_READY, true, "Ready", String::new(), now)
     } else {
-        unknown(CONDITION_READY, "NotInitialized", "the node is not initialized yet".into(), now)
+        unknown(
+            CONDITION_READY,
+            "NotInitialized",
+            "the node is not initialized yet".into(),
+            now,
+        )
     });
     // Keep transition times of conditions whose status did not change.
     if let Some(previous) = previous {
@@ -273,13 +325,21 @@ pub fn sync_status(driver: &mut Driver, now: DateTime<Utc>) {
             continue;
         }
         let previous = object.status.as_ref();
-        let desired = claim_status(view, driver.launch_error(&view.name), &ctx.catalog, previous, now);
+        let desired = claim_status(
+            view,
+            driver.launch_error(&view.name),
+            &ctx.catalog,
+            previous,
+            now,
+        );
         if previous.is_some_and(|p| same_ignoring_times(p, &desired))
             || driver
                 .written
                 .claims
                 .get(&view.name)
-                .is_some_and(|(w, at)| same_ignoring_times(w, &desired) && now - *at < REWRITE_AFTER)
+                .is_some_and(|(w, at)| {
+                    same_ignoring_times(w, &desired) && now - *at < REWRITE_AFTER
+                })
         {
             continue;
         }
@@ -305,9 +365,24 @@ fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) {
         .aws_node_classes
         .state()
         .iter()
-        .map(|c| ("AWSNodeClass".to_owned(), c.metadata.name.clone().unwrap_or_default()))
-        .chain(ctx.stores.gcp_node_classes.state().iter().map(|c| ("GCPNodeClass".to_owned(), c.metadata.name.clone().unwrap_or_default())))
-        .chain(ctx.stores.azure_node_classes.state().iter().map(|c| ("AzureNodeClass".to_owned(), c.metadata.name.clone().unwrap_or_default())))
+        .map(|c| {
+            (
+                "AWSNodeClass".to_owned(),
+                c.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .chain(ctx.stores.gcp_node_classes.state().iter().map(|c| {
+            (
+                "GCPNodeClass".to_owned(),
+                c.metadata.name.clone().unwrap_or_default(),
+            )
+        }))
+        .chain(ctx.stores.azure_node_classes.state().iter().map(|c| {
+            (
+                "AzureNodeClass".to_owned(),
+                c.metadata.name.clone().unwrap_or_default(),
+            )
+        }))
         .collect();
     for pool in ctx.stores.node_pools.state() {
         let Some(name) = pool.metadata.name.clone() else {
@@ -328,12 +403,20 @@ fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) {
         let resources: BTreeMap<String, Quantity> = totals
             .into_iter()
             .map(|(k, v)| {
-                let q = if k == "cpu" { format!("{v}m") } else { v.to_string() };
+                let q = if k == "cpu" {
+                    format!("{v}m")
+                } else {
+                    v.to_string()
+                };
                 (k, Quantity(q))
             })
             .collect();
         let class_ref = pool.node_class_ref();
-        let class_kind = if class_ref.kind == "EC2NodeClass" { "AWSNodeClass".to_owned() } else { class_ref.kind.clone() };
+        let class_kind = if class_ref.kind == "EC2NodeClass" {
+            "AWSNodeClass".to_owned()
+        } else {
+            class_ref.kind.clone()
+        };
         let class_ok = classes.contains(&(class_kind, class_ref.name.clone()));
         let mut conditions = vec![if class_ok {
             condition(CONDITION_READY, true, "Ready", String::new(), now)
@@ -342,7 +425,10 @@ fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) {
                 CONDITION_READY,
                 false,
                 "NodeClassNotFound",
-                format!("{} {} does not exist; create it or fix spec.template.spec.nodeClassRef", class_ref.kind, class_ref.name),
+                format!(
+                    "{} {} does not exist; create it or fix spec.template.spec.nodeClassRef",
+                    class_ref.kind, class_ref.name
+                ),
                 now,
             )
         }];
@@ -375,7 +461,10 @@ fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) {
         {
             continue;
         }
-        driver.written.pools.insert(name.clone(), (desired.clone(), now));
+        driver
+            .written
+            .pools
+            .insert(name.clone(), (desired.clone(), now));
         let ctx2 = ctx.clone();
         ctx.spawn(async move {
             if let Err(e) = ctx2.writer.apply_pool_status(&name, &desired).await {
@@ -402,8 +491,15 @@ fn limit_reached(
     for c in claims {
         if let Some(it) = catalog.get(c.cloud, &c.offering.instance_type) {
             for (k, v) in it.capacity() {
-                let millis = if k == "cpu" { i128::from(v) } else { i128::from(v) * 1000 };
-                let e = usage.resources.entry(k).or_insert(quartermaster_policies::Millis::ZERO);
+                let millis = if k == "cpu" {
+                    i128::from(v)
+                } else {
+                    i128::from(v) * 1000
+                };
+                let e = usage
+                    .resources
+                    .entry(k)
+                    .or_insert(quartermaster_policies::Millis::ZERO);
                 *e = e.saturating_add(quartermaster_policies::Millis::from_millis(millis));
             }
         }
@@ -466,10 +562,18 @@ fn pod_ref(ctx: &Context, pod: &PodRef) -> ObjectReference {
 }
 
 async fn claim_event(ctx: &Context, claim: &str, warning: bool, reason: &str, note: String) {
-    ctx.writer.event(&claim_ref(ctx, claim), warning, reason, note).await;
+    ctx.writer
+        .event(&claim_ref(ctx, claim), warning, reason, note)
+        .await;
 }
 
-fn spawn_event(ctx: &std::sync::Arc<Context>, regarding: ObjectReference, warning: bool, reason: &'static str, note: String) {
+fn spawn_event(
+    ctx: &std::sync::Arc<Context>,
+    regarding: ObjectReference,
+    warning: bool,
+    reason: &'static str,
+    note: String,
+) {
     let ctx2 = ctx.clone();
     ctx.spawn(async move {
         ctx2.writer.event(&regarding, warning, reason, note).await;
@@ -481,7 +585,11 @@ pub fn launched_event(ctx: &std::sync::Arc<Context>, claim: &str, instance: &Ins
     tracing::info!(nodeclaim = claim, instance = %instance.provider_id, instance_type = %instance.instance_type, zone = %instance.zone, capacity_type = %instance.capacity_type, "launched");
     let note = format!(
         "launched {} ({} {}) in {} at ${:.4}/h",
-        instance.provider_id, instance.instance_type, instance.capacity_type, instance.zone, instance.price_per_hour
+        instance.provider_id,
+        instance.instance_type,
+        instance.capacity_type,
+        instance.zone,
+        instance.price_per_hour
     );
     spawn_event(ctx, claim_ref(ctx, claim), false, "Launched", note);
 }
@@ -517,25 +625,57 @@ pub fn nominated_events(driver: &Driver, claim: &str) {
         .filter(|id| engine.placement(id) == Some(claim))
         .collect();
     for id in nominated {
-        spawn_event(ctx, pod_ref(ctx, &id), false, "Nominated", format!("Pod should schedule on NodeClaim {claim}"));
+        spawn_event(
+            ctx,
+            pod_ref(ctx, &id),
+            false,
+            "Nominated",
+            format!("Pod should schedule on NodeClaim {claim}"),
+        );
     }
 }
 
 /// `Unschedulable` on a pod the solver could not place, with its reason.
 pub fn unschedulable_event(ctx: &std::sync::Arc<Context>, pod: &PodRef, reason: &str) {
-    spawn_event(ctx, pod_ref(ctx, pod), true, "Unschedulable", format!("Quartermaster cannot provision a node for this pod: {reason}"));
+    spawn_event(
+        ctx,
+        pod_ref(ctx, pod),
+        true,
+        "Unschedulable",
+        format!("Quartermaster cannot provision a node for this pod: {reason}"),
+    );
 }
 
 /// `Initialized` on the claim.
 pub fn initialized_event(ctx: &std::sync::Arc<Context>, claim: &ClaimView) {
     tracing::info!(nodeclaim = %claim.name, node = ?claim.node_name, "initialized");
-    spawn_event(ctx, claim_ref(ctx, &claim.name), false, "Initialized", format!("Node {} is initialized", claim.node_name.as_deref().unwrap_or("?")));
+    spawn_event(
+        ctx,
+        claim_ref(ctx, &claim.name),
+        false,
+        "Initialized",
+        format!(
+            "Node {} is initialized",
+            claim.node_name.as_deref().unwrap_or("?")
+        ),
+    );
 }
 
 /// `Disrupting` on the claim, with the reason and what it saves.
-pub fn disrupting_event(driver: &Driver, claim: &str, reason: DeleteReason, view: Option<&ClaimView>) {
+pub fn disrupting_event(
+    driver: &Driver,
+    claim: &str,
+    reason: DeleteReason,
+    view: Option<&ClaimView>,
+) {
     let ctx = driver.ctx();
     let saving = view.map(|v| v.offering.price_per_hour).unwrap_or_default();
     tracing::info!(nodeclaim = claim, %reason, saving_per_hour = saving, "disrupting");
-    spawn_event(ctx, claim_ref(ctx, claim), false, "Disrupting", format!("{reason}: removing this node saves up to ${saving:.4}/h"));
+    spawn_event(
+        ctx,
+        claim_ref(ctx, claim),
+        false,
+        "Disrupting",
+        format!("{reason}: removing this node saves up to ${saving:.4}/h"),
+    );
 }

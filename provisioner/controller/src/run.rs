@@ -41,8 +41,7 @@ pub struct Settings {
 
 /// Work that runs only while this replica leads (the kwok cloud's kubelet): started when it
 /// starts leading, given a future that resolves when it must stop.
-pub type LeaderTask =
-    Box<dyn Fn(BoxFuture<'static, ()>) -> BoxFuture<'static, ()> + Send + Sync>;
+pub type LeaderTask = Box<dyn Fn(BoxFuture<'static, ()>) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(

@@ -6,7 +6,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -126,10 +126,9 @@ impl Stores {
         (stores, run)
     }
 
-    /// Stores filled by hand (tests): every kind counts as synced.
-    pub fn from_writers(fill: impl FnOnce(&mut Writers)) -> Self {
-        let mut w = Writers::default();
-        fill(&mut w);
+    /// Stores read from writers filled by hand (tests, or a one-off listing): every kind
+    /// counts as synced. The stores see later changes made through the writers.
+    pub fn from_writers(w: &Writers) -> Self {
         Self {
             pods: w.pods.as_reader(),
             nodes: w.nodes.as_reader(),
@@ -192,13 +191,17 @@ impl Default for Writers {
 }
 
 impl Writers {
-    /// Puts `object` in `writer`'s store as a watch would.
-    pub fn put<K>(writer: &mut reflector::store::Writer<K>, object: K)
+    /// Replaces everything in `writer`'s store with `objects`, as a watch's re-list would.
+    pub fn replace<K>(writer: &mut reflector::store::Writer<K>, objects: Vec<K>)
     where
         K: kube::runtime::reflector::Lookup + Clone,
         K::DynamicType: Eq + std::hash::Hash + Clone,
     {
-        writer.apply_watcher_event(&watcher::Event::Apply(object));
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for o in objects {
+            writer.apply_watcher_event(&watcher::Event::InitApply(o));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
     }
 }
 
@@ -238,6 +241,3 @@ where
         }
     })
 }
-
-#[allow(unused_imports)]
-use TryStreamExt as _;

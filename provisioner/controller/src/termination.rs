@@ -92,6 +92,32 @@ pub async fn step(
         }
     }
 
+    // The Node's finalizer goes first: where the Node is the instance (kwok), deleting the
+    // instance deletes the Node, and nothing but the claim's finalizer is needed to make sure
+    // the instance goes.
+    if let Some(node) = &node
+        && node
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == FINALIZER)
+    {
+        let finalizers: Vec<&String> = node
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != FINALIZER)
+            .collect();
+        ctx.writer
+            .patch_node(
+                node.metadata.name.as_deref().unwrap_or_default(),
+                json!({"metadata": {"finalizers": finalizers}}),
+            )
+            .await?;
+    }
+
     // The instance: by provider id, or (never recorded: a launch that crashed before its
     // status was written) by the claim name the provider tagged it with.
     let cloud = claim_cloud(ctx, claim);
@@ -115,20 +141,9 @@ pub async fn step(
     }
 
     if let Some(node) = &node {
-        let node_name = node.metadata.name.clone().unwrap_or_default();
-        let finalizers: Vec<&String> = node
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .filter(|f| *f != FINALIZER)
-            .collect();
-        if node.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
-            ctx.writer
-                .patch_node(&node_name, json!({"metadata": {"finalizers": finalizers}}))
-                .await?;
-        }
-        ctx.writer.delete_node(&node_name).await?;
+        ctx.writer
+            .delete_node(node.metadata.name.as_deref().unwrap_or_default())
+            .await?;
     }
     ctx.writer.remove_claim_finalizer(claim, FINALIZER).await?;
     Ok(Step::Done)

@@ -198,7 +198,11 @@ pub fn observe(
         serde_json::to_string(
             &daemon_sets
                 .iter()
-                .map(|v| (&v["metadata"]["namespace"], &v["metadata"]["name"], &v["spec"]))
+                .map(|v| (
+                    &v["metadata"]["namespace"],
+                    &v["metadata"]["name"],
+                    &v["spec"]
+                ))
                 .collect::<Vec<_>>()
         )
         .unwrap_or_default(),
@@ -381,12 +385,7 @@ pub fn claim_offering(claim: &NodeClaim) -> Option<OfferingChoice> {
 /// A NodeClaim in the cluster, as the engine adopts it. `node` is its registered Node, if any.
 pub fn found_claim(claim: &NodeClaim, node: Option<NodeView>) -> Option<FoundClaim> {
     let name = claim.metadata.name.clone()?;
-    let node_pool = claim
-        .metadata
-        .labels
-        .as_ref()?
-        .get(LABEL_NODEPOOL)?
-        .clone();
+    let node_pool = claim.metadata.labels.as_ref()?.get(LABEL_NODEPOOL)?.clone();
     let offering = claim_offering(claim)?;
     let status = claim.status.as_ref();
     let condition_time = |type_: &str| {

@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use chrono::TimeDelta;
 use quartermaster_cloud::{Clock, CloudProvider, SystemClock};
+use quartermaster_controller::Settings;
 use quartermaster_controller::client::{ClientSettings, build_client};
 use quartermaster_controller::context::Providers;
 use quartermaster_controller::leader::LeaderSettings;
-use quartermaster_controller::Settings;
 use quartermaster_engine::EngineConfig;
 use quartermaster_kwok::{KwokCloud, KwokConfig, KwokKubelet};
 use quartermaster_policies::duration::parse_duration;
@@ -63,7 +63,8 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
     }
     init_logging(args)?;
     let identity = args.identity.clone().unwrap_or_else(|| {
-        std::env::var("HOSTNAME").unwrap_or_else(|_| format!("quartermaster-{}", std::process::id()))
+        std::env::var("HOSTNAME")
+            .unwrap_or_else(|_| format!("quartermaster-{}", std::process::id()))
     });
     let settings = Settings {
         cluster_name: args.cluster_name.clone(),
@@ -134,13 +135,14 @@ fn claim_name_tag() -> String {
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}

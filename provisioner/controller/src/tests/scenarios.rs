@@ -1,0 +1,377 @@
+//! Lifecycle scenarios: finalizer before launch, registration by providerID, initialization on
+//! GPU allocatable, termination order, leader-only writes, a restart in the middle of a launch.
+
+use serde_json::json;
+
+use super::*;
+use crate::leader::LeaderElector;
+use crate::rbac::{CLUSTER_RULES, KWOK_CLUSTER_RULES, NAMESPACE_RULES, allows};
+
+fn position(api: &FakeApi, what: impl Fn(&fake_api::Logged) -> bool) -> Option<usize> {
+    api.log().iter().position(what)
+}
+
+fn claims(api: &FakeApi) -> Vec<Value> {
+    api.list(QM, "nodeclaims")
+}
+
+fn nodes(api: &FakeApi) -> Vec<Value> {
+    api.list("", "nodes")
+}
+
+/// Every request the controller made is allowed by the chart's RBAC (the same tables).
+fn assert_rbac(api: &FakeApi) {
+    for r in api.log() {
+        let allowed = allows(CLUSTER_RULES, &r.group, &r.resource, r.verb())
+            || allows(KWOK_CLUSTER_RULES, &r.group, &r.resource, r.verb())
+            || allows(NAMESPACE_RULES, &r.group, &r.resource, r.verb());
+        assert!(
+            allowed,
+            "{} ({}) is not in the RBAC tables",
+            r.short(),
+            r.group
+        );
+    }
+}
+
+/// A pending GPU pod becomes a NodeClaim with its finalizer, then a launched Node.
+async fn launched(api: FakeApi) -> Env {
+    let mut env = Env::new(api);
+    env.passes(0, 3).await;
+    env
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_nodeclaim_and_its_finalizer_exist_before_the_cloud_is_called() {
+    let env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
+    let api = &env.api;
+    let claims = claims(api);
+    assert_eq!(claims.len(), 1, "one pod, one claim: {claims:#?}");
+    let claim = &claims[0];
+    let name = claim["metadata"]["name"].as_str().unwrap().to_owned();
+    assert!(name.starts_with("gpu-t"), "{name}");
+    let create_claim = position(api, |r| r.verb() == "create" && r.resource == "nodeclaims")
+        .expect("the NodeClaim is created");
+    let create_node = position(api, |r| r.verb() == "create" && r.resource == "nodes")
+        .expect("the kwok cloud creates the Node");
+    assert!(
+        create_claim < create_node,
+        "record first, then launch: {:?}",
+        api.log().iter().map(|r| r.short()).collect::<Vec<_>>()
+    );
+    let posted = &api.log()[create_claim].body;
+    assert_eq!(
+        posted["metadata"]["finalizers"],
+        json!(["quartermaster.dev/termination"])
+    );
+    assert_eq!(
+        posted["metadata"]["labels"]["quartermaster.dev/nodepool"],
+        "gpu"
+    );
+    assert_eq!(
+        posted["metadata"]["labels"]["node.kubernetes.io/instance-type"],
+        "g5.xlarge"
+    );
+    // Launched: the status carries the providerID and the offering.
+    let status = &claim["status"];
+    assert_eq!(status["providerID"], format!("kwok://{name}"));
+    assert_eq!(status["instanceType"], "g5.xlarge");
+    assert_eq!(status["capacityType"], "on-demand");
+    let launched = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Launched")
+        .unwrap();
+    assert_eq!(launched["status"], "True");
+    assert_eq!(nodes(api).len(), 1);
+    assert_rbac(api);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_with_the_claims_provider_id_is_registered_and_initialized_once_its_gpus_are_allocatable()
+ {
+    let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
+    let name = claims(&env.api)[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.passes(4, 5).await;
+    let node = env.api.get("", "nodes", &name).expect("the Node");
+    let labels = &node["metadata"]["labels"];
+    assert_eq!(labels["quartermaster.dev/nodepool"], "gpu");
+    assert_eq!(labels["quartermaster.dev/nodeclaim"], name.as_str());
+    assert_eq!(
+        labels["topology.kubernetes.io/zone"]
+            .as_str()
+            .map(|z| z.starts_with("us-east-1")),
+        Some(true)
+    );
+    let taints = node["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        !taints
+            .iter()
+            .any(|t| t["key"] == "quartermaster.dev/unregistered"),
+        "{taints:?}"
+    );
+    assert!(
+        taints.iter().any(|t| t["key"] == "nvidia.com/gpu"),
+        "the template's taint: {taints:?}"
+    );
+    assert_eq!(
+        node["metadata"]["finalizers"],
+        json!(["quartermaster.dev/termination"])
+    );
+    let claim = env.api.get(QM, "nodeclaims", &name).unwrap();
+    let condition = |c: &Value, t: &str| {
+        c["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["type"] == t)
+            .map(|x| x["status"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(condition(&claim, "Registered").as_deref(), Some("True"));
+    assert_eq!(claim["status"]["nodeName"], name.as_str());
+    // The device plugin has not reported the GPU yet (no kubelet loop runs here).
+    assert_eq!(condition(&claim, "Initialized").as_deref(), Some("Unknown"));
+    env.api.modify(
+        "",
+        "nodes",
+        &name,
+        json!({"status": {"allocatable": {"nvidia.com/gpu": "1"}, "capacity": {"nvidia.com/gpu": "1"}}}),
+    );
+    env.passes(6, 7).await;
+    let claim = env.api.get(QM, "nodeclaims", &name).unwrap();
+    assert_eq!(condition(&claim, "Initialized").as_deref(), Some("True"));
+    assert_eq!(condition(&claim, "Ready").as_deref(), Some("True"));
+    let events: Vec<String> = env
+        .api
+        .log()
+        .iter()
+        .filter(|r| r.resource == "events")
+        .map(|r| r.body["reason"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    for reason in ["Nominated", "Launched", "Registered", "Initialized"] {
+        assert!(
+            events.iter().any(|e| e == reason),
+            "{reason} missing from {events:?}"
+        );
+    }
+    assert_rbac(&env.api);
+}
+
+#[tokio::test(start_paused = true)]
+async fn termination_cordons_evicts_deletes_the_instance_then_removes_finalizers() {
+    let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
+    let name = claims(&env.api)[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.passes(4, 5).await;
+    // The pod runs on the node.
+    env.api.modify(
+        "",
+        "pods",
+        "ml/llm-0",
+        json!({"spec": {"nodeName": name}, "status": {"phase": "Running", "conditions": []}}),
+    );
+    env.passes(6, 7).await;
+    env.api.clear_log();
+    // A user deletes the NodeClaim: the finalizer holds it.
+    env.api.modify(
+        QM,
+        "nodeclaims",
+        &name,
+        json!({"metadata": {"deletionTimestamp": "2027-01-15T09:00:00Z"}}),
+    );
+    env.passes(8, 9).await;
+    let log = env.api.log();
+    let short: Vec<String> = log.iter().map(|r| r.short()).collect();
+    let cordon = position(&env.api, |r| {
+        r.resource == "nodes" && r.verb() == "patch" && r.body["spec"]["unschedulable"] == true
+    })
+    .unwrap_or_else(|| panic!("cordon: {short:?}"));
+    let evict = position(&env.api, |r| r.resource == "pods/eviction")
+        .unwrap_or_else(|| panic!("eviction: {short:?}"));
+    assert!(cordon < evict, "{short:?}");
+    assert!(
+        env.api.get(QM, "nodeclaims", &name).is_some(),
+        "held while the pod drains: {short:?}"
+    );
+    assert!(
+        env.api.get("", "nodes", &name).is_some(),
+        "the instance stays while its pod drains"
+    );
+    assert_eq!(
+        claims(&env.api).len(),
+        2,
+        "the pod's replacement is launched at once"
+    );
+    // The pod goes (its kubelet would finish it).
+    let pods: Vec<Value> = env.api.list("", "pods");
+    assert!(
+        !pods[0]["metadata"]["deletionTimestamp"].is_null(),
+        "evicted"
+    );
+    env.api.modify(
+        "",
+        "pods",
+        "ml/llm-0",
+        json!({"status": {"phase": "Succeeded"}}),
+    );
+    env.passes(10, 16).await;
+    let short: Vec<String> = env.api.log().iter().map(|r| r.short()).collect();
+    let delete_node = position(&env.api, |r| r.resource == "nodes" && r.verb() == "delete")
+        .unwrap_or_else(|| panic!("instance delete: {short:?}"));
+    let release = position(&env.api, |r| {
+        r.resource == "nodeclaims"
+            && r.verb() == "patch"
+            && r.body["metadata"]["finalizers"] == json!([])
+    })
+    .unwrap_or_else(|| panic!("finalizer removal: {short:?}"));
+    assert!(evict < delete_node && delete_node < release, "{short:?}");
+    assert!(env.api.get(QM, "nodeclaims", &name).is_none(), "{short:?}");
+    assert!(env.api.get("", "nodes", &name).is_none(), "{short:?}");
+    assert_rbac(&env.api);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_that_does_not_lead_writes_nothing() {
+    let api = cluster_with_gpu_pool(&[("llm-0", 1)]);
+    let client = api.client();
+    let (_elector, leadership) = LeaderElector::new(
+        client,
+        crate::leader::LeaderSettings::new("quartermaster", "replica-b"),
+        Arc::new(ManualClock::new(t0())),
+    )
+    .unwrap();
+    let mut env = Env::with_leadership(api, leadership);
+    env.passes(0, 3).await;
+    let writes: Vec<String> = env
+        .api
+        .log()
+        .iter()
+        .filter(|r| r.verb() != "get" && r.verb() != "list")
+        .map(|r| r.short())
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
+    // And the writer refuses outright.
+    let claim = quartermaster_policies::NodeClaim::new("x", serde_json::from_value(json!({"nodeClassRef": {"group": "quartermaster.dev", "kind": "AWSNodeClass", "name": "default"}})).unwrap());
+    assert!(matches!(
+        env.ctx.writer.create_claim(&claim).await,
+        Err(crate::ControllerError::NotLeader)
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_in_the_middle_of_a_launch_never_launches_a_second_instance() {
+    // The first controller recorded the claim and the cloud made the Node, then it died before
+    // writing the claim's status.
+    let env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
+    let name = claims(&env.api)[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.api
+        .modify(QM, "nodeclaims", &name, json!({"status": null}));
+    assert!(env.api.get(QM, "nodeclaims", &name).unwrap()["status"].is_null());
+    let mut env = env.restart();
+    env.api.clear_log();
+    env.passes(10, 14).await;
+    let short: Vec<String> = env.api.log().iter().map(|r| r.short()).collect();
+    assert!(
+        !short.iter().any(|s| s.starts_with("create nodes")),
+        "no second instance: {short:?}"
+    );
+    assert!(
+        !short.iter().any(|s| s.starts_with("create nodeclaims")),
+        "no second claim: {short:?}"
+    );
+    assert_eq!(nodes(&env.api).len(), 1);
+    assert_eq!(claims(&env.api).len(), 1);
+    let claim = env.api.get(QM, "nodeclaims", &name).unwrap();
+    assert_eq!(
+        claim["status"]["providerID"],
+        format!("kwok://{name}"),
+        "the restarted controller finished the record"
+    );
+    assert_rbac(&env.api);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_after_registration_adopts_the_node_and_buys_nothing_for_its_pods() {
+    let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1), ("llm-1", 1)])).await;
+    env.passes(4, 6).await;
+    assert_eq!(claims(&env.api).len(), 2);
+    let mut env = env.restart();
+    env.api.clear_log();
+    env.passes(20, 26).await;
+    let short: Vec<String> = env.api.log().iter().map(|r| r.short()).collect();
+    assert!(
+        !short
+            .iter()
+            .any(|s| s.starts_with("create nodes") || s.starts_with("create nodeclaims")),
+        "{short:?}"
+    );
+    assert_eq!(nodes(&env.api).len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_node_is_removed_after_consolidate_after_and_every_finalizer_goes() {
+    let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
+    let name = claims(&env.api)[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.api.modify("", "nodes", &name, json!({"status": {"allocatable": {"nvidia.com/gpu": "1"}, "capacity": {"nvidia.com/gpu": "1"}}}));
+    env.passes(4, 6).await;
+    env.api.modify(
+        "",
+        "pods",
+        "ml/llm-0",
+        json!({"spec": {"nodeName": name}, "status": {"phase": "Running", "conditions": []}}),
+    );
+    env.passes(7, 8).await;
+    // The workload scales to zero.
+    let pods = env.api.list("", "pods");
+    assert_eq!(pods.len(), 1);
+    env.api.modify(
+        "",
+        "pods",
+        "ml/llm-0",
+        json!({"status": {"phase": "Succeeded"}}),
+    );
+    env.passes(9, 50).await;
+    assert!(claims(&env.api).is_empty(), "consolidateAfter is 30s");
+    assert!(nodes(&env.api).is_empty());
+    assert_rbac(&env.api);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_that_fits_no_pool_gets_an_unschedulable_event_with_the_reason_and_nothing_is_bought()
+{
+    let api = cluster_with_gpu_pool(&[]);
+    api.insert("", "pods", pending_pod("huge", 64));
+    let mut env = Env::new(api);
+    env.passes(0, 3).await;
+    assert!(claims(&env.api).is_empty());
+    let event = env
+        .api
+        .log()
+        .into_iter()
+        .find(|r| r.resource == "events" && r.body["reason"] == "Unschedulable")
+        .expect("an Unschedulable event");
+    assert_eq!(event.body["regarding"]["name"], "huge");
+    assert!(
+        event.body["note"]
+            .as_str()
+            .unwrap()
+            .contains("Quartermaster cannot provision"),
+        "{}",
+        event.body["note"]
+    );
+}
