@@ -38,6 +38,13 @@
 //! ```
 //!
 //! The API access both need is [`API_ACCESS`]; it stays within the controller's RBAC tables.
+//!
+//! Notes for operators: the Nodes carry kwok's own `kwok.x-k8s.io/node: fake` annotation, so a
+//! kwok controller running in the same cluster (which by default manages Nodes so annotated)
+//! would act on them too: run one or the other. Pods left on a deleted kwok Node are removed by
+//! the kube-controller-manager's pod garbage collector, as for any vanished node. The
+//! controller removes the `quartermaster.dev/unregistered` taint when it sees the Node
+//! register; until then only pods tolerating it land there.
 
 #![forbid(unsafe_code)]
 
