@@ -49,6 +49,7 @@ mod allocate;
 mod error;
 mod fleet;
 mod focus;
+mod list_price;
 pub mod prometheus;
 mod usage;
 
@@ -59,4 +60,5 @@ pub use focus::{
     Billing, COLUMNS, FocusRow, format_decimal, month, pricing_category, provider, row, write_csv,
     write_rows,
 };
+pub use list_price::{catalog_list_price, fill_list_prices};
 pub use usage::{Amounts, NodeUsage, PodShare, PodUsage};
