@@ -3,7 +3,10 @@
 /// What can go wrong allocating costs or reading Prometheus series.
 #[derive(Debug, thiserror::Error)]
 pub enum CostError {
-    /// Writing the CSV failed.
+    /// Writing the CSV failed (the writer's error, e.g. a closed pipe, is the source).
+    #[error("cannot write the FOCUS CSV")]
+    Io(#[from] std::io::Error),
+    /// A row could not be encoded as CSV.
     #[error("cannot write the FOCUS CSV: {0}")]
     Write(String),
     /// A Prometheus API answer is not what `/api/v1/query_range` returns.
@@ -48,6 +51,12 @@ pub enum CostError {
 
 impl From<csv::Error> for CostError {
     fn from(e: csv::Error) -> Self {
+        if e.is_io_error() {
+            if let csv::ErrorKind::Io(io) = e.into_kind() {
+                return CostError::Io(io);
+            }
+            return CostError::Write("I/O error".to_owned());
+        }
         CostError::Write(e.to_string())
     }
 }

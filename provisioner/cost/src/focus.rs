@@ -312,7 +312,7 @@ where
         total += format_decimal(r.billed_cost).parse::<f64>().unwrap_or(0.0);
         w.serialize(r)?;
     }
-    w.flush().map_err(|e| CostError::Write(e.to_string()))?;
+    w.flush()?;
     Ok(total)
 }
 

@@ -168,8 +168,8 @@ pub fn write_report(
         }
         ReportFormat::Json => {
             let fleet = fleet_cost(&usage.nodes, &usage.pods, usage.at);
-            serde_json::to_writer_pretty(&mut *out, &fleet).context("writing JSON")?;
-            writeln!(out)?;
+            let text = serde_json::to_string_pretty(&fleet).context("encoding JSON")?;
+            writeln!(out, "{text}")?;
         }
         ReportFormat::Table => {
             let fleet = fleet_cost(&usage.nodes, &usage.pods, usage.at);

@@ -100,3 +100,29 @@ fn decimals_have_no_exponent_and_no_negative_zero() {
     assert_eq!(format_decimal(1.0e-7), "0.0000001");
     assert_eq!(format_decimal(12345.678), "12345.678");
 }
+
+#[test]
+fn a_closed_pipe_is_an_io_error_the_cli_can_recognise() {
+    struct Closed;
+    impl std::io::Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let until = Utc.with_ymd_and_hms(2027, 1, 2, 0, 0, 0).unwrap();
+    let err = write_csv(
+        &[node()],
+        &[pod()],
+        until,
+        &Billing::for_cluster("c"),
+        &mut Closed,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, CostError::Io(e) if e.kind() == std::io::ErrorKind::BrokenPipe),
+        "{err:?}"
+    );
+}

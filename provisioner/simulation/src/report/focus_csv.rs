@@ -6,7 +6,7 @@
 //! pod took (see [`quartermaster_cost::allocate`]). Rows of one node-hour sum to its cost, so
 //! `BilledCost` sums to the summary's `total_cost`.
 
-use std::io::Write;
+use std::io::{self, Write};
 
 use chrono::{DateTime, Utc};
 use quartermaster_cost::{Amounts, Billing, CostError, NodeUsage, PodShare, PodUsage};
@@ -73,7 +73,7 @@ pub fn pod_usage(scenario: &Scenario, rec: &Record) -> Vec<PodUsage> {
 }
 
 /// Writes `cost.csv`; returns the sum of `BilledCost` as written.
-pub fn write(scenario: &Scenario, rec: &Record, out: &mut dyn Write) -> Result<f64, CostError> {
+pub fn write(scenario: &Scenario, rec: &Record, out: &mut dyn Write) -> io::Result<f64> {
     let end: DateTime<Utc> = scenario.end();
     let billing = Billing {
         cluster: scenario.cluster.clone(),
@@ -87,4 +87,8 @@ pub fn write(scenario: &Scenario, rec: &Record, out: &mut dyn Write) -> Result<f
         &billing,
         out,
     )
+    .map_err(|e| match e {
+        CostError::Io(e) => e,
+        other => io::Error::other(other.to_string()),
+    })
 }

@@ -26,12 +26,7 @@ pub fn write_dir(dir: &Path, sim: &Simulation) -> Result<(), SimulationError> {
     let csv = dir.join("cost.csv");
     let file = std::fs::File::create(&csv).map_err(|e| err(&csv, e))?;
     let mut w = std::io::BufWriter::new(file);
-    focus_csv::write(&sim.scenario, &sim.run.record, &mut w).map_err(|e| {
-        SimulationError::Write {
-            path: csv.display().to_string(),
-            message: e.to_string(),
-        }
-    })?;
+    focus_csv::write(&sim.scenario, &sim.run.record, &mut w).map_err(|e| err(&csv, e))?;
     w.flush().map_err(|e| err(&csv, e))?;
 
     let html = dir.join("report.html");
