@@ -118,9 +118,11 @@ impl Window {
     /// asks for more than ~1000 points per series (Prometheus refuses more than 11,000).
     pub fn ending_at(now: DateTime<Utc>, since: TimeDelta) -> Self {
         let millis = since.num_milliseconds().max(0);
-        let step_secs = ((millis + 999_999) / 1_000_000).max(1);
+        let step_secs = (millis.saturating_add(999_999) / 1_000_000).max(1);
         Self {
-            start: now - since,
+            start: now
+                .checked_sub_signed(since)
+                .unwrap_or(DateTime::<Utc>::MIN_UTC),
             end: now,
             step: TimeDelta::seconds(step_secs),
         }

@@ -70,10 +70,21 @@ pub struct Usage {
 }
 
 /// Runs `report`; returns the exit code.
-pub fn run(args: &ReportArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow::Result<u8> {
+pub fn run(args: &ReportArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     let since = parse_duration(&args.since).context("--since")?;
     let usage = match &args.prometheus {
-        Some(url) => from_prometheus(url, since, Utc::now())?,
+        Some(url) => {
+            let usage = from_prometheus(url, since, Utc::now())?;
+            if usage.nodes.is_empty() {
+                writeln!(
+                    err,
+                    "warning: {url} has no {NODE_COST_METRIC} series in the last {}: does it \
+                     scrape the controller's /metrics?",
+                    args.since
+                )?;
+            }
+            usage
+        }
         None => bail!(
             "report without --prometheus (the live fleet from the API server) is not wired yet; \
              give --prometheus URL"

@@ -194,6 +194,12 @@ fn windows_and_durations() {
         Window::ending_at(now, TimeDelta::minutes(1)).step,
         TimeDelta::seconds(1)
     );
+    // Absurd durations do not panic.
+    let forever = parse_duration("9999999999w").unwrap();
+    assert_eq!(
+        Window::ending_at(now, forever).start,
+        DateTime::<Utc>::MIN_UTC
+    );
     let params = Window::ending_at(now, TimeDelta::minutes(1)).query_params("up");
     assert_eq!(params[1], ("start", "99940.000".to_owned()));
     assert_eq!(params[3], ("step", "1s".to_owned()));
