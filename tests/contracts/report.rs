@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use quartermaster_tests::prometheus::{Exporter, Prometheus, Scrape, free_port};
+use quartermaster_tests::prometheus::{Exporter, Prometheus, Scrape, free_port, http_get};
 use quartermaster_tests::quartermaster;
 use serde_json::Value;
 
@@ -106,15 +106,38 @@ fn exposed_seconds(scrapes: &[Scrape]) -> BTreeMap<&'static str, f64> {
         .collect()
 }
 
-/// Dollars of `keys` expected, and the tolerance (one query step either way, per series).
-fn expected(seconds: &BTreeMap<&str, f64>, keys: &[&str]) -> (f64, f64) {
+/// What Prometheus saw: seconds each gauge was exposed, and scrapes that failed (a failed
+/// scrape makes every series stale until the next one, hiding up to one scrape interval).
+struct Seen {
+    seconds: BTreeMap<&'static str, f64>,
+    failed_scrapes: f64,
+}
+
+/// Dollars of `keys` expected, and the tolerance: one query step (1 s) either way per series,
+/// plus one scrape interval (1 s) per failed scrape.
+fn expected(seen: &Seen, keys: &[&str]) -> (f64, f64) {
     let mut cost = 0.0;
     let mut tolerance = 1e-6;
     for g in GAUGES.iter().filter(|g| keys.contains(&g.key)) {
-        cost += g.per_hour * seconds[g.key] / 3600.0;
-        tolerance += g.per_hour * 1.5 / 3600.0;
+        cost += g.per_hour * seen.seconds[g.key] / 3600.0;
+        tolerance += g.per_hour * (1.5 + seen.failed_scrapes) / 3600.0;
     }
     (cost, tolerance)
+}
+
+/// Scrapes of the exporter Prometheus counts as failed over the last 10 minutes.
+fn failed_scrapes(prometheus: &Prometheus) -> f64 {
+    let (status, body) = http_get(
+        prometheus.addr(),
+        "/api/v1/query?query=sum(count_over_time(up%5B10m%5D)%20-%20sum_over_time(up%5B10m%5D))",
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["data"]["result"][0]["value"][1]
+        .as_str()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of failed scrapes in {body}"))
 }
 
 fn assert_close(what: &str, got: f64, (want, tolerance): (f64, f64)) {
@@ -163,7 +186,10 @@ fn report_from_prometheus_charges_each_gauge_for_the_time_it_was_scraped() {
     exporter.serve(3, &exposition(3));
     // Two empty scrapes: the first writes the staleness markers, the second proves it was stored.
     let scrapes = exporter.wait_for_scrapes(3, 2).unwrap();
-    let seconds = exposed_seconds(&scrapes);
+    let seconds = Seen {
+        seconds: exposed_seconds(&scrapes),
+        failed_scrapes: failed_scrapes(&prometheus),
+    };
 
     let url = prometheus.url.clone();
     let json = quartermaster(&[
