@@ -4,8 +4,11 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     quartermaster::enable_terminal_progress();
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
-    let code = quartermaster::run(std::env::args_os(), &mut stdout.lock(), &mut stderr.lock());
+    // Unlocked handles: `controller` logs to standard error from other threads.
+    let code = quartermaster::run(
+        std::env::args_os(),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    );
     ExitCode::from(code)
 }

@@ -29,7 +29,8 @@ fn init_logging(args: &ControllerArgs) -> anyhow::Result<()> {
         .with_context(|| format!("--log-level {:?}", args.log_level))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let result = match args.log_format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Text => builder.try_init(),
