@@ -53,6 +53,12 @@ pub enum Command {
     /// account is needed: nodes are Kubernetes Node objects the controller keeps alive.
     /// Example: `quartermaster controller --cloud-provider kwok --kubeconfig ~/.kube/config`
     Controller(ControllerArgs),
+    /// What the fleet costs, allocated to NodePools, namespaces and pods (FOCUS 1.2 with -o csv).
+    ///
+    /// With --prometheus, the history over --since from a Prometheus that scraped the controller;
+    /// without it, the live fleet from the API server.
+    /// Example: `quartermaster report --prometheus http://prometheus:9090 --since 24h -o csv`
+    Report(crate::commands::report::ReportArgs),
 }
 
 /// A cloud provider for the controller.

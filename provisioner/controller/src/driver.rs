@@ -31,7 +31,7 @@ use crate::translate::{FINALIZER, LABEL_NODECLAIM, Observed, found_claim, node_v
 #[derive(Debug)]
 pub enum Outcome {
     /// An event for the engine (a launch's result).
-    Engine(Event),
+    Engine(Box<Event>),
     /// A launch task finished (its claim may be launched again).
     LaunchDone {
         /// NodeClaim name.
@@ -153,6 +153,7 @@ impl Driver {
         let now = self.ctx.clock.now();
         match outcome {
             Outcome::Engine(event) => {
+                let event = *event;
                 match &event {
                     Event::LaunchFailed { claim, error } => {
                         self.ctx
@@ -579,7 +580,7 @@ impl Driver {
                     ) {
                         let _ = provider.delete(&id).await;
                     }
-                    let _ = tx.send(Outcome::Engine(Event::Deleted { claim }));
+                    let _ = tx.send(Outcome::Engine(Box::new(Event::Deleted { claim })));
                 });
                 let _ = now;
             }
@@ -662,7 +663,8 @@ impl Driver {
             .chain(self.launching.iter().cloned())
             .chain(self.claims().into_iter().map(|c| c.name))
             .collect();
-        for provider in self.ctx.providers.values().cloned() {
+        for provider in self.ctx.providers.values() {
+            let provider = provider.clone();
             let known = known.clone();
             self.ctx.spawn(async move {
                 let instances = match provider.list().await {

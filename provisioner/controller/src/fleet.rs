@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use quartermaster_cost::{Amounts, NodeUsage, PodShare, PodUsage, split_at};
 use quartermaster_policies::NodeClaim;
 use quartermaster_policies::quantity::parse_quantity;
@@ -29,7 +29,6 @@ pub fn cloud_of_kind(kind: &str) -> Option<Cloud> {
 /// Usage intervals of every launched NodeClaim and of the pods on their nodes.
 pub fn usage(
     claims: &[Arc<NodeClaim>],
-    nodes: &[Arc<Node>],
     pods: &[Arc<Pod>],
     catalog: &Catalog,
 ) -> (Vec<NodeUsage>, Vec<PodUsage>) {
@@ -111,7 +110,6 @@ pub fn usage(
             end: None,
         });
     }
-    let _ = nodes;
     let mut pod_usage = Vec::new();
     for pod in pods {
         let Some(node) = bound_node(pod) else {
@@ -211,7 +209,6 @@ pub fn export(driver: &mut Driver, now: DateTime<Utc>) {
     let m = &ctx.metrics;
     let (nodes, pods) = usage(
         &ctx.stores.node_claims.state(),
-        &ctx.stores.nodes.state(),
         &ctx.stores.pods.state(),
         &ctx.catalog,
     );

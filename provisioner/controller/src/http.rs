@@ -62,7 +62,6 @@ async fn cost(State(ctx): State<Arc<Context>>, Query(q): Query<CostQuery>) -> Re
     let now = ctx.clock.now();
     let (nodes, pods) = usage(
         &ctx.stores.node_claims.state(),
-        &ctx.stores.nodes.state(),
         &ctx.stores.pods.state(),
         &ctx.catalog,
     );

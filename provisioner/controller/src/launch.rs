@@ -106,7 +106,7 @@ pub async fn launch(
             error,
         },
     };
-    let _ = outcomes.send(Outcome::Engine(event));
+    let _ = outcomes.send(Outcome::Engine(Box::new(event)));
     let _ = outcomes.send(Outcome::LaunchDone { claim });
 }
 

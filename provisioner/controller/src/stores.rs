@@ -160,8 +160,9 @@ impl Stores {
     }
 }
 
-/// Writers for [`Stores::from_writers`]: fill them with `apply_watcher_event`.
+/// Writers for [`Stores::from_writers`]: fill them with [`Writers::replace`].
 #[allow(missing_docs)]
+#[derive(Default)]
 pub struct Writers {
     pub pods: reflector::store::Writer<Pod>,
     pub nodes: reflector::store::Writer<Node>,
@@ -172,22 +173,6 @@ pub struct Writers {
     pub azure_node_classes: reflector::store::Writer<AzureNodeClass>,
     pub daemon_sets: reflector::store::Writer<DaemonSet>,
     pub pdbs: reflector::store::Writer<PodDisruptionBudget>,
-}
-
-impl Default for Writers {
-    fn default() -> Self {
-        Self {
-            pods: Default::default(),
-            nodes: Default::default(),
-            node_pools: Default::default(),
-            node_claims: Default::default(),
-            aws_node_classes: Default::default(),
-            gcp_node_classes: Default::default(),
-            azure_node_classes: Default::default(),
-            daemon_sets: Default::default(),
-            pdbs: Default::default(),
-        }
-    }
 }
 
 impl Writers {

@@ -5,6 +5,7 @@ mod catalog;
 mod controller;
 mod crds;
 mod plan;
+pub mod report;
 mod simulate;
 mod validate;
 
@@ -22,5 +23,6 @@ pub fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::R
         Command::Bench(args) => bench::run(&args, out, err),
         Command::Simulate(args) => simulate::run(&args, out, err),
         Command::Controller(args) => controller::run(&args, err),
+        Command::Report(args) => report::run(&args, out, err),
     }
 }

@@ -85,10 +85,7 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyho
             }
             usage
         }
-        None => bail!(
-            "report without --prometheus (the live fleet from the API server) is not wired yet; \
-             give --prometheus URL"
-        ),
+        None => live(args.kubeconfig.clone())?,
     };
     write_report(&usage, args.output, &args.cluster, out)?;
     Ok(crate::EXIT_OK)
@@ -253,4 +250,44 @@ fn write_table(fleet: &FleetCost, source: &str, out: &mut dyn Write) -> anyhow::
     }
     nodes.write(out)?;
     Ok(())
+}
+
+/// The live fleet: NodeClaims, Nodes and Pods listed from the API server, allocated now.
+fn live(kubeconfig: Option<PathBuf>) -> anyhow::Result<Usage> {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, ListParams};
+    use quartermaster_policies::NodeClaim;
+    use std::sync::Arc;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let settings = quartermaster_controller::client::ClientSettings {
+            kubeconfig,
+            ..Default::default()
+        };
+        let client = quartermaster_controller::client::build_client(&settings).await?;
+        let lp = ListParams::default();
+        let claims = Api::<NodeClaim>::all(client.clone())
+            .list(&lp)
+            .await
+            .context("listing NodeClaims")?;
+        let pods = Api::<Pod>::all(client)
+            .list(&lp)
+            .await
+            .context("listing Pods")?;
+        let (nodes, pods) = quartermaster_controller::fleet::usage(
+            &claims.items.into_iter().map(Arc::new).collect::<Vec<_>>(),
+            &pods.items.into_iter().map(Arc::new).collect::<Vec<_>>(),
+            &quartermaster_pricing::Catalog::embedded(),
+        );
+        anyhow::Ok(Usage {
+            nodes,
+            pods,
+            at: Utc::now(),
+            source: "the API server (live fleet)".to_owned(),
+        })
+    })
 }

@@ -78,9 +78,9 @@ struct Target {
 
 fn parse(path: &str) -> Option<Target> {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let (group, rest) = match parts.first()? {
-        &"api" => (String::new(), &parts[2..]),
-        &"apis" => (parts.get(1)?.to_string(), &parts[3..]),
+    let (group, rest) = match *parts.first()? {
+        "api" => (String::new(), &parts[2..]),
+        "apis" => (parts.get(1)?.to_string(), &parts[3..]),
         _ => return None,
     };
     let (namespace, rest) = if rest.first() == Some(&"namespaces") && rest.len() >= 3 {
