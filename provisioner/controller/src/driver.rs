@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use quartermaster_cloud::CloudError;
+use quartermaster_cloud::{CloudError, CloudEvent};
 use quartermaster_engine::{Action, ClaimView, Engine, EngineConfig, Event, NodeView};
 use quartermaster_policies::NodeClaim;
 use quartermaster_solver::{PodRef, ResourceTable};
@@ -44,6 +44,8 @@ pub enum Outcome {
     },
 }
 
+/// How often the clouds' events (interruptions, instances gone) are polled.
+const EVENTS_INTERVAL: TimeDelta = TimeDelta::seconds(5);
 /// How often instances without a NodeClaim are looked for.
 const GC_INTERVAL: TimeDelta = TimeDelta::minutes(2);
 /// An instance younger than this is never collected (its NodeClaim may not be visible yet).
@@ -81,6 +83,7 @@ pub struct Driver {
     outcomes_tx: mpsc::UnboundedSender<Outcome>,
     outcomes_rx: mpsc::UnboundedReceiver<Outcome>,
     next_gc: Option<DateTime<Utc>>,
+    next_events: Option<DateTime<Utc>>,
     last_pass: Option<DateTime<Utc>>,
     /// The resource table of the engine in use.
     table: ResourceTable,
@@ -109,6 +112,7 @@ impl Driver {
             outcomes_tx,
             outcomes_rx,
             next_gc: None,
+            next_events: None,
             last_pass: None,
             table: ResourceTable::default(),
         }
@@ -209,6 +213,7 @@ impl Driver {
         lifecycle::sync_status(self, now);
         self.terminations();
         self.collect_garbage(now);
+        self.poll_cloud_events(now);
         crate::fleet::export(self, now);
         self.last_pass = Some(now);
         self.ctx
@@ -642,6 +647,54 @@ impl Driver {
             self.ctx.spawn(async move {
                 terminate(ctx, name.clone()).await;
                 let _ = tx.send(Outcome::TerminationDone { claim: name });
+            });
+        }
+    }
+
+    /// What the clouds announced (spot interruption notices, instances gone behind our back)
+    /// goes to the engine; a claim whose instance is gone is deleted so its record goes too.
+    fn poll_cloud_events(&mut self, now: DateTime<Utc>) {
+        if self.next_events.is_some_and(|t| now < t) {
+            return;
+        }
+        self.next_events = Some(now + EVENTS_INTERVAL);
+        for provider in self.ctx.providers.values() {
+            let provider = provider.clone();
+            let ctx = self.ctx.clone();
+            let tx = self.outcomes_tx.clone();
+            self.ctx.spawn(async move {
+                let events = match provider.poll_events().await {
+                    Ok(events) => events,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not poll the cloud's events");
+                        return;
+                    }
+                };
+                for event in events {
+                    let event = match event {
+                        CloudEvent::Interruption {
+                            provider_id,
+                            terminates_at,
+                        } => Event::Interruption {
+                            provider_id,
+                            terminates_at,
+                        },
+                        CloudEvent::Terminated { provider_id } => {
+                            let claim = ctx.stores.node_claims.state().into_iter().find(|c| {
+                                c.status.as_ref().and_then(|s| s.provider_id.as_deref())
+                                    == Some(provider_id.as_str())
+                            });
+                            if let Some(name) = claim.and_then(|c| c.metadata.name.clone()) {
+                                tracing::warn!(nodeclaim = %name, instance = %provider_id, "the instance is gone; deleting its NodeClaim");
+                                if let Err(e) = ctx.writer.delete_claim(&name).await {
+                                    tracing::warn!(nodeclaim = %name, error = %e, "could not delete the NodeClaim of a vanished instance");
+                                }
+                            }
+                            Event::InstanceGone { provider_id }
+                        }
+                    };
+                    let _ = tx.send(Outcome::Engine(Box::new(event)));
+                }
             });
         }
     }

@@ -201,6 +201,14 @@ impl FakeApi {
         }
     }
 
+    /// Removes an object (as if deleted behind the controller's back); no log entry.
+    pub fn remove(&self, group: &str, resource: &str, name: &str) {
+        let mut s = self.state.lock().unwrap();
+        if let Some(m) = s.objects.get_mut(&(group.to_owned(), resource.to_owned())) {
+            m.remove(name);
+        }
+    }
+
     /// Every object of a resource.
     pub fn list(&self, group: &str, resource: &str) -> Vec<Value> {
         let s = self.state.lock().unwrap();

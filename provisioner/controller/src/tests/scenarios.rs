@@ -375,3 +375,25 @@ async fn a_pod_that_fits_no_pool_gets_an_unschedulable_event_with_the_reason_and
         event.body["note"]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_claim_whose_instance_vanished_is_deleted_and_its_record_goes() {
+    let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
+    let name = claims(&env.api)[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.passes(4, 6).await;
+    // Someone deletes the machine (here: the kwok Node) outside Quartermaster.
+    env.api.remove("", "nodes", &name);
+    env.passes(7, 20).await;
+    let short: Vec<String> = env.api.log().iter().map(|r| r.short()).collect();
+    assert!(
+        short
+            .iter()
+            .any(|s| *s == format!("delete nodeclaims/{name}")),
+        "{short:?}"
+    );
+    assert!(env.api.get(QM, "nodeclaims", &name).is_none(), "{short:?}");
+    assert_rbac(&env.api);
+}
