@@ -287,6 +287,21 @@ async fn unbound(client: &Client) -> Result<Vec<String>, String> {
         .collect())
 }
 
+async fn wait_all_bound(client: &Client, ctl: &Controller, what: &str) {
+    wait_for(what, Some(ctl), || {
+        let client = client.clone();
+        async move {
+            let left = unbound(&client).await?;
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("unbound: {left:?}"))
+            }
+        }
+    })
+    .await;
+}
+
 async fn scale(client: &Client, name: &str, replicas: i32) {
     let api: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     api.patch(
@@ -347,20 +362,10 @@ async fn e2e(kubeconfig: PathBuf) {
     apply(&deployments, "gpu", deployment("gpu", 3, 1)).await;
     apply(&deployments, "cpu", deployment("cpu", 2, 0)).await;
 
-    wait_for(
+    wait_all_bound(
+        &client,
+        &ctl,
         "every pod bound to a node the controller launched",
-        Some(&ctl),
-        || {
-            let client = client.clone();
-            async move {
-                let left = unbound(&client).await?;
-                if left.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!("unbound: {left:?}"))
-                }
-            }
-        },
     )
     .await;
 
@@ -494,18 +499,7 @@ async fn e2e(kubeconfig: PathBuf) {
     .await;
     ctl.kill();
     let ctl = Controller::start(&kubeconfig, &kwok, log.clone());
-    wait_for("every pod bound after the restart", Some(&ctl), || {
-        let client = client.clone();
-        async move {
-            let left = unbound(&client).await?;
-            if left.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("unbound: {left:?}"))
-            }
-        }
-    })
-    .await;
+    wait_all_bound(&client, &ctl, "every pod bound after the restart").await;
     let (claims, nodes) = claims_and_nodes(&client).await;
     let claim_names: Vec<String> = claims
         .iter()

@@ -108,22 +108,8 @@ impl Writer {
         name: &str,
         status: &NodeClaimStatus,
     ) -> Result<(), ControllerError> {
-        self.check()?;
-        let body = json!({
-            "apiVersion": "quartermaster.dev/v1",
-            "kind": "NodeClaim",
-            "status": status,
-        });
-        let r = self
-            .claims()
-            .patch_status(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&body),
-            )
+        self.apply_status(self.claims(), "NodeClaim", name, status)
             .await
-            .map(|_| ());
-        ignore_status(r, &[404])
     }
 
     /// Writes a NodePool's status (server-side apply).
@@ -132,13 +118,33 @@ impl Writer {
         name: &str,
         status: &NodePoolStatus,
     ) -> Result<(), ControllerError> {
+        self.apply_status(
+            Api::<NodePool>::all(self.client.clone()),
+            "NodePool",
+            name,
+            status,
+        )
+        .await
+    }
+
+    async fn apply_status<K, S>(
+        &self,
+        api: Api<K>,
+        kind: &str,
+        name: &str,
+        status: &S,
+    ) -> Result<(), ControllerError>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        S: serde::Serialize,
+    {
         self.check()?;
         let body = json!({
             "apiVersion": "quartermaster.dev/v1",
-            "kind": "NodePool",
+            "kind": kind,
             "status": status,
         });
-        let r = Api::<NodePool>::all(self.client.clone())
+        let r = api
             .patch_status(
                 name,
                 &PatchParams::apply(FIELD_MANAGER).force(),

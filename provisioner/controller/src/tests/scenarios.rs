@@ -19,6 +19,34 @@ fn nodes(api: &FakeApi) -> Vec<Value> {
     api.list("", "nodes")
 }
 
+/// The name of the only NodeClaim.
+fn only_claim(api: &FakeApi) -> String {
+    claims(api)[0]["metadata"]["name"]
+        .as_str()
+        .expect("a named claim")
+        .to_owned()
+}
+
+/// The pod `ml/NAME` runs on `node` (the scheduler bound it, the kubelet started it).
+fn run_on(api: &FakeApi, pod: &str, node: &str) {
+    api.modify(
+        "",
+        "pods",
+        &format!("ml/{pod}"),
+        json!({"spec": {"nodeName": node}, "status": {"phase": "Running", "conditions": []}}),
+    );
+}
+
+/// The device plugin of `node` reports one GPU.
+fn gpu_appears(api: &FakeApi, node: &str) {
+    api.modify(
+        "",
+        "nodes",
+        node,
+        json!({"status": {"allocatable": {"nvidia.com/gpu": "1"}, "capacity": {"nvidia.com/gpu": "1"}}}),
+    );
+}
+
 /// Every request the controller made is allowed by the chart's RBAC (the same tables).
 fn assert_rbac(api: &FakeApi) {
     for r in api.log() {
@@ -92,10 +120,7 @@ async fn the_nodeclaim_and_its_finalizer_exist_before_the_cloud_is_called() {
 async fn a_node_with_the_claims_provider_id_is_registered_and_initialized_once_its_gpus_are_allocatable()
  {
     let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
-    let name = claims(&env.api)[0]["metadata"]["name"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let name = only_claim(&env.api);
     env.passes(4, 5).await;
     let node = env.api.get("", "nodes", &name).expect("the Node");
     let labels = &node["metadata"]["labels"];
@@ -138,12 +163,7 @@ async fn a_node_with_the_claims_provider_id_is_registered_and_initialized_once_i
     assert_eq!(claim["status"]["nodeName"], name.as_str());
     // The device plugin has not reported the GPU yet (no kubelet loop runs here).
     assert_eq!(condition(&claim, "Initialized").as_deref(), Some("Unknown"));
-    env.api.modify(
-        "",
-        "nodes",
-        &name,
-        json!({"status": {"allocatable": {"nvidia.com/gpu": "1"}, "capacity": {"nvidia.com/gpu": "1"}}}),
-    );
+    gpu_appears(&env.api, &name);
     env.passes(6, 7).await;
     let claim = env.api.get(QM, "nodeclaims", &name).unwrap();
     assert_eq!(condition(&claim, "Initialized").as_deref(), Some("True"));
@@ -167,18 +187,10 @@ async fn a_node_with_the_claims_provider_id_is_registered_and_initialized_once_i
 #[tokio::test(start_paused = true)]
 async fn termination_cordons_evicts_deletes_the_instance_then_removes_finalizers() {
     let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
-    let name = claims(&env.api)[0]["metadata"]["name"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let name = only_claim(&env.api);
     env.passes(4, 5).await;
     // The pod runs on the node.
-    env.api.modify(
-        "",
-        "pods",
-        "ml/llm-0",
-        json!({"spec": {"nodeName": name}, "status": {"phase": "Running", "conditions": []}}),
-    );
+    run_on(&env.api, "llm-0", &name);
     env.passes(6, 7).await;
     env.api.clear_log();
     // A user deletes the NodeClaim: the finalizer holds it.
@@ -272,10 +284,7 @@ async fn a_restart_in_the_middle_of_a_launch_never_launches_a_second_instance() 
     // The first controller recorded the claim and the cloud made the Node, then it died before
     // writing the claim's status.
     let env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
-    let name = claims(&env.api)[0]["metadata"]["name"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let name = only_claim(&env.api);
     env.api
         .modify(QM, "nodeclaims", &name, json!({"status": null}));
     assert!(env.api.get(QM, "nodeclaims", &name).unwrap()["status"].is_null());
@@ -323,18 +332,10 @@ async fn a_restart_after_registration_adopts_the_node_and_buys_nothing_for_its_p
 #[tokio::test(start_paused = true)]
 async fn an_empty_node_is_removed_after_consolidate_after_and_every_finalizer_goes() {
     let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
-    let name = claims(&env.api)[0]["metadata"]["name"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    env.api.modify("", "nodes", &name, json!({"status": {"allocatable": {"nvidia.com/gpu": "1"}, "capacity": {"nvidia.com/gpu": "1"}}}));
+    let name = only_claim(&env.api);
+    gpu_appears(&env.api, &name);
     env.passes(4, 6).await;
-    env.api.modify(
-        "",
-        "pods",
-        "ml/llm-0",
-        json!({"spec": {"nodeName": name}, "status": {"phase": "Running", "conditions": []}}),
-    );
+    run_on(&env.api, "llm-0", &name);
     env.passes(7, 8).await;
     // The workload scales to zero.
     let pods = env.api.list("", "pods");
@@ -379,10 +380,7 @@ async fn a_pod_that_fits_no_pool_gets_an_unschedulable_event_with_the_reason_and
 #[tokio::test(start_paused = true)]
 async fn a_claim_whose_instance_vanished_is_deleted_and_its_record_goes() {
     let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
-    let name = claims(&env.api)[0]["metadata"]["name"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let name = only_claim(&env.api);
     env.passes(4, 6).await;
     // Someone deletes the machine (here: the kwok Node) outside Quartermaster.
     env.api.remove("", "nodes", &name);
