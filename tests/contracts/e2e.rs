@@ -302,6 +302,21 @@ async fn wait_all_bound(client: &Client, ctl: &Controller, what: &str) {
     .await;
 }
 
+async fn wait_until_no_nodes(client: &Client, ctl: &Controller, what: &str) {
+    wait_for(what, Some(ctl), || {
+        let client = client.clone();
+        async move {
+            let (c, n) = claims_and_nodes(&client).await;
+            if c.is_empty() && n.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} claims, {} nodes left", c.len(), n.len()))
+            }
+        }
+    })
+    .await;
+}
+
 async fn scale(client: &Client, name: &str, replicas: i32) {
     let api: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     api.patch(
@@ -359,6 +374,11 @@ async fn e2e(kubeconfig: PathBuf) {
     let log = dir.join("controller.log");
     let ctl = Controller::start(&kubeconfig, &kwok, log.clone());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    // What an interrupted earlier run left behind goes first (the controller removes its nodes).
+    for name in ["gpu", "cpu"] {
+        let _ = deployments.delete(name, &DeleteParams::default()).await;
+    }
+    wait_until_no_nodes(&client, &ctl, "leftovers of an earlier run to be gone").await;
     apply(&deployments, "gpu", deployment("gpu", 3, 1)).await;
     apply(&deployments, "cpu", deployment("cpu", 2, 0)).await;
 
@@ -468,6 +488,21 @@ async fn e2e(kubeconfig: PathBuf) {
         "{cost}"
     );
     assert!(cost["by_node_pool"]["e2e-gpu"].is_object(), "{cost}");
+    // `report` reads the same live fleet from the API server.
+    let report = quartermaster_tests::quartermaster(&[
+        "report",
+        "--kubeconfig",
+        kubeconfig.to_str().expect("a UTF-8 path"),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    let live = report.json();
+    assert_eq!(
+        live["nodes"].as_array().map(Vec::len),
+        cost["nodes"].as_array().map(Vec::len),
+        "report and /cost see the same nodes: {live}"
+    );
     let csv = ctl.get("/cost?format=csv");
     assert!(csv.starts_with("BilledCost,"), "{csv}");
     println!(
@@ -517,18 +552,7 @@ async fn e2e(kubeconfig: PathBuf) {
     // Scale to zero: the nodes are consolidated away and every finalizer goes.
     scale(&client, "gpu", 0).await;
     scale(&client, "cpu", 0).await;
-    wait_for("every NodeClaim and Node to be gone", Some(&ctl), || {
-        let client = client.clone();
-        async move {
-            let (c, n) = claims_and_nodes(&client).await;
-            if c.is_empty() && n.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("{} claims, {} nodes left", c.len(), n.len()))
-            }
-        }
-    })
-    .await;
+    wait_until_no_nodes(&client, &ctl, "every NodeClaim and Node to be gone").await;
     println!(
         "final metrics:\n{}",
         ctl.get("/metrics")

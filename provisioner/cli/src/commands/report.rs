@@ -254,6 +254,16 @@ fn write_table(fleet: &FleetCost, source: &str, out: &mut dyn Write) -> anyhow::
 
 /// The live fleet: NodeClaims, Nodes and Pods listed from the API server, allocated now.
 fn live(kubeconfig: Option<PathBuf>) -> anyhow::Result<Usage> {
+    // A runtime of its own on a thread of its own: `run` may be called from async code.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| live_on_own_runtime(kubeconfig))
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("reading the live fleet failed")))
+    })
+}
+
+fn live_on_own_runtime(kubeconfig: Option<PathBuf>) -> anyhow::Result<Usage> {
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::{Api, ListParams};
     use quartermaster_policies::NodeClaim;
