@@ -395,3 +395,38 @@ async fn a_claim_whose_instance_vanished_is_deleted_and_its_record_goes() {
     assert!(env.api.get(QM, "nodeclaims", &name).is_none(), "{short:?}");
     assert_rbac(&env.api);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pool_at_its_node_limit_says_limit_reached_and_its_status_counts_what_it_runs() {
+    let api = cluster_with_gpu_pool(&[("llm-0", 1), ("llm-1", 1)]);
+    api.modify(
+        QM,
+        "nodepools",
+        "gpu",
+        json!({"spec": {"limits": {"nodes": "1"}}}),
+    );
+    let mut env = launched(api).await;
+    env.passes(4, 5).await;
+    assert_eq!(claims(&env.api).len(), 1, "the limit allows one node");
+    let pool = env.api.get(QM, "nodepools", "gpu").expect("the pool");
+    let conditions = pool["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let limit = conditions
+        .iter()
+        .find(|c| c["type"] == "LimitReached")
+        .unwrap_or_else(|| panic!("{pool}"));
+    assert_eq!(limit["status"], "True", "{limit}");
+    assert!(
+        limit["message"].as_str().unwrap().contains("nodes"),
+        "{limit}"
+    );
+    let ready = conditions.iter().find(|c| c["type"] == "Ready").unwrap();
+    assert_eq!(ready["status"], "True");
+    assert_eq!(pool["status"]["resources"]["nodes"], "1");
+    assert!(
+        pool["status"]["hourlyCost"].as_f64().unwrap() > 0.0,
+        "{pool}"
+    );
+}
