@@ -568,4 +568,5 @@ async fn e2e(kubeconfig: PathBuf) {
     let pools: Api<NodePool> = Api::all(client.clone());
     let _ = pools.delete("e2e-gpu", &DeleteParams::default()).await;
     let _ = pools.delete("e2e-cpu", &DeleteParams::default()).await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
