@@ -10,11 +10,12 @@ use quartermaster_cloud::{
     Clock, CloudError, CloudEvent, CloudFuture, CloudProvider, Instance, LaunchRequest,
 };
 use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType, Offering};
+use rand::Rng as _;
 
 use crate::config::{Selector, after};
 use crate::events::{SimNode, SimNodeEvent};
 use crate::instance::{SimInstance, Timeline, node_name};
-use crate::rng::SplitMix64;
+use crate::rng::{self, SimRng};
 use crate::schedule::{Kind, Schedule};
 use crate::stats::{OfferingStats, SimStats};
 use crate::{SimConfig, SimError};
@@ -55,7 +56,7 @@ struct State {
     /// Instances by provider id.
     by_id: BTreeMap<String, usize>,
     /// Throttling draws.
-    api_rng: SplitMix64,
+    api_rng: SimRng,
     /// Moments not yet passed.
     schedule: Schedule,
     /// Node events that happened and were not yet handed out.
@@ -194,7 +195,7 @@ impl SimCloud {
             instances: Vec::new(),
             by_claim: BTreeMap::new(),
             by_id: BTreeMap::new(),
-            api_rng: SplitMix64::stream(seed, API_STREAM),
+            api_rng: rng::stream(seed, API_STREAM),
             schedule,
             node_outbox: Vec::new(),
             cloud_outbox: Vec::new(),
@@ -259,7 +260,7 @@ impl SimCloud {
 
     /// Draws whether this API call is throttled.
     fn throttle(&self, st: &mut State) -> Result<(), CloudError> {
-        if st.api_rng.chance(self.config.api.throttle_probability) {
+        if rng::chance(&mut st.api_rng, self.config.api.throttle_probability) {
             st.stats.throttles += 1;
             return Err(CloudError::Throttled {
                 retry_after: Some(THROTTLE_RETRY_AFTER),
@@ -400,10 +401,11 @@ impl SimCloud {
         request: &LaunchRequest,
     ) -> SimInstance {
         let config = &self.config;
-        let mut rng = SplitMix64::stream(self.seed, seq as u64 + 1);
-        let provider_id = format!("sim:///{}/i-0{:016x}", offering.zone, rng.next_u64());
-        let never_ready = rng.chance(config.accelerators_never_ready);
-        let interruption_hours = rng.exponential(config.interruptions.spot_rate_per_hour);
+        let mut draws = rng::stream(self.seed, seq as u64 + 1);
+        let provider_id = format!("sim:///{}/i-0{:016x}", offering.zone, draws.next_u64());
+        let never_ready = rng::chance(&mut draws, config.accelerators_never_ready);
+        let interruption_hours =
+            rng::exponential(&mut draws, config.interruptions.spot_rate_per_hour);
 
         let accelerator = ty
             .accelerator

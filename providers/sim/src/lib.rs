@@ -8,9 +8,9 @@
 //!   it is handed (a `ManualClock` in simulations) and never blocks: every trait method returns
 //!   a ready future. [`SimCloud::next_event_at`] tells an event loop where to jump the clock.
 //! * **Deterministic.** The same [`SimConfig`], seed and sequence of calls give the same
-//!   instances, ids, names, events and errors. Randomness comes from a seeded SplitMix64 with
-//!   one stream for API behaviour and one per instance, so enabling throttling does not move
-//!   any instance's interruption.
+//!   instances, ids, names, events and errors. Randomness comes from `rand`'s ChaCha8 (portable:
+//!   the same numbers on every platform), with one stream of the seed for API behaviour and
+//!   one per instance, so enabling throttling does not move any instance's interruption.
 //! * **An instance's life** is fixed when its launch is accepted: Pending, Running after the
 //!   launch latency, its Node registered after the registration delay (a
 //!   [`SimNodeEvent::Registered`] without accelerators in allocatable), the device plugin
