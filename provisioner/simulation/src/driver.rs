@@ -21,7 +21,7 @@ use quartermaster_solver::{PodRef, daemonset_overhead, to_resources};
 use crate::cluster::{Cluster, JobRun};
 use crate::error::SimulationError;
 use crate::record::{EndReason, InstanceRecord, Record};
-use crate::rng::mix;
+use crate::rng::cloud_seed;
 use crate::scenario::world::{World, build};
 use crate::scenario::{Scenario, WorkloadKind};
 use crate::workload::{Trace, TraceEvent, generate};
@@ -100,7 +100,7 @@ pub fn run(
             scenario.cloud.clone(),
             clock.clone(),
             scenario.start,
-            mix(seed ^ mix(cloud as u64 + 1)),
+            cloud_seed(seed, cloud),
         )
         .map_err(|e| SimulationError::scenario(&scenario.file, "spec.cloud", e.to_string()))?;
         clouds.insert(cloud, sim);

@@ -1,52 +1,61 @@
-//! A tiny seeded random-number generator (SplitMix64) and the distributions the workload
-//! samples. Each workload draws from its own stream, so adding a workload to a scenario does not
-//! change the trace of the others.
+//! The run's randomness: `rand`'s ChaCha8 generator, one stream of the seed per consumer, and
+//! the distributions the workload samples (`rand_distr`).
+//!
+//! Streams of a seed (ChaCha8's 64-bit stream id), fixed so that a seed means the same run in
+//! every release:
+//!
+//! | stream | used for |
+//! |---|---|
+//! | `1 + cloud` ([`Cloud`] as a number) | its first 64 bits seed that cloud's `SimCloud` (which splits its own streams) |
+//! | `1000 + i` | workload `i`'s trace, so adding a workload leaves the others' traces unchanged |
+//!
+//! Why ChaCha8 (`rand::rngs::ChaCha8Rng`): `simulate` promises the same bytes for the same
+//! scenario and seed, so the generator's output must be specified: ChaCha8 is the ChaCha
+//! stream cipher with 8 rounds, `rand` lists it among its portable generators (same numbers on
+//! every platform and release), and its 2^64 streams per key give independent sub-streams
+//! without deriving seeds by hand. `StdRng` and `SmallRng` may change between releases.
 
-/// SplitMix64 (Steele, Lea and Flood, 2014).
-#[derive(Debug, Clone)]
-pub(crate) struct Rng {
-    state: u64,
+use quartermaster_pricing::Cloud;
+use rand::rngs::ChaCha8Rng;
+use rand::{Rng as _, RngExt, SeedableRng};
+use rand_distr::{Exp1, StandardNormal};
+
+/// The generator every random draw of a run comes from.
+pub(crate) type Rng = ChaCha8Rng;
+
+/// Stream `stream` of `seed`: the ChaCha8 key is `SeedableRng::seed_from_u64(seed)` (an
+/// expansion `rand_core` documents as value-stable) and the stream id is `stream`.
+pub(crate) fn stream(seed: u64, stream: u64) -> Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream);
+    rng
 }
 
-const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
-
-impl Rng {
-    /// Stream `stream` of `seed`: different streams of one seed are unrelated.
-    pub(crate) fn stream(seed: u64, stream: u64) -> Self {
-        Self {
-            state: mix(seed ^ mix(stream.wrapping_add(GOLDEN_GAMMA))),
-        }
-    }
-
-    /// The next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(GOLDEN_GAMMA);
-        mix(self.state)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub(crate) fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Exponential with the given rate (mean `1 / rate`).
-    pub(crate) fn exponential(&mut self, rate: f64) -> f64 {
-        -(1.0 - self.uniform()).ln() / rate
-    }
-
-    /// Standard normal (Box–Muller; one of the pair is discarded to keep the stream simple).
-    pub(crate) fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.uniform(); // (0, 1]
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
+/// The seed of `cloud`'s simulated cloud in a run seeded with `seed`: the first 64 bits of
+/// stream `1 + cloud`.
+pub(crate) fn cloud_seed(seed: u64, cloud: Cloud) -> u64 {
+    stream(seed, 1 + cloud as u64).next_u64()
 }
 
-/// SplitMix64's output function.
-pub(crate) fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+/// The stream of workload `index`'s trace.
+pub(crate) fn workload_stream(seed: u64, index: usize) -> Rng {
+    stream(seed, 1_000 + index as u64)
+}
+
+/// Uniform in `[0, 1)`.
+pub(crate) fn uniform(rng: &mut Rng) -> f64 {
+    rng.random()
+}
+
+/// Exponential with the given rate (mean `1 / rate`).
+pub(crate) fn exponential(rng: &mut Rng, rate: f64) -> f64 {
+    let unit: f64 = rng.sample(Exp1);
+    unit / rate
+}
+
+/// Standard normal.
+pub(crate) fn normal(rng: &mut Rng) -> f64 {
+    rng.sample(StandardNormal)
 }
 
 #[cfg(test)]
@@ -54,23 +63,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn matches_the_reference_output_function_and_is_repeatable() {
-        // Vigna's splitmix64.c, seed 0: the first output is mix(GOLDEN_GAMMA).
-        assert_eq!(mix(GOLDEN_GAMMA), 0xe220_a839_7b1d_cdaf);
-        let a: Vec<u64> = (0..4).map(|_| Rng::stream(7, 1).next_u64()).collect();
-        assert!(a.windows(2).all(|w| w[0] == w[1]));
-        assert_ne!(Rng::stream(7, 1).next_u64(), Rng::stream(7, 2).next_u64());
+    fn streams_are_repeatable_and_independent() {
+        assert_eq!(stream(7, 1).next_u64(), stream(7, 1).next_u64());
+        assert_ne!(stream(7, 1).next_u64(), stream(7, 2).next_u64());
+        assert_ne!(stream(7, 1).next_u64(), stream(8, 1).next_u64());
+        assert_ne!(cloud_seed(7, Cloud::Aws), cloud_seed(7, Cloud::Gcp));
+        assert_eq!(cloud_seed(7, Cloud::Aws), cloud_seed(7, Cloud::Aws));
     }
 
     #[test]
     fn distributions_have_the_right_means() {
-        let mut r = Rng::stream(1, 0);
+        let mut r = stream(1, 0);
         let n = 50_000;
         let (mut u, mut e, mut z, mut z2) = (0.0, 0.0, 0.0, 0.0);
         for _ in 0..n {
-            u += r.uniform();
-            e += r.exponential(4.0);
-            let x = r.normal();
+            u += uniform(&mut r);
+            e += exponential(&mut r, 4.0);
+            let x = normal(&mut r);
             z += x;
             z2 += x * x;
         }

@@ -5,7 +5,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::duration::Dur;
-use crate::rng::Rng;
+use crate::rng::{self, Rng};
 use crate::scenario::{Arrival, DeploymentSpec, DurationDist, JobSpec, Scenario, WorkloadKind};
 
 /// Something the workload does at a moment.
@@ -53,7 +53,7 @@ pub fn generate(scenario: &Scenario, seed: u64) -> Trace {
     let end = scenario.duration;
     let mut events: Vec<(TimeDelta, usize, u64, TraceEvent)> = Vec::new();
     for (index, w) in scenario.workloads.iter().enumerate() {
-        let mut rng = Rng::stream(seed, 1_000 + index as u64);
+        let mut rng = rng::workload_stream(seed, index);
         let mut order = 0u64;
         let mut push = |at: TimeDelta, e: TraceEvent, events: &mut Vec<_>| {
             events.push((at, index, order, e));
@@ -137,7 +137,7 @@ fn arrival_times(job: &JobSpec, end: TimeDelta, rng: &mut Rng) -> Vec<(TimeDelta
                 let stop = until.map_or(end, Dur::delta).min(end);
                 let mut t = from.delta();
                 loop {
-                    let gap = rng.exponential(rate_per_hour) * 3600.0;
+                    let gap = rng::exponential(rng, rate_per_hour) * 3600.0;
                     t += seconds(gap);
                     if t >= stop {
                         break;
@@ -166,14 +166,14 @@ fn sample(d: DurationDist, rng: &mut Rng) -> TimeDelta {
     let secs = match d {
         DurationDist::Fixed(v) => v.secs_f64(),
         DurationDist::Uniform { min, max } => {
-            min.secs_f64() + (max.secs_f64() - min.secs_f64()) * rng.uniform()
+            min.secs_f64() + (max.secs_f64() - min.secs_f64()) * rng::uniform(rng)
         }
         DurationDist::LogNormal { median, p90 } => {
             // p90 = median · exp(1.2816 σ).
             const Z90: f64 = 1.281_551_565_544_600_4;
             let mu = median.secs_f64().ln();
             let sigma = (p90.secs_f64().ln() - mu) / Z90;
-            (mu + sigma * rng.normal()).exp()
+            (mu + sigma * rng::normal(rng)).exp()
         }
     };
     seconds(secs.max(1.0))
@@ -277,7 +277,7 @@ spec:
 
     #[test]
     fn log_normal_run_times_have_the_given_median() {
-        let mut rng = Rng::stream(3, 3);
+        let mut rng = rng::stream(3, 3);
         let d = DurationDist::LogNormal {
             median: crate::duration::parse("1h").unwrap(),
             p90: crate::duration::parse("4h").unwrap(),
