@@ -9,7 +9,7 @@ use crate::common::{
     GIB, affinity_term, capacity_types, gpu_cluster_daemonsets, gpu_requests, gpu_taint,
     gpu_toleration, is_in, label, linux_amd64, node_pool, numeric, pod, selector,
 };
-use crate::rng::{Rng, SEED};
+use crate::rng::{Rng, pick, seeded};
 
 /// The pod label the Job controller sets, used by training jobs to keep their workers together.
 pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
@@ -20,7 +20,7 @@ pub fn group_sizes(rng: &mut Rng, total: usize, sizes: &[usize]) -> Vec<usize> {
     let mut out = Vec::new();
     let mut left = total;
     while left > 0 {
-        let n = (*rng.pick(sizes)).min(left);
+        let n = pick(rng, sizes).min(left);
         out.push(n);
         left -= n;
     }
@@ -101,7 +101,7 @@ pub fn training(pods: usize) -> ClusterSnapshot {
         ),
     ];
 
-    let mut rng = Rng::new(SEED);
+    let mut rng = seeded();
     let kinds: Vec<&str> = TRAINING_KINDS
         .iter()
         .flat_map(|(k, w)| std::iter::repeat_n(*k, *w))
@@ -111,7 +111,7 @@ pub fn training(pods: usize) -> ClusterSnapshot {
         .into_iter()
         .enumerate()
     {
-        let kind = *rng.pick(&kinds);
+        let kind = pick(&mut rng, &kinds);
         let job = format!("train-{kind}-{j}");
         let (gpu_names, efa, cpu, memory): (&[&str], i64, i64, i64) = match kind {
             "h100-efa" => (&["h100"], 32, 88_000, 1000 * GIB),
@@ -253,7 +253,7 @@ pub fn inference(pods: usize) -> ClusterSnapshot {
         ),
     ];
 
-    let mut rng = Rng::new(SEED);
+    let mut rng = seeded();
     let classes: Vec<&InferenceClass> = INFERENCE_CLASSES
         .iter()
         .flat_map(|c| std::iter::repeat_n(c, c.weight))
@@ -263,7 +263,7 @@ pub fn inference(pods: usize) -> ClusterSnapshot {
         .into_iter()
         .enumerate()
     {
-        let class = *rng.pick(&classes);
+        let class = pick(&mut rng, &classes);
         let name = format!("{}-{d}", class.name);
         let app = label("app", &name);
         let mut node_term = vec![numeric(

@@ -30,7 +30,7 @@ use quartermaster_solver::{ClusterSnapshot, Pod};
 use crate::common::{
     GIB, MIB, affinity_term, capacity_types, label, node_pool, pod, requests, selector, spread,
 };
-use crate::rng::{Rng, SEED};
+use crate::rng::{Rng, pick, seeded};
 
 /// Number of synthetic instance types (`fake.InstanceTypes(400)`).
 pub const INSTANCE_TYPES: usize = 400;
@@ -113,7 +113,7 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
     pool.limits.resources.set(CPU, 10_000_000 * 1000);
     pool.limits.resources.set(MEMORY, 10_000_000 * GIB);
 
-    let mut rng = Rng::new(SEED);
+    let mut rng = seeded();
     let per_group = pods / GROUPS.len();
     let mut pending = Vec::with_capacity(pods);
     for (g, group) in GROUPS.iter().enumerate() {
@@ -133,15 +133,15 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
 }
 
 fn random_cpu(rng: &mut Rng) -> i64 {
-    *rng.pick(&CPU_MILLIS)
+    pick(rng, &CPU_MILLIS)
 }
 
 fn random_memory(rng: &mut Rng) -> i64 {
-    *rng.pick(&MEMORY_MIB) * MIB
+    pick(rng, &MEMORY_MIB) * MIB
 }
 
 fn random_value(rng: &mut Rng) -> &'static str {
-    LABEL_VALUES[rng.below(LABEL_VALUES.len())]
+    pick(rng, &LABEL_VALUES)
 }
 
 /// One pod of group `g` (index into [`GROUPS`]), drawing in upstream's order.

@@ -4,13 +4,14 @@ use quartermaster_policies::{Operator, Requirement, Requirements};
 use quartermaster_pricing::{Cloud, labels};
 use quartermaster_solver::ClusterSnapshot;
 use quartermaster_solver::pod::ZONE;
+use rand::RngExt;
 
 use crate::common::{
     GIB, MIB, affinity_term, capacity_types, gpu_cluster_daemonsets, gpu_requests, gpu_taint,
     gpu_toleration, is_in, label, linux_amd64, node_pool, numeric, pod, requests, selector, spread,
 };
 use crate::gpu::JOB_NAME_LABEL;
-use crate::rng::{Rng, SEED};
+use crate::rng::{pick, seeded};
 
 /// The availability zones the cluster's subnets cover.
 pub const ZONES: [&str; 4] = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"];
@@ -89,7 +90,7 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
         ),
     ];
 
-    let mut rng = Rng::new(SEED);
+    let mut rng = seeded();
     let kinds: Vec<&str> = KINDS
         .iter()
         .flat_map(|(k, w)| std::iter::repeat_n(*k, *w))
@@ -97,24 +98,27 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
     let mut pending = Vec::with_capacity(pods);
     let mut w = 0usize;
     while pending.len() < pods {
-        let kind = *rng.pick(&kinds);
+        let kind = pick(&mut rng, &kinds);
         let sizes: &[usize] = match kind {
             "train" => &TRAINING_WORKERS,
             "infer-1" | "infer-multi" => &INFERENCE_REPLICAS,
             _ => &REPLICAS,
         };
-        let replicas = (*rng.pick(sizes)).min(pods - pending.len());
+        let replicas = pick(&mut rng, sizes).min(pods - pending.len());
         let name = format!("{kind}-{w}");
         w += 1;
         match kind {
             "web" | "api" | "worker" | "cache" => {
                 let (cpu, memory) = match kind {
-                    "web" => (*rng.pick(&WEB_CPU), *rng.pick(&WEB_MEMORY_MIB)),
-                    "api" => (*rng.pick(&API_CPU), *rng.pick(&API_MEMORY_MIB)),
-                    "worker" => (*rng.pick(&WORKER_CPU), *rng.pick(&WORKER_MEMORY_MIB)),
-                    _ => (1000, *rng.pick(&CACHE_MEMORY_MIB)),
+                    "web" => (pick(&mut rng, &WEB_CPU), pick(&mut rng, &WEB_MEMORY_MIB)),
+                    "api" => (pick(&mut rng, &API_CPU), pick(&mut rng, &API_MEMORY_MIB)),
+                    "worker" => (
+                        pick(&mut rng, &WORKER_CPU),
+                        pick(&mut rng, &WORKER_MEMORY_MIB),
+                    ),
+                    _ => (1000, pick(&mut rng, &CACHE_MEMORY_MIB)),
                 };
-                let spread_over_zones = matches!(kind, "web" | "api") && rng.chance(0.5);
+                let spread_over_zones = matches!(kind, "web" | "api") && rng.random_bool(0.5);
                 let app = label("app", &name);
                 for r in 0..replicas {
                     let mut p = pod(
@@ -134,9 +138,9 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
                 let gpus = if kind == "infer-1" {
                     1
                 } else {
-                    *rng.pick(&[2, 2, 4])
+                    pick(&mut rng, &[2, 2, 4])
                 };
-                let gpu_memory_gt = *rng.pick(&[20_000, 20_000, 40_000]);
+                let gpu_memory_gt = pick(&mut rng, &[20_000, 20_000, 40_000]);
                 let cpu = 2000 * gpus;
                 let memory = 12 * GIB * gpus;
                 let app = label("app", &name);
