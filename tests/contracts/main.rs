@@ -4,6 +4,9 @@
 mod bench;
 mod catalog;
 mod chart;
+mod corpus_karpenter;
+mod corpus_labels;
+mod corpus_workloads;
 mod crds;
 mod e2e;
 mod fixtures;
