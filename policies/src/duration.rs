@@ -5,6 +5,11 @@
 //! more `<decimal><unit>` pairs with units `ns`, `us` (`µs`), `ms`, `s`, `m`,
 //! `h`; a bare `"0"` is zero. Negative durations are rejected, as are values
 //! beyond Go's limit of `i64::MAX` nanoseconds (about 292 years).
+//!
+//! [`parse_duration`] is exactly that grammar, for API fields (Karpenter and Go
+//! accept nothing else there). [`parse_duration_with_days`] adds the units `d`
+//! (24h) and `w` (7d) for the places people write long spans: scenario files
+//! and `--since` flags (`"7d"`, `"1d12h"`, `"2w"`), as Prometheus does.
 
 use std::time::Duration;
 
@@ -15,6 +20,32 @@ pub const NEVER: &str = "Never";
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
+/// Go's units, in nanoseconds.
+const GO_UNITS: &[(&str, u128)] = &[
+    ("ns", 1),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("μs", 1_000),
+    ("ms", 1_000_000),
+    ("s", NANOS_PER_SEC),
+    ("m", 60 * NANOS_PER_SEC),
+    ("h", 3600 * NANOS_PER_SEC),
+];
+
+/// Go's units plus days and weeks.
+const LONG_UNITS: &[(&str, u128)] = &[
+    ("ns", 1),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("μs", 1_000),
+    ("ms", 1_000_000),
+    ("s", NANOS_PER_SEC),
+    ("m", 60 * NANOS_PER_SEC),
+    ("h", 3600 * NANOS_PER_SEC),
+    ("d", 86_400 * NANOS_PER_SEC),
+    ("w", 7 * 86_400 * NANOS_PER_SEC),
+];
+
 /// Parses a Go-style duration.
 ///
 /// ```
@@ -23,6 +54,28 @@ const NANOS_PER_SEC: u128 = 1_000_000_000;
 /// assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
 /// ```
 pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
+    parse_with_units(input, GO_UNITS, "ns, us, ms, s, m, h")
+}
+
+/// Parses a Go-style duration that may also use `d` (24 hours) and `w` (7 days), in any
+/// combination (`"7d"`, `"1d12h"`, `"2w3d"`, `"1.5d"`). The same limits apply.
+///
+/// ```
+/// use std::time::Duration;
+/// use quartermaster_policies::duration::parse_duration_with_days;
+/// assert_eq!(parse_duration_with_days("1d12h").unwrap(), Duration::from_secs(36 * 3600));
+/// assert_eq!(parse_duration_with_days("90m").unwrap(), Duration::from_secs(5400));
+/// ```
+pub fn parse_duration_with_days(input: &str) -> Result<Duration, DurationError> {
+    parse_with_units(input, LONG_UNITS, "ns, us, ms, s, m, h, d, w")
+}
+
+/// The one parser: Go's grammar over the unit table `units` (`names` lists them for errors).
+fn parse_with_units(
+    input: &str,
+    units: &[(&str, u128)],
+    names: &str,
+) -> Result<Duration, DurationError> {
     let err = |reason: &str| DurationError::new(input, reason);
     let mut s = input;
     let mut negative = false;
@@ -61,20 +114,17 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
             .map_or(s.len(), |(i, _)| i);
         let unit = &s[..unit_len];
         s = &s[unit_len..];
-        let unit_nanos: u128 = match unit {
-            "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => NANOS_PER_SEC,
-            "m" => 60 * NANOS_PER_SEC,
-            "h" => 3600 * NANOS_PER_SEC,
-            "" => return Err(err("missing unit (one of ns, us, ms, s, m, h)")),
-            other => {
-                return Err(DurationError::new(
-                    input,
-                    format!("unknown unit {other:?} (expected one of ns, us, ms, s, m, h)"),
-                ));
-            }
+        if unit.is_empty() {
+            return Err(DurationError::new(
+                input,
+                format!("missing unit (one of {names})"),
+            ));
+        }
+        let Some(&(_, unit_nanos)) = units.iter().find(|(name, _)| *name == unit) else {
+            return Err(DurationError::new(
+                input,
+                format!("unknown unit {unit:?} (expected one of {names})"),
+            ));
         };
         let whole: u128 = if int_part.is_empty() {
             0
@@ -206,6 +256,49 @@ mod tests {
             parse_duration("5d").unwrap_err().to_string(),
             r#"invalid duration "5d": unknown unit "d" (expected one of ns, us, ms, s, m, h)"#
         );
+    }
+
+    #[test]
+    fn days_and_weeks_only_where_asked_for() {
+        let day = 86_400;
+        let cases: &[(&str, u64)] = &[
+            ("7d", 7 * day),
+            ("1d12h", day + 12 * 3600),
+            ("12h1d", day + 12 * 3600),
+            ("2w", 14 * day),
+            ("1w2d3h", 9 * day + 3 * 3600),
+            ("1.5d", day + 12 * 3600),
+            ("90m", 5400),
+            ("0", 0),
+        ];
+        for (input, secs) in cases {
+            assert_eq!(
+                parse_duration_with_days(input).unwrap(),
+                Duration::from_secs(*secs),
+                "{input}"
+            );
+        }
+        assert_eq!(
+            parse_duration_with_days("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        for bad in ["", "7", "d", "-1d", "3y", "1 d", "106752d", "soon", "Never"] {
+            assert!(
+                parse_duration_with_days(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+        assert_eq!(
+            parse_duration_with_days("3y").unwrap_err().to_string(),
+            r#"invalid duration "3y": unknown unit "y" (expected one of ns, us, ms, s, m, h, d, w)"#
+        );
+        assert_eq!(
+            parse_duration_with_days("7").unwrap_err().to_string(),
+            r#"invalid duration "7": missing unit (one of ns, us, ms, s, m, h, d, w)"#
+        );
+        // API fields keep Go's grammar.
+        assert!(parse_duration("7d").is_err());
+        assert!(parse_duration("2w").is_err());
     }
 
     #[test]

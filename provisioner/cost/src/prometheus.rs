@@ -143,46 +143,6 @@ impl Window {
     }
 }
 
-/// A duration as Prometheus writes them: one or more `<number><unit>` with units `ms`, `s`,
-/// `m`, `h`, `d`, `w` (`90s`, `30m`, `24h`, `1h30m`, `7d`).
-pub fn parse_duration(text: &str) -> Result<TimeDelta, CostError> {
-    let bad = || CostError::Duration(text.to_owned());
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    let mut total = TimeDelta::zero();
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
-        }
-        let n: i64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let millis_per = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "w" => 604_800_000,
-            _ => return Err(bad()),
-        };
-        let millis = n.checked_mul(millis_per).ok_or_else(bad)?;
-        total = total
-            .checked_add(&TimeDelta::try_milliseconds(millis).ok_or_else(bad)?)
-            .ok_or_else(bad)?;
-        rest = &rest[unit_len..];
-    }
-    if total <= TimeDelta::zero() {
-        return Err(bad());
-    }
-    Ok(total)
-}
-
 /// One run of equal samples: `[start, end)`, `end: None` when present at the last evaluation.
 struct Run {
     start: DateTime<Utc>,

@@ -1,11 +1,13 @@
-//! Go-style durations in scenario files (`"90s"`, `"5m"`, `"2h"`, `"1h30m"`), parsed as NodePool
-//! durations are, plus a day unit for long runs (`"7d"` = `"168h"`). A bare `0` is zero.
+//! Go-style durations in scenario files (`"90s"`, `"5m"`, `"2h"`, `"1h30m"`), parsed by
+//! `quartermaster-policies` as NodePool durations are, plus the day and week units for long runs
+//! (`"7d"` = `"168h"`, `"1w"`). A bare `0` is zero. This file reads them from YAML and prints
+//! them back; the parsing is the policies crate's.
 
 use std::fmt;
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use quartermaster_policies::duration::parse_duration;
+use quartermaster_policies::duration::parse_duration_with_days;
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 /// A non-negative duration as written in a scenario file.
@@ -29,27 +31,10 @@ impl Dur {
     }
 }
 
-/// Parses `7d`, `1d12h` and every Go duration.
+/// Parses `7d`, `1d12h` and every Go duration
+/// ([`quartermaster_policies::duration::parse_duration_with_days`]).
 pub fn parse(input: &str) -> Result<Dur, String> {
-    let text = input.trim();
-    if let Some((days, rest)) = text.split_once('d')
-        && !days.is_empty()
-        && days.bytes().all(|b| b.is_ascii_digit())
-    {
-        let days: u64 = days
-            .parse()
-            .map_err(|_| format!("invalid duration {input:?}: value is too large"))?;
-        let rest = if rest.is_empty() {
-            Duration::ZERO
-        } else {
-            parse_duration(rest).map_err(|e| format!("invalid duration {input:?}: {}", e.reason))?
-        };
-        return days
-            .checked_mul(86_400)
-            .map(|s| Dur(Duration::from_secs(s) + rest))
-            .ok_or_else(|| format!("invalid duration {input:?}: value is too large"));
-    }
-    parse_duration(text)
+    parse_duration_with_days(input.trim())
         .map(Dur)
         .map_err(|e| format!("invalid duration {input:?}: {}", e.reason))
 }

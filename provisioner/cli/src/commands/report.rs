@@ -14,10 +14,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use quartermaster_cost::prometheus::{
-    NODE_COST_METRIC, POD_COST_METRIC, Series, Window, node_usage, parse_duration,
-    parse_query_range, pod_usage,
+    NODE_COST_METRIC, POD_COST_METRIC, Series, Window, node_usage, parse_query_range, pod_usage,
 };
 use quartermaster_cost::{Billing, FleetCost, NodeUsage, PodUsage, fleet_cost, write_csv};
+use quartermaster_policies::duration::parse_duration_with_days;
 use quartermaster_pricing::Catalog;
 
 use crate::output::{Table, money};
@@ -44,8 +44,8 @@ pub struct ReportArgs {
     /// http://prometheus.monitoring:9090.
     #[arg(long, value_name = "URL")]
     pub prometheus: Option<String>,
-    /// How far back to report with --prometheus: a number and a unit (ms, s, m, h, d, w), e.g.
-    /// 90m, 24h, 7d, 1h30m.
+    /// How far back to report with --prometheus: a Go duration, with days and weeks too (ms, s,
+    /// m, h, d, w), e.g. 90m, 24h, 7d, 1h30m.
     #[arg(long, value_name = "DURATION", default_value = "24h")]
     pub since: String,
     /// Output format.
@@ -71,7 +71,7 @@ pub struct Usage {
 
 /// Runs `report`; returns the exit code.
 pub fn run(args: &ReportArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
-    let since = parse_duration(&args.since).context("--since")?;
+    let since = parse_since(&args.since)?;
     let usage = match &args.prometheus {
         Some(url) => {
             let usage = from_prometheus(url, since, Utc::now())?;
@@ -89,6 +89,15 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyho
     };
     write_report(&usage, args.output, &args.cluster, out)?;
     Ok(crate::EXIT_OK)
+}
+
+/// `--since`: a positive duration (days and weeks allowed).
+fn parse_since(text: &str) -> anyhow::Result<TimeDelta> {
+    let d = parse_duration_with_days(text).context("--since")?;
+    if d.is_zero() {
+        bail!("--since {text:?}: must be more than zero");
+    }
+    TimeDelta::from_std(d).with_context(|| format!("--since {text:?}: too long"))
 }
 
 /// The fleet over `[now - since, now]` from the cost gauges Prometheus at `url` scraped, with

@@ -185,7 +185,7 @@ fn bad_answers_and_labels_are_errors_naming_what_is_wrong() {
 }
 
 #[test]
-fn windows_and_durations() {
+fn windows_cover_since_with_at_most_a_thousand_steps() {
     let now = at(100_000);
     let w = Window::ending_at(now, TimeDelta::hours(24));
     assert_eq!(w.step, TimeDelta::seconds(87));
@@ -195,31 +195,11 @@ fn windows_and_durations() {
         TimeDelta::seconds(1)
     );
     // Absurd durations do not panic.
-    let forever = parse_duration("9999999999w").unwrap();
     assert_eq!(
-        Window::ending_at(now, forever).start,
+        Window::ending_at(now, TimeDelta::MAX).start,
         DateTime::<Utc>::MIN_UTC
     );
     let params = Window::ending_at(now, TimeDelta::minutes(1)).query_params("up");
     assert_eq!(params[1], ("start", "99940.000".to_owned()));
     assert_eq!(params[3], ("step", "1s".to_owned()));
-    assert_eq!(parse_duration("24h").unwrap(), TimeDelta::hours(24));
-    assert_eq!(parse_duration("1h30m").unwrap(), TimeDelta::minutes(90));
-    assert_eq!(parse_duration("7d").unwrap(), TimeDelta::days(7));
-    assert_eq!(
-        parse_duration("500ms").unwrap(),
-        TimeDelta::milliseconds(500)
-    );
-    for bad in [
-        "",
-        "24",
-        "h",
-        "1.5h",
-        "-1h",
-        "0s",
-        "3y",
-        "99999999999999999999h",
-    ] {
-        assert!(parse_duration(bad).is_err(), "{bad}");
-    }
 }
