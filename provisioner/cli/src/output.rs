@@ -1,4 +1,4 @@
-//! Small printing helpers shared by the subcommands: aligned tables, CSV rows, money.
+//! Small printing helpers shared by the subcommands: aligned tables, money.
 
 use std::io::{self, Write};
 
@@ -46,21 +46,6 @@ impl Table {
         }
         Ok(())
     }
-}
-
-/// Writes one CSV record (RFC 4180 quoting where needed).
-pub fn csv_row(out: &mut dyn Write, cells: &[&str]) -> io::Result<()> {
-    let line: Vec<String> = cells
-        .iter()
-        .map(|cell| {
-            if cell.contains([',', '"', '\n', '\r']) {
-                format!("\"{}\"", cell.replace('"', "\"\""))
-            } else {
-                (*cell).to_owned()
-            }
-        })
-        .collect();
-    writeln!(out, "{}", line.join(","))
 }
 
 /// Dollars per hour with up to four decimals, trailing zeros kept for alignment.

@@ -5,10 +5,11 @@ use std::path::Path;
 
 use anyhow::Context;
 use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType, Offering};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::cli::{CapacityTypeArg, CatalogArgs, CloudArg, OutputFormat};
-use crate::output::{Table, csv_row, money};
+use crate::output::{Table, money};
 
 /// The embedded catalog, replaced or extended by `--catalog FILE` when given.
 pub fn load_catalog(path: Option<&Path>) -> anyhow::Result<Catalog> {
@@ -207,61 +208,60 @@ fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One line of `catalog -o csv`: an instance type with one of its offerings. The field names
+/// are the header, in this order; numbers are written as `Display` writes them.
+#[derive(Serialize)]
+struct CsvRecord<'a> {
+    cloud: String,
+    name: &'a str,
+    family: &'a str,
+    vcpu: u32,
+    memory_mib: u64,
+    accelerator: &'a str,
+    accelerator_count: u32,
+    accelerator_memory_mib: u64,
+    region: &'a str,
+    zone: &'a str,
+    capacity_type: String,
+    price_per_hour: String,
+    available: bool,
+    estimate: bool,
+    price_source: &'a str,
+    price_as_of: String,
+}
+
+/// The offerings as CSV (RFC 4180 quoting by the `csv` crate), one line per offering.
 fn write_csv(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
-    csv_row(
-        out,
-        &[
-            "cloud",
-            "name",
-            "family",
-            "vcpu",
-            "memory_mib",
-            "accelerator",
-            "accelerator_count",
-            "accelerator_memory_mib",
-            "region",
-            "zone",
-            "capacity_type",
-            "price_per_hour",
-            "available",
-            "estimate",
-            "price_source",
-            "price_as_of",
-        ],
-    )?;
+    let mut csv = csv::Writer::from_writer(out);
     for row in rows {
         let it = row.instance_type;
-        let (acc, count, mem) = match &it.accelerator {
-            Some(a) => (
-                a.name.clone(),
-                a.count.to_string(),
-                a.memory_mib.to_string(),
-            ),
-            None => (String::new(), "0".into(), "0".into()),
+        let (accelerator, accelerator_count, accelerator_memory_mib) = match &it.accelerator {
+            Some(a) => (a.name.as_str(), a.count, a.memory_mib),
+            None => ("", 0, 0),
         };
         for o in &row.offerings {
-            csv_row(
-                out,
-                &[
-                    &it.cloud.to_string(),
-                    &it.name,
-                    &it.family,
-                    &it.vcpu.to_string(),
-                    &it.memory_mib.to_string(),
-                    &acc,
-                    &count,
-                    &mem,
-                    &o.region,
-                    &o.zone,
-                    &o.capacity_type.to_string(),
-                    &o.price_per_hour.to_string(),
-                    &o.available.to_string(),
-                    &o.estimate.to_string(),
-                    &o.price_source,
-                    &o.price_as_of.to_string(),
-                ],
-            )?;
+            csv.serialize(CsvRecord {
+                cloud: it.cloud.to_string(),
+                name: &it.name,
+                family: &it.family,
+                vcpu: it.vcpu,
+                memory_mib: it.memory_mib,
+                accelerator,
+                accelerator_count,
+                accelerator_memory_mib,
+                region: &o.region,
+                zone: &o.zone,
+                capacity_type: o.capacity_type.to_string(),
+                // Display, not the csv crate's float format, so prices read as before (0.096).
+                price_per_hour: o.price_per_hour.to_string(),
+                available: o.available,
+                estimate: o.estimate,
+                price_source: &o.price_source,
+                price_as_of: o.price_as_of.to_string(),
+            })
+            .context("writing CSV")?;
         }
     }
+    csv.flush().context("writing CSV")?;
     Ok(())
 }
