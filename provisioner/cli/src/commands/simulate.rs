@@ -1,11 +1,12 @@
 //! `quartermaster simulate [SCENARIO]`: the engine against simulated clouds and a generated
 //! workload. Loading, running and reporting are `quartermaster-simulation`'s; this file picks
-//! the scenario, shows progress and prints.
+//! the scenario, shows progress (`indicatif`, on a terminal only) and prints.
 
 use std::io::Write;
 use std::time::Instant;
 
 use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quartermaster_simulation::{Scenario, Simulation, Summary};
 
 use crate::cli::{PlanFormat, SimulateArgs};
@@ -15,7 +16,10 @@ fn one_line(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!(e.to_string().replace(['\n', '\r'], " "))
 }
 
-pub fn run(args: &SimulateArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
+/// Runs `simulate`. `_err` (the diagnostics writer every command gets) has nothing to carry:
+/// the progress bar is drawn by `indicatif` straight on the terminal's standard error, and only
+/// when [`crate::terminal_progress`] says it is one.
+pub fn run(args: &SimulateArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow::Result<u8> {
     let scenario = match &args.scenario {
         Some(path) => Scenario::load(path),
         None => Scenario::embedded_default(),
@@ -37,18 +41,10 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
     }
     let started = Instant::now();
     let sim = if crate::terminal_progress() {
-        let mut last = Instant::now();
-        let name = scenario.name.clone();
-        let mut show = |fraction: f64| {
-            if fraction < 1.0 && last.elapsed().as_millis() < 100 {
-                return;
-            }
-            last = Instant::now();
-            let _ = write!(err, "\rsimulating {name}: {:>3.0}%", fraction * 100.0);
-            let _ = err.flush();
-        };
+        let bar = progress_bar(&scenario.name);
+        let mut show = |fraction: f64| bar.set_position((fraction * PROGRESS_STEPS as f64) as u64);
         let sim = quartermaster_simulation::simulate(&scenario, args.seed, Some(&mut show));
-        let _ = write!(err, "\r\x1b[2K");
+        bar.finish_and_clear();
         sim
     } else {
         quartermaster_simulation::simulate(&scenario, args.seed, None)
@@ -76,6 +72,24 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
         )?;
     }
     Ok(crate::EXIT_OK)
+}
+
+/// Resolution of the progress bar (simulated time is reported as a fraction).
+const PROGRESS_STEPS: u64 = 1000;
+
+/// `simulating NAME [=====>    ]  42% (3s)` on standard error, redrawn by `indicatif` at most
+/// a few times a second and cleared at the end. Only used when standard error is a terminal.
+fn progress_bar(name: &str) -> ProgressBar {
+    let style =
+        ProgressStyle::with_template("simulating {prefix} [{bar:30}] {percent:>3}% ({elapsed})")
+            .map_or_else(
+                |_| ProgressStyle::default_bar(),
+                |s| s.progress_chars("=> "),
+            );
+    let bar = ProgressBar::with_draw_target(Some(PROGRESS_STEPS), ProgressDrawTarget::stderr());
+    bar.set_style(style);
+    bar.set_prefix(name.to_owned());
+    bar
 }
 
 fn money(v: f64) -> String {
