@@ -52,6 +52,20 @@ pub const INSTANCE_INTERCONNECT: &str = "quartermaster.dev/instance-interconnect
 /// Local NVMe / instance-store capacity in GB, as a decimal integer. Absent when zero.
 pub const INSTANCE_LOCAL_NVME: &str = "quartermaster.dev/instance-local-nvme";
 
+/// Category: the letters of the family before its generation (`p` for `p4d`, `a` for `a2`).
+/// AWS and GCP only.
+pub const INSTANCE_CATEGORY: &str = "quartermaster.dev/instance-category";
+/// Generation: the digits after the category (`4` for `p4d`). AWS and GCP only.
+pub const INSTANCE_GENERATION: &str = "quartermaster.dev/instance-generation";
+/// Size: the part of an AWS type name after the dot (`24xlarge`). AWS only.
+pub const INSTANCE_SIZE: &str = "quartermaster.dev/instance-size";
+/// Hypervisor: `nitro` or `xen`. AWS only.
+pub const INSTANCE_HYPERVISOR: &str = "quartermaster.dev/instance-hypervisor";
+/// NVIDIA GPU product as GPU Feature Discovery names it (`NVIDIA-A10G`). Whole NVIDIA GPUs only.
+pub const INSTANCE_GPU_PRODUCT: &str = "quartermaster.dev/instance-gpu-product";
+/// NVIDIA GPU architecture as GPU Feature Discovery names it (`ampere`, `hopper`).
+pub const INSTANCE_GPU_FAMILY: &str = "quartermaster.dev/instance-gpu-family";
+
 /// Every label key this crate may set, static and per-offering.
 pub const ALL: &[&str] = &[
     INSTANCE_TYPE,
@@ -72,6 +86,12 @@ pub const ALL: &[&str] = &[
     INSTANCE_NETWORK_BANDWIDTH,
     INSTANCE_INTERCONNECT,
     INSTANCE_LOCAL_NVME,
+    INSTANCE_CATEGORY,
+    INSTANCE_GENERATION,
+    INSTANCE_SIZE,
+    INSTANCE_HYPERVISOR,
+    INSTANCE_GPU_PRODUCT,
+    INSTANCE_GPU_FAMILY,
 ];
 
 /// Label keys that [`crate::InstanceType::offering_labels`] adds to the static labels.

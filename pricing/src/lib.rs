@@ -110,6 +110,7 @@
 #![forbid(unsafe_code)]
 
 mod catalog;
+pub mod derived;
 mod error;
 mod file;
 pub mod labels;

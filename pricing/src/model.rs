@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{PricingError, labels, resources};
+use crate::{PricingError, derived, labels, resources};
 
 /// A cloud provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -299,6 +299,22 @@ impl InstanceType {
         }
         if self.local_nvme_gb > 0 {
             put(labels::INSTANCE_LOCAL_NVME, self.local_nvme_gb.to_string());
+        }
+        if let Some((category, generation)) = derived::category_and_generation(self) {
+            put(labels::INSTANCE_CATEGORY, category);
+            put(labels::INSTANCE_GENERATION, generation);
+        }
+        if let Some(size) = derived::size(self) {
+            put(labels::INSTANCE_SIZE, size);
+        }
+        if let Some(h) = derived::hypervisor(self) {
+            put(labels::INSTANCE_HYPERVISOR, h.to_owned());
+        }
+        if let Some((product, family)) = derived::nvidia_product_and_family(self) {
+            put(labels::INSTANCE_GPU_PRODUCT, product);
+            if let Some(f) = family {
+                put(labels::INSTANCE_GPU_FAMILY, f.to_owned());
+            }
         }
         if let Some(a) = &self.accelerator {
             put(labels::INSTANCE_GPU_MANUFACTURER, a.manufacturer.clone());

@@ -764,3 +764,42 @@ fn syntax_errors_name_file_line_and_column() {
     }
     assert!(!e.to_string().contains('\n'));
 }
+
+#[test]
+fn derived_labels_in_karpenter_and_gpu_feature_discovery_formats() {
+    let c = embedded();
+    let l = |cloud, name| c.get(cloud, name).unwrap().labels();
+    let p4d = l(Cloud::Aws, "p4d.24xlarge");
+    assert_eq!(p4d[labels::INSTANCE_CATEGORY], "p");
+    assert_eq!(p4d[labels::INSTANCE_GENERATION], "4");
+    assert_eq!(p4d[labels::INSTANCE_SIZE], "24xlarge");
+    assert_eq!(p4d[labels::INSTANCE_HYPERVISOR], "nitro");
+    assert_eq!(p4d[labels::INSTANCE_GPU_PRODUCT], "NVIDIA-A100-SXM4-40GB");
+    assert_eq!(p4d[labels::INSTANCE_GPU_FAMILY], "ampere");
+    let inf2 = l(Cloud::Aws, "inf2.xlarge");
+    assert_eq!(inf2[labels::INSTANCE_CATEGORY], "inf");
+    assert_eq!(inf2[labels::INSTANCE_GENERATION], "2");
+    assert!(!inf2.contains_key(labels::INSTANCE_GPU_PRODUCT));
+    assert_eq!(
+        l(Cloud::Aws, "g5.xlarge")[labels::INSTANCE_GPU_PRODUCT],
+        "NVIDIA-A10G"
+    );
+    assert_eq!(
+        l(Cloud::Aws, "g4dn.xlarge")[labels::INSTANCE_GPU_PRODUCT],
+        "Tesla-T4"
+    );
+    let g2 = l(Cloud::Gcp, "g2-standard-4");
+    assert_eq!(g2[labels::INSTANCE_CATEGORY], "g");
+    assert_eq!(g2[labels::INSTANCE_GPU_PRODUCT], "NVIDIA-L4");
+    assert_eq!(g2[labels::INSTANCE_GPU_FAMILY], "ada-lovelace");
+    assert!(!g2.contains_key(labels::INSTANCE_SIZE));
+    assert_eq!(
+        l(Cloud::Gcp, "a2-ultragpu-8g")[labels::INSTANCE_GPU_PRODUCT],
+        "NVIDIA-A100-SXM4-80GB"
+    );
+    let nc = l(Cloud::Azure, "Standard_NC24ads_A100_v4");
+    assert_eq!(nc[labels::INSTANCE_GPU_PRODUCT], "NVIDIA-A100-80GB-PCIe");
+    assert!(!nc.contains_key(labels::INSTANCE_CATEGORY));
+    // A fractional vGPU slice has no GPU Feature Discovery product.
+    assert!(!l(Cloud::Azure, "Standard_NV6ads_A10_v5").contains_key(labels::INSTANCE_GPU_PRODUCT));
+}
