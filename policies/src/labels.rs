@@ -1,5 +1,12 @@
 //! Well-known label keys, label syntax checks and restricted label domains.
 
+pub mod aliases;
+
+pub use aliases::{
+    ANNOTATION_ALIAS_LABELS, AliasValues, LABEL_ALIASES, LabelAlias, alias_labels,
+    alias_labels_enabled, label_alias,
+};
+
 /// The API group of every Quartermaster resource.
 pub const GROUP: &str = "quartermaster.dev";
 /// The API version of every Quartermaster resource.
@@ -39,6 +46,18 @@ pub const LABEL_INSTANCE_INTERCONNECT: &str = "quartermaster.dev/instance-interc
 pub const LABEL_INSTANCE_GPU_FRACTION: &str = "quartermaster.dev/instance-gpu-fraction";
 /// Local NVMe in GB (integer).
 pub const LABEL_INSTANCE_LOCAL_NVME: &str = "quartermaster.dev/instance-local-nvme";
+/// Instance category: the family's letters before its generation (`p` for `p4d`).
+pub const LABEL_INSTANCE_CATEGORY: &str = "quartermaster.dev/instance-category";
+/// Instance generation: the digits after the category (`4` for `p4d`).
+pub const LABEL_INSTANCE_GENERATION: &str = "quartermaster.dev/instance-generation";
+/// Instance size: the part of an AWS type name after the dot (`24xlarge`).
+pub const LABEL_INSTANCE_SIZE: &str = "quartermaster.dev/instance-size";
+/// Hypervisor of an AWS type: `nitro` or `xen`.
+pub const LABEL_INSTANCE_HYPERVISOR: &str = "quartermaster.dev/instance-hypervisor";
+/// NVIDIA GPU product as GPU Feature Discovery names it (`NVIDIA-A10G`).
+pub const LABEL_INSTANCE_GPU_PRODUCT: &str = "quartermaster.dev/instance-gpu-product";
+/// NVIDIA GPU architecture as GPU Feature Discovery names it (`ampere`, `hopper`).
+pub const LABEL_INSTANCE_GPU_FAMILY: &str = "quartermaster.dev/instance-gpu-family";
 
 /// `topology.kubernetes.io/zone`.
 pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
@@ -73,6 +92,12 @@ pub const WELL_KNOWN_LABELS: &[&str] = &[
     LABEL_INSTANCE_INTERCONNECT,
     LABEL_INSTANCE_GPU_FRACTION,
     LABEL_INSTANCE_LOCAL_NVME,
+    LABEL_INSTANCE_CATEGORY,
+    LABEL_INSTANCE_GENERATION,
+    LABEL_INSTANCE_SIZE,
+    LABEL_INSTANCE_HYPERVISOR,
+    LABEL_INSTANCE_GPU_PRODUCT,
+    LABEL_INSTANCE_GPU_FAMILY,
     LABEL_ZONE,
     LABEL_REGION,
     LABEL_INSTANCE_TYPE,
@@ -104,8 +129,11 @@ pub fn is_well_known_label(key: &str) -> bool {
     WELL_KNOWN_LABELS.contains(&key)
 }
 
-/// The current key for a deprecated alias, or `key` itself.
+/// The current key for a deprecated key or an alias ([`LABEL_ALIASES`]), or `key` itself.
 pub fn normalize_label_key(key: &str) -> &str {
+    if let Some(a) = label_alias(key) {
+        return a.canonical;
+    }
     NORMALIZED_LABELS
         .iter()
         .find(|(old, _)| *old == key)

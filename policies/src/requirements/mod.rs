@@ -14,7 +14,7 @@ pub use requirement::{Operator, Requirement};
 
 use crate::common::NodeSelectorRequirementWithMinValues;
 use crate::error::PolicyError;
-use crate::labels::{NORMALIZED_LABELS, normalize_label_key};
+use crate::labels::{LABEL_ALIASES, NORMALIZED_LABELS, normalize_label_key};
 
 /// Requirements on a set of label keys (ANDed); at most one [`Requirement`]
 /// per key, so adding a second one for a key intersects the two.
@@ -201,15 +201,25 @@ impl Requirements {
     /// (`DoesNotExist`: the key is absent; `NotIn`: absent or not listed;
     /// `Gt`/`Lt`: present and an integer in range). Deprecated label keys on
     /// the node count under their normalised key when the normalised key is
-    /// absent.
+    /// absent, and so do alias labels ([`LABEL_ALIASES`], values mapped): a
+    /// node Karpenter launched matches on `karpenter.sh/capacity-type`.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.by_key.iter().all(|(key, r)| {
-            let value = labels.get(key).map(String::as_str).or_else(|| {
-                NORMALIZED_LABELS
-                    .iter()
-                    .filter(|(_, new)| new == key)
-                    .find_map(|(old, _)| labels.get(*old).map(String::as_str))
-            });
+            let value = labels
+                .get(key)
+                .map(String::as_str)
+                .or_else(|| {
+                    NORMALIZED_LABELS
+                        .iter()
+                        .filter(|(_, new)| new == key)
+                        .find_map(|(old, _)| labels.get(*old).map(String::as_str))
+                })
+                .or_else(|| {
+                    LABEL_ALIASES
+                        .iter()
+                        .filter(|a| a.canonical == key)
+                        .find_map(|a| labels.get(a.key).map(|v| a.canonical_value(v)))
+                });
             r.matches(value)
         })
     }

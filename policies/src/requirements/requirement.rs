@@ -7,7 +7,7 @@ use std::str::FromStr;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
 use crate::error::PolicyError;
-use crate::labels::normalize_label_key;
+use crate::labels::{label_alias, normalize_label_key};
 
 /// A node selector operator. `Gte` and `Lte` are Quartermaster extensions;
 /// they are normalised to `Gt` / `Lt` when a [`Requirement`] is built.
@@ -138,15 +138,35 @@ impl Requirement {
     /// `In`/`NotIn` need at least one value, `Exists`/`DoesNotExist` none, and
     /// `Gt`/`Lt`/`Gte`/`Lte` exactly one integer. The key is normalised
     /// (deprecated aliases such as `failure-domain.beta.kubernetes.io/zone`
-    /// become their current form).
+    /// become their current form), and an alias key of
+    /// [`crate::labels::LABEL_ALIASES`] becomes its canonical key with its
+    /// values mapped (`cloud.google.com/gke-spot In [true]` is
+    /// `quartermaster.dev/capacity-type In [spot]`).
     pub fn new<K, I, V>(key: K, op: Operator, values: I) -> Result<Self, PolicyError>
     where
         K: Into<String>,
         I: IntoIterator<Item = V>,
         V: Into<String>,
     {
-        let key = normalized(key.into());
-        let values: Vec<String> = values.into_iter().map(Into::into).collect();
+        let raw: String = key.into();
+        let alias = label_alias(&raw);
+        let key = normalized(raw);
+        let mut values: Vec<String> = values.into_iter().map(Into::into).collect();
+        let mut op = op;
+        if let Some(a) = alias {
+            for v in &mut values {
+                *v = a.canonical_value(v).to_owned();
+            }
+            if let (Some(present), true) = (a.presence_value(), values.is_empty()) {
+                match op {
+                    Operator::Exists => (op, values) = (Operator::In, vec![present.to_owned()]),
+                    Operator::DoesNotExist => {
+                        (op, values) = (Operator::NotIn, vec![present.to_owned()]);
+                    }
+                    _ => {}
+                }
+            }
+        }
         let invalid = |reason: String| PolicyError::InvalidRequirement {
             key: key.clone(),
             reason,
@@ -231,11 +251,14 @@ impl Requirement {
         I: IntoIterator<Item = V>,
         V: Into<String>,
     {
-        Self::concrete(
-            normalized(key.into()),
-            values.into_iter().map(Into::into).collect(),
-            false,
-        )
+        let raw: String = key.into();
+        let alias = label_alias(&raw);
+        let values = values.into_iter().map(Into::into);
+        let values = match alias {
+            Some(a) => values.map(|v| a.canonical_value(&v).to_owned()).collect(),
+            None => values.collect(),
+        };
+        Self::concrete(normalized(raw), values, false)
     }
 
     /// `key Exists`.
