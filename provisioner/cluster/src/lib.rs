@@ -1,10 +1,12 @@
 //! Kubernetes objects → the solver's [`ClusterSnapshot`].
 //!
 //! [`snapshot_from_objects`] reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets,
-//! Nodes, NodeClaims, NodePools and NodeClasses (as JSON values, e.g. parsed from YAML) and
-//! resolves them into what the solver plans from: pending pods with effective requests and
-//! constraints, existing nodes with their bound pods, NodePools with limits and usage, DaemonSet
-//! overhead. Other kinds are skipped with a note.
+//! Nodes, NodeClaims, NodePools and NodeClasses (as JSON values, e.g. parsed from YAML), and the
+//! GPU controllers' workload custom resources (Kubeflow jobs, LeaderWorkerSet, KubeRay, KServe,
+//! JobSet, Volcano Job; recognised by API group and kind), and resolves them into what the
+//! solver plans from: pending pods with effective requests and constraints, existing nodes with
+//! their bound pods, NodePools with limits and usage, DaemonSet overhead. Other kinds are skipped
+//! with a note.
 //!
 //! Pure: no client, no async, no clock. `quartermaster plan` feeds it from files; the controller
 //! will feed it from informers.
@@ -283,7 +285,7 @@ apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: karpenter}\nspec: 
         assert!(ingested.snapshot.node_pools.is_empty());
         assert!(
             ingested.notes.contains(
-                &"skipped kinds not used for planning: ConfigMap ×1, CronJob ×1, Service ×2"
+                &"skipped kinds not used for planning: ConfigMap ×1, CronJob.batch ×1, Service ×2"
                     .to_owned()
             ),
             "{:?}",

@@ -1,5 +1,6 @@
-//! Routing raw objects by kind into typed buckets ([`Inventory`]); every other kind is skipped
-//! with a note.
+//! Routing raw objects by API group and kind into typed buckets ([`Inventory`]); every other
+//! kind is skipped with a note. A kind alone never decides: Volcano's `batch.volcano.sh` `Job` is
+//! not a `batch/v1` Job.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ClusterError;
+use crate::workloads::custom::{self, CustomWorkload};
 
 /// One Kubernetes object: identity, metadata, spec and status.
 #[derive(Debug, Clone)]
@@ -76,12 +78,35 @@ pub(crate) struct Inventory {
     pub node_claims: Vec<(String, NodeClaim)>,
     /// `(kind, name)` of every NodeClass given.
     pub node_classes: BTreeSet<(String, String)>,
-    /// Kinds skipped, with how many objects of each.
+    /// Workload custom resources (PyTorchJob, LeaderWorkerSet, RayService…), read into pod groups.
+    pub custom: Vec<CustomWorkload>,
+    /// Kinds skipped (`Kind`, or `Kind.group` outside the core group), with how many objects of
+    /// each.
     pub skipped: BTreeMap<String, usize>,
 }
 
+/// The built-in kinds read for planning, by `(API group, kind)`.
+const BUILT_IN: [(&str, &str); 7] = [
+    ("", "Pod"),
+    ("", "Node"),
+    ("apps", "Deployment"),
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("batch", "Job"),
+];
+
+/// How a skipped kind is named in the note: `Kind` in the core group, `Kind.group` elsewhere.
+fn skipped_name(group: &str, kind: &str) -> String {
+    if group.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}.{group}")
+    }
+}
+
 /// Deserialises `value[key]` as `T`; errors carry the field path under `key`.
-fn part<T: DeserializeOwned>(
+pub(crate) fn part<T: DeserializeOwned>(
     value: &Value,
     key: &str,
     id: &str,
@@ -106,7 +131,7 @@ fn required<T: DeserializeOwned>(value: &Value, key: &str, id: &str) -> Result<T
 }
 
 /// The API group of an `apiVersion` (`""` for the core group).
-fn group(api_version: &str) -> &str {
+pub(crate) fn group(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
@@ -128,7 +153,7 @@ fn validated(value: &Value, id: &str) -> Result<ValidatedObject, ClusterError> {
 }
 
 impl Inventory {
-    /// Sorts `objects` by kind. Fails on an object without a kind or name, or with a malformed
+    /// Sorts `objects` by API group and kind. Fails on an object without a kind or name, or with a malformed
     /// field in a kind that is used.
     pub fn sort(objects: &[Value], notes: &mut Vec<String>) -> Result<Inventory, ClusterError> {
         let mut inv = Inventory::default();
@@ -149,17 +174,23 @@ impl Inventory {
                 .get("apiVersion")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let is_quartermaster = group(api_version) == GROUP;
-            let used = matches!(
-                kind,
-                "Pod" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "DaemonSet" | "Node"
-            ) || (is_quartermaster && KINDS.contains(&kind));
+            let api_group = group(api_version);
+            let is_quartermaster = api_group == GROUP;
+            // Without an apiVersion (hand-written snippets), a built-in kind is read as itself.
+            let built_in = BUILT_IN
+                .iter()
+                .any(|(g, k)| *k == kind && (*g == api_group || api_version.is_empty()));
+            let custom_kind = custom::kind_of(api_group, kind);
+            let used =
+                built_in || custom_kind.is_some() || (is_quartermaster && KINDS.contains(&kind));
             let name = value
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             if !used && !matches!(kind, "NodePool" | "NodeClaim") {
-                *inv.skipped.entry(kind.to_owned()).or_default() += 1;
+                *inv.skipped
+                    .entry(skipped_name(api_group, kind))
+                    .or_default() += 1;
                 continue;
             }
             if name.is_empty() {
@@ -170,7 +201,9 @@ impl Inventory {
                 .and_then(Value::as_str)
                 .filter(|n| !n.is_empty())
                 .unwrap_or("default");
-            let namespaced = format!("{kind}/{namespace}/{name}");
+            // A custom kind whose name is also a built-in one is named with its group.
+            let shown = custom_kind.map_or(kind, |c| c.name());
+            let namespaced = format!("{shown}/{namespace}/{name}");
             let cluster_scoped = format!("{kind}/{name}");
             let ns = namespace.to_owned();
             let object = |id: &str, namespace: String| -> Result<Object<(), ()>, ClusterError> {
@@ -184,10 +217,9 @@ impl Inventory {
                 })
             };
             let identity = match kind {
-                "Pod" | "Deployment" | "ReplicaSet" | "StatefulSet" | "Job" | "DaemonSet" => {
-                    Some(&namespaced)
-                }
-                "Node" => Some(&cluster_scoped),
+                _ if custom_kind.is_some() => Some(&namespaced),
+                "Node" if built_in => Some(&cluster_scoped),
+                _ if built_in => Some(&namespaced),
                 k if is_quartermaster && KINDS.contains(&k) => Some(&cluster_scoped),
                 _ => None,
             };
@@ -201,6 +233,12 @@ impl Inventory {
                 ));
             }
             let id = namespaced.as_str();
+            if let Some(custom_kind) = custom_kind {
+                let spec: Value = required(value, "spec", id)?;
+                inv.custom
+                    .push(custom::read(custom_kind, object(id, ns)?.with(spec, ()))?);
+                continue;
+            }
             match kind {
                 "Pod" => inv.pods.push(
                     object(id, ns)?.with(required(value, "spec", id)?, part(value, "status", id)?),
@@ -220,7 +258,7 @@ impl Inventory {
                 "DaemonSet" => inv
                     .daemon_sets
                     .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
-                "Node" => {
+                "Node" if built_in => {
                     let id = cluster_scoped.as_str();
                     let spec = part::<NodeSpec>(value, "spec", id)?.unwrap_or_default();
                     inv.nodes
@@ -246,7 +284,11 @@ impl Inventory {
                         "{cluster_scoped}: apiVersion {api_version:?} is not {GROUP}; skipped"
                     ));
                 }
-                other => *inv.skipped.entry(other.to_owned()).or_default() += 1,
+                other => {
+                    *inv.skipped
+                        .entry(skipped_name(api_group, other))
+                        .or_default() += 1
+                }
             }
         }
         Ok(inv)

@@ -27,7 +27,8 @@ pub(crate) struct PodSource<'a> {
 }
 
 /// One container's requests, each resource defaulting to its limit when only the limit is set
-/// (what the API server does on admission).
+/// (what the API server does on admission), after the API server's checks
+/// ([`quantities::check_requirements`]).
 fn container_requests(
     resources: Option<&ResourceRequirements>,
     at: At<'_>,
@@ -36,6 +37,12 @@ fn container_requests(
     let Some(resources) = resources else {
         return Ok(Amounts::new());
     };
+    quantities::check_requirements(
+        resources.requests.as_ref(),
+        resources.limits.as_ref(),
+        at.object,
+        &at.field(path),
+    )?;
     let mut requests = quantities::amounts(
         resources.requests.as_ref(),
         at.object,
@@ -325,6 +332,55 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("at most 16 distinct resources"), "{text}");
+    }
+
+    #[test]
+    fn extended_resources_must_be_whole_numbers_as_the_api_server_says() {
+        // Kubernetes rejects these on admission; so do we, with its words.
+        for (given, shown) in [("0.5", "500m"), ("500m", "500m"), ("1.5", "1500m")] {
+            let e = ingest_err(&pod(
+                "p",
+                &format!(
+                    "containers:\n- {{name: a, resources: {{limits: {{nvidia.com/gpu: '{given}'}}}}}}"
+                ),
+            ));
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "Pod/ns/p: spec.containers[0].resources.limits.nvidia.com/gpu: Invalid value: \"{shown}\": must be an integer"
+                )
+            );
+        }
+        // Native resources may be fractions; `1000m` of a GPU is one.
+        let r = requests(
+            "containers:\n- {name: a, resources: {requests: {cpu: 500m}, limits: {nvidia.com/gpu: 1000m}}}",
+        );
+        assert_eq!(r.get(4), 1);
+    }
+
+    #[test]
+    fn extended_requests_must_equal_limits_as_the_api_server_says() {
+        let e = ingest_err(&pod(
+            "p",
+            "containers:\n- {name: a, resources: {requests: {nvidia.com/gpu: 2}, limits: {nvidia.com/gpu: 1}}}",
+        ));
+        assert_eq!(
+            e.to_string(),
+            "Pod/ns/p: spec.containers[0].resources.requests: Invalid value: \"2\": must be equal to nvidia.com/gpu limit of 1"
+        );
+        let e = ingest_err(&pod(
+            "p",
+            "initContainers:\n- {name: i, resources: {requests: {example.com/fpga: 1}}}\ncontainers:\n- {name: a}",
+        ));
+        assert_eq!(
+            e.to_string(),
+            "Pod/ns/p: spec.initContainers[0].resources.limits: Required value: Limit must be set for non overcommitable resources"
+        );
+        // cpu and memory may be overcommitted; requests equal to limits pass.
+        let r = requests(
+            "containers:\n- {name: a, resources: {requests: {cpu: '1', nvidia.com/gpu: 2}, limits: {cpu: '4', nvidia.com/gpu: 2}}}",
+        );
+        assert_eq!(r.get(4), 2);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use quartermaster_policies::quantity::parse_quantity;
+use quartermaster_policies::quantity::{Millis, parse_quantity};
 use quartermaster_solver::resources::{MAX_RESOURCES, ResourceTable};
 use quartermaster_solver::{Resources, resources};
 
@@ -54,6 +54,103 @@ pub(crate) fn amounts(
         );
     }
     Ok(out)
+}
+
+/// Kubernetes' `IsNativeResource`: no domain, or a `kubernetes.io/` one.
+fn is_native(name: &str) -> bool {
+    !name.contains('/') || name.contains("kubernetes.io/")
+}
+
+/// Kubernetes' `IsExtendedResourceName` (`nvidia.com/gpu`, `example.com/fpga`): counted in
+/// whole units.
+fn is_extended(name: &str) -> bool {
+    !is_native(name) && !name.starts_with("requests.")
+}
+
+/// Kubernetes' `IsOvercommitAllowed`: requests may be below limits (native resources except
+/// hugepages).
+fn overcommit_allowed(name: &str) -> bool {
+    is_native(name) && !name.starts_with("hugepages-")
+}
+
+/// The text `resource.Quantity.String()` gives a value (decimal SI): `"1500m"`, `"2"`, `"4k"`.
+fn canonical(millis: Millis) -> String {
+    let m = millis.millis();
+    if m % 1000 != 0 {
+        return format!("{m}m");
+    }
+    let mut whole = m / 1000;
+    for suffix in ["", "k", "M", "G", "T", "P"] {
+        if whole == 0 || whole % 1000 != 0 {
+            return format!("{whole}{suffix}");
+        }
+        whole /= 1000;
+    }
+    format!("{whole}E")
+}
+
+/// Checks one container's `requests` and `limits` as the API server does
+/// (`validateResourceRequirements` and `ValidateResourceQuantityValue` in Kubernetes'
+/// `pkg/apis/core/validation/validation.go`), with its words: an extended resource must be a
+/// whole number ("must be an integer"), and a resource that cannot be overcommitted (extended
+/// resources, hugepages) must have its request equal to its limit ("must be equal to NAME limit
+/// of LIMIT") and a limit whenever it has a request ("Limit must be set for non overcommitable
+/// resources"). `path` is the `resources` field's path.
+pub(crate) fn check_requirements(
+    requests: Option<&BTreeMap<String, Quantity>>,
+    limits: Option<&BTreeMap<String, Quantity>>,
+    object: &str,
+    path: &str,
+) -> Result<(), ClusterError> {
+    let parsed = |list: &str, name: &str, q: &Quantity| {
+        parse_quantity(&q.0).map_err(|e| {
+            ClusterError::invalid(object, format!("{path}.{list}.{name}"), e.to_string())
+        })
+    };
+    let integer = |list: &str, name: &str, value: Millis| {
+        if is_extended(name) && value.millis() % 1000 != 0 {
+            return Err(ClusterError::invalid(
+                object,
+                format!("{path}.{list}.{name}"),
+                format!("Invalid value: {:?}: must be an integer", canonical(value)),
+            ));
+        }
+        Ok(())
+    };
+    for (name, q) in limits.into_iter().flatten() {
+        integer("limits", name, parsed("limits", name, q)?)?;
+    }
+    for (name, q) in requests.into_iter().flatten() {
+        let request = parsed("requests", name, q)?;
+        integer("requests", name, request)?;
+        if overcommit_allowed(name) {
+            continue;
+        }
+        match limits.and_then(|l| l.get(name)) {
+            Some(limit) => {
+                let limit = parsed("limits", name, limit)?;
+                if request != limit {
+                    return Err(ClusterError::invalid(
+                        object,
+                        format!("{path}.requests"),
+                        format!(
+                            "Invalid value: {:?}: must be equal to {name} limit of {}",
+                            canonical(request),
+                            canonical(limit)
+                        ),
+                    ));
+                }
+            }
+            None => {
+                return Err(ClusterError::invalid(
+                    object,
+                    format!("{path}.limits"),
+                    "Required value: Limit must be set for non overcommitable resources",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Adds `b` into `a`, per resource.

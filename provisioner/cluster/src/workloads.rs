@@ -1,6 +1,17 @@
 //! Which pods exist or will exist: bare Pods, and the pods controllers (Deployment, ReplicaSet,
-//! StatefulSet, Job) will create from their templates; DaemonSet templates, which become per-node
-//! overhead.
+//! StatefulSet, Job, and the workload custom resources of [`custom`]) will create from their
+//! templates; DaemonSet templates, which become per-node overhead.
+
+pub(crate) mod custom;
+mod jobset;
+mod kserve;
+mod kubeflow;
+mod lws;
+mod ray;
+mod volcano;
+
+#[cfg(test)]
+mod custom_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -279,6 +290,50 @@ pub(crate) fn expand<'a>(
             replicas(&j.name, n),
             false,
         );
+    }
+    for c in &inv.custom {
+        let (ns, name) = (&c.object.namespace, &c.object.name);
+        let kind = c.kind.name();
+        let plain_kind = kind.split('.').next().unwrap_or(kind);
+        if given_as_pods(plain_kind, ns, name, &c.object.id, notes) {
+            continue;
+        }
+        notes.extend(c.notes.iter().cloned());
+        let mut roles: Vec<(&str, usize)> = Vec::new();
+        for g in &c.groups {
+            match roles.iter_mut().find(|(r, _)| *r == g.role) {
+                Some((_, n)) => *n += g.names.len(),
+                None => roles.push((&g.role, g.names.len())),
+            }
+            if g.names.is_empty() {
+                continue;
+            }
+            out.pending.push(Workload {
+                template: PodSource {
+                    id: PodRef::new(ns, name),
+                    labels: g.labels.clone(),
+                    spec: &g.spec,
+                    owner: Some(format!("{kind}/{ns}/{name}")),
+                    at: At {
+                        object: &c.object.id,
+                        spec_path: &g.spec_path,
+                    },
+                },
+                replicas: g.names.iter().map(|n| PodRef::new(ns, n)).collect(),
+                stateful: false,
+            });
+        }
+        let total: usize = roles.iter().map(|(_, n)| n).sum();
+        let roles: Vec<String> = roles.iter().map(|(r, n)| format!("{r} ×{n}")).collect();
+        notes.push(format!(
+            "{}: expanded to {total} pod(s): {}",
+            c.object.id,
+            if roles.is_empty() {
+                "nothing to run".to_owned()
+            } else {
+                roles.join(", ")
+            }
+        ));
     }
     for ds in &inv.daemon_sets {
         out.daemon_sets

@@ -14,6 +14,11 @@ use crate::cli::{PlanArgs, PlanFormat};
 use crate::manifests::read_documents;
 use crate::output::{Table, money};
 
+/// Said when the input holds no pod to place, so an empty plan is not read as "all is well".
+const NO_WORKLOAD: &str = "no workload found: the input holds no pending pod (Pods, Deployments, \
+StatefulSets, ReplicaSets, Jobs or workload custom resources such as PyTorchJob, \
+LeaderWorkerSet, RayService, InferenceService, JobSet)";
+
 /// How many pod names a table cell lists before summarising the rest.
 const PODS_PER_CELL: usize = 4;
 
@@ -26,6 +31,10 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
     let ingested = quartermaster_cluster::snapshot_with_catalog(&objects, &catalog)?;
     let plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, chrono::Utc::now());
     let mut notes = ingested.notes;
+    let nothing_pending = ingested.snapshot.pending.is_empty();
+    if nothing_pending {
+        notes.push(NO_WORKLOAD.to_owned());
+    }
     notes.extend(
         plan.notes
             .iter()
@@ -39,7 +48,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
                 .context("writing JSON")?;
             writeln!(out)?;
         }
-        PlanFormat::Table => write_table(&plan, &notes, out)?,
+        PlanFormat::Table => write_table(&plan, &notes, nothing_pending, out)?,
     }
     Ok(crate::EXIT_OK)
 }
@@ -118,10 +127,17 @@ fn pod_list<T: ToString>(pods: &[T]) -> String {
     names.join(", ")
 }
 
-fn write_table(plan: &Plan, notes: &[String], out: &mut dyn Write) -> anyhow::Result<()> {
+fn write_table(
+    plan: &Plan,
+    notes: &[String],
+    nothing_pending: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let placed: usize = plan.new_nodes.iter().map(|n| n.pods.len()).sum::<usize>()
         + plan.existing.iter().map(|e| e.pods.len()).sum::<usize>();
-    if plan.new_nodes.is_empty() {
+    if plan.new_nodes.is_empty() && nothing_pending {
+        writeln!(out, "No new nodes: no workload found in the input.")?;
+    } else if plan.new_nodes.is_empty() {
         writeln!(out, "No new nodes.")?;
     } else {
         writeln!(out, "New nodes:")?;

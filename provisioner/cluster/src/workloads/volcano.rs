@@ -1,0 +1,51 @@
+//! Volcano's Job (`batch.volcano.sh`, not `batch/v1`): `spec.tasks[].{name, replicas,
+//! template}`, pods named `job-task-i`. `spec.minAvailable` makes the job a gang: until gang
+//! scheduling lands its pods are planned one by one, and a note says so.
+
+use serde_json::Value;
+
+use super::custom::{PodGroup, Raw, group, lookup, numbered, parse, template_at};
+use crate::error::ClusterError;
+
+/// The label with the job's name.
+const JOB_NAME: &str = "volcano.sh/job-name";
+/// The label with the task's name.
+const TASK: &str = "volcano.sh/task-spec";
+
+/// One group per task.
+pub(super) fn read(raw: &Raw, notes: &mut Vec<String>) -> Result<Vec<PodGroup>, ClusterError> {
+    let tasks: Vec<Value> = lookup(&raw.spec, "spec.tasks")
+        .map(|v| parse(v, &raw.id, "spec.tasks"))
+        .transpose()?
+        .unwrap_or_default();
+    let mut groups = Vec::new();
+    for (i, task) in tasks.iter().enumerate() {
+        let at = format!("spec.tasks[{i}]");
+        let name: String = task
+            .get("name")
+            .map(|v| parse(v, &raw.id, &format!("{at}.name")))
+            .transpose()?
+            .unwrap_or_else(|| format!("default{i}"));
+        let replicas: Option<i32> = task
+            .get("replicas")
+            .map(|v| parse(v, &raw.id, &format!("{at}.replicas")))
+            .transpose()?;
+        let n = super::count(replicas, 1, &raw.id, &format!("{at}.replicas"))?;
+        let template = template_at(task.get("template"), &raw.id, &format!("{at}.template"))?;
+        groups.push(group(
+            name.clone(),
+            format!("{at}.template.spec"),
+            template,
+            &[(JOB_NAME, &raw.name), (TASK, &name)],
+            numbered(&format!("{}-{name}", raw.name), n),
+        ));
+    }
+    if let Some(min) = lookup(&raw.spec, "spec.minAvailable") {
+        let min: i32 = parse(min, &raw.id, "spec.minAvailable")?;
+        notes.push(format!(
+            "{}: minAvailable {min} makes it a gang; its pods are planned one by one until gang scheduling lands",
+            raw.id
+        ));
+    }
+    Ok(groups)
+}
