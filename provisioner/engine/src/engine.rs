@@ -595,6 +595,17 @@ impl Engine {
         let mut labels = it.offering_labels(o);
         labels.extend(spec.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         labels.insert(NODEPOOL_LABEL.to_owned(), spec.name.clone());
+        // Karpenter's, the cloud's and the GPU Operator's labels for the same facts, so
+        // workloads written for them schedule here (NodePool annotation to opt out).
+        let annotations = self.setup.pools[pool]
+            .node_pool
+            .metadata
+            .annotations
+            .as_ref();
+        if annotations.is_none_or(quartermaster_policies::labels::alias_labels_enabled) {
+            let aliases = quartermaster_policies::labels::alias_labels(&labels);
+            labels.extend(aliases);
+        }
         let table = &self.setup.resources;
         let capacity = to_resources(table, &it.capacity());
         let overhead = daemonset_overhead(&self.setup.daemonsets, &labels, spec);

@@ -1,6 +1,7 @@
 //! Engine behaviour, driven event by event.
 
 mod adopt;
+mod alias_labels;
 mod consolidation;
 mod fixtures;
 mod lifecycle;
