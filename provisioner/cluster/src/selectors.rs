@@ -505,6 +505,30 @@ mod tests {
     }
 
     #[test]
+    fn alias_keys_in_selectors_affinity_and_spread_become_canonical() {
+        let ingested = ingest(&pod(
+            "p",
+            &format!(
+                "{APP}nodeSelector: {{karpenter.sh/capacity-type: spot, nvidia.com/gpu.product: NVIDIA-A10G}}\naffinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n      - matchExpressions: [{{key: karpenter.k8s.aws/instance-gpu-name, operator: In, values: [a10g]}}]\ntopologySpreadConstraints:\n- maxSkew: 1\n  topologyKey: karpenter.sh/capacity-type\n  whenUnsatisfiable: DoNotSchedule\n  labelSelector: {{matchLabels: {{app: p}}}}"
+            ),
+        ));
+        let p = &ingested.snapshot.pending[0];
+        let g5_spot = labels(&[
+            ("quartermaster.dev/capacity-type", "spot"),
+            ("quartermaster.dev/instance-gpu-name", "a10g"),
+            ("quartermaster.dev/instance-gpu-product", "NVIDIA-A10G"),
+        ]);
+        let mut g5_on_demand = g5_spot.clone();
+        g5_on_demand.insert("quartermaster.dev/capacity-type".into(), "on-demand".into());
+        assert!(p.node_terms[0].matches(&g5_spot));
+        assert!(!p.node_terms[0].matches(&g5_on_demand));
+        assert_eq!(
+            p.topology_spread[0].topology_key,
+            "quartermaster.dev/capacity-type"
+        );
+    }
+
+    #[test]
     fn node_selector_alone_is_one_term_and_no_constraint_is_none() {
         let s = ingest(&(pod("a", &format!("{APP}nodeSelector: {{team: ml}}")) + &pod("b", APP)))
             .snapshot;
