@@ -13,6 +13,7 @@
 //! A `nodeClassRef` naming a NodeClass that does not exist is not an error.
 
 mod fields;
+mod label_keys;
 mod nodeclaim;
 mod nodeclass;
 mod nodepool;
@@ -26,6 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use label_keys::unknown_requirement_keys;
 pub use nodeclaim::validate_nodeclaim;
 pub use nodeclass::{validate_aws_node_class, validate_azure_node_class, validate_gcp_node_class};
 pub use nodepool::validate_nodepool;
