@@ -2,7 +2,11 @@
 
 use std::io::Write;
 
-use quartermaster_policies::validate_manifest;
+use std::collections::BTreeSet;
+
+use quartermaster_policies::validate::unknown_requirement_keys;
+use quartermaster_policies::{ValidatedObject, validate_manifest};
+use quartermaster_pricing::Catalog;
 
 use crate::cli::ValidateArgs;
 use crate::manifests::{describe, read_documents};
@@ -10,6 +14,17 @@ use crate::manifests::{describe, read_documents};
 pub fn run(args: &ValidateArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     let mut problems = 0usize;
     let mut objects = 0usize;
+    // Every label key an instance type or offering of the embedded catalog carries.
+    let catalog = Catalog::embedded();
+    let carried: BTreeSet<String> = catalog
+        .instance_types()
+        .iter()
+        .flat_map(|it| {
+            it.offerings
+                .iter()
+                .flat_map(|o| it.offering_labels(o).into_keys())
+        })
+        .collect();
     for path in &args.files {
         let file = path.display();
         let documents = match read_documents(path) {
@@ -27,11 +42,19 @@ pub fn run(args: &ValidateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
         for document in documents {
             objects += 1;
             let what = describe(&document.value);
-            if let Err(errors) = validate_manifest(&document.value) {
-                for error in errors {
-                    writeln!(out, "{file}: {what}: {error}")?;
-                    problems += 1;
+            match validate_manifest(&document.value) {
+                Err(errors) => {
+                    for error in errors {
+                        writeln!(out, "{file}: {what}: {error}")?;
+                        problems += 1;
+                    }
                 }
+                Ok(ValidatedObject::NodePool(pool)) => {
+                    for warning in unknown_requirement_keys(&pool, &|k| carried.contains(k)) {
+                        writeln!(err, "{file}: {what}: warning: {warning}")?;
+                    }
+                }
+                Ok(_) => {}
             }
         }
     }
