@@ -31,7 +31,9 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
     let ingested = quartermaster_cluster::snapshot_with_catalog(&objects, &catalog)?;
     let plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, chrono::Utc::now());
     let mut notes = ingested.notes;
-    let nothing_pending = ingested.snapshot.pending.is_empty();
+    // No pod to place and none running on a given node: the input holds no workload at all.
+    let nothing_pending = ingested.snapshot.pending.is_empty()
+        && ingested.snapshot.nodes.iter().all(|n| n.pods.is_empty());
     if nothing_pending {
         notes.push(NO_WORKLOAD.to_owned());
     }

@@ -366,3 +366,65 @@ fn malformed_custom_workloads_name_the_field() {
         "PyTorchJob/default/x: spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits.nvidia.com/gpu: Invalid value: \"500m\": must be an integer"
     );
 }
+
+#[test]
+fn train_jobs_ray_jobs_and_scaled_to_zero_services_say_what_they_plan() {
+    let ingested = ingest(
+        "apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: llama}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer:
+    numNodes: 2
+    resourcesPerNode:
+      limits: {nvidia.com/gpu: 4}
+---
+apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: on-existing}
+spec:
+  entrypoint: python job.py
+  clusterSelector: {ray.io/cluster: shared}
+---
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: idle}
+spec:
+  predictor:
+    minReplicas: 0
+    model: {modelFormat: {name: sklearn}}
+---
+apiVersion: serving.kserve.io/v1alpha2
+kind: LLMInferenceService
+metadata: {name: from-config}
+spec:
+  baseRefs: [{name: shared-config}]
+",
+    );
+    assert_eq!(
+        names(&ingested),
+        ["default/llama-node-0-0", "default/llama-node-0-1"]
+    );
+    assert_eq!(gpus(&ingested), [4, 4]);
+    note(
+        &ingested,
+        "TrainJob/default/llama: the runtime's pod template",
+    );
+    note(
+        &ingested,
+        "RayJob/default/on-existing: no spec.rayClusterSpec",
+    );
+    note(
+        &ingested,
+        "InferenceService/default/idle: predictor scales to zero",
+    );
+    note(
+        &ingested,
+        "LLMInferenceService/default/from-config: no spec.template",
+    );
+    assert_eq!(
+        note(&ingested, "RayJob/default/on-existing: expanded"),
+        "RayJob/default/on-existing: expanded to 0 pod(s): nothing to run"
+    );
+}

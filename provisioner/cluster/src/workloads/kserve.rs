@@ -58,6 +58,12 @@ pub(super) fn read_inference_service(
             .transpose()?
             .unwrap_or_default();
         let n = number(raw, &format!("{path}.minReplicas"), 1)?;
+        if value.get("workerSpec").is_some_and(|w| !w.is_null()) {
+            notes.push(format!(
+                "{}: {path}.workerSpec (multi-node) is not planned yet; only the {component} head pods are",
+                raw.id
+            ));
+        }
         if n == 0 {
             notes.push(format!(
                 "{}: {component} scales to zero (minReplicas 0); no pods planned for it",
