@@ -29,6 +29,7 @@ pub mod common;
 pub mod conditions;
 pub mod duration;
 pub mod error;
+pub mod karpenter;
 pub mod labels;
 pub mod limits;
 pub mod nodeclaim;

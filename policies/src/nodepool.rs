@@ -103,6 +103,11 @@ pub struct NodePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub weight: Option<i32>,
+    /// Karpenter's static NodePool: a fixed node count. Accepted and kept; Quartermaster
+    /// provisions for pending pods and does not hold the pool at this count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i64>,
 }
 
 /// The NodeClaim template of a NodePool.
@@ -149,6 +154,10 @@ pub enum ConsolidationPolicy {
     /// Empty nodes and nodes whose pods fit elsewhere or on a cheaper node.
     #[default]
     WhenEmptyOrUnderutilized,
+    /// Karpenter's `Balanced`: the nodes `WhenEmptyOrUnderutilized` considers, consolidated only
+    /// when the savings are worth the disruption. Accepted; Quartermaster's consolidation
+    /// currently treats it like `WhenEmpty` (it never disrupts running pods for it).
+    Balanced,
 }
 
 /// Disruption settings of a NodePool.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::FieldError;
 use super::fields::{self, field, index, key, push};
-use crate::nodeclass::aws::AmiFamily;
+use crate::nodeclass::aws::{AMI_ALIAS_FAMILIES, AmiFamily};
 use crate::nodeclass::{AWSNodeClass, AzureNodeClass, GCPNodeClass};
 use crate::quantity::parse_quantity;
 
@@ -44,18 +44,85 @@ fn is_lower_dashed(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
+/// Whether `s` looks like an AWS region: a two-letter area, an optional partition
+/// (`-gov`, `-iso`, `-isob`), a compass direction and a number (`us-east-1`, `ap-southeast-4`,
+/// `us-gov-west-1`).
+fn is_aws_region(s: &str) -> bool {
+    const DIRECTIONS: [&str; 9] = [
+        "north",
+        "south",
+        "east",
+        "west",
+        "central",
+        "northeast",
+        "northwest",
+        "southeast",
+        "southwest",
+    ];
+    let mut parts: Vec<&str> = s.split('-').collect();
+    if parts.len() == 4 && ["gov", "iso", "isob", "isoe", "isof"].contains(&parts[1]) {
+        parts.remove(1);
+    }
+    parts.len() == 3
+        && parts[0].len() == 2
+        && parts[0].bytes().all(|c| c.is_ascii_lowercase())
+        && DIRECTIONS.contains(&parts[1])
+        && !parts[2].is_empty()
+        && parts[2].bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Checks an AMI alias: `family@version` with a known family and a version of `latest` or a
+/// pinned release (Windows aliases only take `latest`).
+fn ami_alias(alias: &str, path: &str, errs: &mut Vec<FieldError>) {
+    let Some((family, version)) = alias.split_once('@') else {
+        push(
+            errs,
+            path,
+            format!(
+                "{alias:?} is not an alias of the form family@version (e.g. \"al2023@latest\"); families: {}",
+                AMI_ALIAS_FAMILIES.join(", ")
+            ),
+        );
+        return;
+    };
+    if !AMI_ALIAS_FAMILIES.contains(&family) {
+        push(
+            errs,
+            path,
+            format!(
+                "unknown AMI family {family:?} in alias {alias:?}: expected one of {}",
+                AMI_ALIAS_FAMILIES.join(", ")
+            ),
+        );
+    } else if version.is_empty() {
+        push(
+            errs,
+            path,
+            format!("alias {alias:?} has no version: use \"{family}@latest\" or a pinned version"),
+        );
+    } else if family.starts_with("windows") && version != "latest" {
+        push(
+            errs,
+            path,
+            format!("Windows aliases do not support pinning: use \"{family}@latest\""),
+        );
+    }
+}
+
 /// Every semantic problem of an AWSNodeClass (empty when valid).
 pub fn validate_aws_node_class(nc: &AWSNodeClass) -> Vec<FieldError> {
     let mut errs = Vec::new();
     fields::metadata_name(&nc.metadata, false, &mut errs);
     let s = &nc.spec;
-    if required(&s.region, "spec.region", &mut errs) && !is_lower_dashed(&s.region) {
+    if let Some(region) = &s.region
+        && required(region, "spec.region", &mut errs)
+        && !is_aws_region(region)
+    {
         push(
             &mut errs,
             "spec.region",
             format!(
-                "{:?} is not an AWS region name such as \"us-east-1\"",
-                s.region
+                "{region:?} is not an AWS region name such as \"us-east-1\" (omit it to use the cluster's region)"
             ),
         );
     }
@@ -113,9 +180,17 @@ pub fn validate_aws_node_class(nc: &AWSNodeClass) -> Vec<FieldError> {
     }
     for (i, t) in s.ami_selector_terms.iter().enumerate() {
         let p = index("spec.amiSelectorTerms", i);
-        let others = !t.tags.is_empty() || t.id.is_some() || t.name.is_some() || t.owner.is_some();
+        let others = !t.tags.is_empty()
+            || t.id.is_some()
+            || t.name.is_some()
+            || t.owner.is_some()
+            || t.ssm_parameter.is_some();
         if t.alias.is_none() && !others {
-            push(&mut errs, &p, "must specify alias, id, name or tags");
+            push(
+                &mut errs,
+                &p,
+                "must specify alias, id, name, ssmParameter or tags",
+            );
         } else if t.alias.is_some() && others {
             push(
                 &mut errs,
@@ -130,6 +205,11 @@ pub fn validate_aws_node_class(nc: &AWSNodeClass) -> Vec<FieldError> {
             );
         }
         non_empty_opt(&t.alias, &field(&p, "alias"), &mut errs);
+        if let Some(alias) = &t.alias
+            && !alias.trim().is_empty()
+        {
+            ami_alias(alias, &field(&p, "alias"), &mut errs);
+        }
         non_empty_opt(&t.id, &field(&p, "id"), &mut errs);
         selector_tags(&t.tags, &field(&p, "tags"), &mut errs);
     }
@@ -172,6 +252,76 @@ pub fn validate_aws_node_class(nc: &AWSNodeClass) -> Vec<FieldError> {
                 Ok(v) if v.millis() <= 0 => push(&mut errs, vp, "must be positive"),
                 Ok(_) => {}
             }
+        }
+    }
+
+    if s.ami_selector_terms.iter().any(|t| t.alias.is_some()) && s.ami_selector_terms.len() > 1 {
+        push(
+            &mut errs,
+            "spec.amiSelectorTerms",
+            "a term with an alias must be the only term",
+        );
+    }
+    for (i, t) in s.capacity_reservation_selector_terms.iter().enumerate() {
+        let p = index("spec.capacityReservationSelectorTerms", i);
+        if t.id.is_none() && t.tags.is_empty() && t.instance_match_criteria.is_none() {
+            push(
+                &mut errs,
+                &p,
+                "must specify id, tags or instanceMatchCriteria",
+            );
+        } else if t.id.is_some() && (!t.tags.is_empty() || t.owner_id.is_some()) {
+            push(
+                &mut errs,
+                &p,
+                "id is mutually exclusive with tags and ownerID",
+            );
+        }
+        non_empty_opt(&t.id, &field(&p, "id"), &mut errs);
+        selector_tags(&t.tags, &field(&p, "tags"), &mut errs);
+        if let Some(c) = &t.instance_match_criteria
+            && !["open", "targeted"].contains(&c.as_str())
+        {
+            push(
+                &mut errs,
+                field(&p, "instanceMatchCriteria"),
+                format!("unsupported value {c:?}: expected one of open, targeted"),
+            );
+        }
+    }
+    if let Some(pg) = &s.placement_group_selector {
+        match (&pg.name, &pg.id) {
+            (None, None) => push(
+                &mut errs,
+                "spec.placementGroupSelector",
+                "must specify name or id",
+            ),
+            (Some(_), Some(_)) => push(
+                &mut errs,
+                "spec.placementGroupSelector",
+                "name and id are mutually exclusive",
+            ),
+            _ => {}
+        }
+    }
+    for (i, n) in s.network_interfaces.iter().enumerate() {
+        let p = index("spec.networkInterfaces", i);
+        if !["interface", "efa-only"].contains(&n.interface_type.as_str()) {
+            push(
+                &mut errs,
+                field(&p, "interfaceType"),
+                format!(
+                    "unsupported value {:?}: expected one of interface, efa-only",
+                    n.interface_type
+                ),
+            );
+        }
+        if n.network_card_index < 0 || n.device_index < 0 {
+            push(
+                &mut errs,
+                &p,
+                "networkCardIndex and deviceIndex must not be negative",
+            );
         }
     }
 

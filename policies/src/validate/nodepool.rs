@@ -25,6 +25,16 @@ pub fn validate_nodepool(np: &NodePool) -> Vec<FieldError> {
         );
     }
 
+    if let Some(r) = spec.replicas
+        && r < 0
+    {
+        push(
+            &mut errs,
+            "spec.replicas",
+            format!("must not be negative, got {r}"),
+        );
+    }
+
     for (name, q) in &spec.limits {
         let p = key("spec.limits", name);
         if name == LIMIT_MAX_HOURLY_COST {

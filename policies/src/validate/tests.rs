@@ -863,15 +863,59 @@ fn aws_node_class_checks() {
         "spec.region",
         "must not be empty",
     );
-    only_error(
-        &remove(aws(), "/spec/region"),
-        "spec.region",
-        "required field is missing",
+    assert_eq!(
+        validate_manifest(&remove(aws(), "/spec/region")).map(|_| ()),
+        Ok(()),
+        "without a region the cluster's is used"
     );
     only_error(
         &set(aws(), "/spec/region", json!("US East")),
         "spec.region",
         "not an AWS region",
+    );
+    only_error(
+        &set(aws(), "/spec/region", json!("mars-north-7")),
+        "spec.region",
+        "\"mars-north-7\" is not an AWS region name such as \"us-east-1\"",
+    );
+    for region in ["us-gov-west-1", "ap-southeast-4", "eu-central-2"] {
+        assert_eq!(
+            validate_manifest(&set(aws(), "/spec/region", json!(region))).map(|_| ()),
+            Ok(()),
+            "{region}"
+        );
+    }
+    only_error(
+        &set(
+            aws(),
+            "/spec/amiSelectorTerms",
+            json!([{"alias": "bogus@latest"}]),
+        ),
+        "spec.amiSelectorTerms[0].alias",
+        "unknown AMI family \"bogus\" in alias \"bogus@latest\": expected one of al2, al2023, bottlerocket, windows2019, windows2022, windows2025",
+    );
+    only_error(
+        &set(
+            aws(),
+            "/spec/amiSelectorTerms",
+            json!([{"alias": "windows2022@v1"}]),
+        ),
+        "spec.amiSelectorTerms[0].alias",
+        "Windows aliases do not support pinning",
+    );
+    only_error(
+        &set(
+            aws(),
+            "/spec/placementGroupSelector",
+            json!({"name": "a", "id": "pg-1"}),
+        ),
+        "spec.placementGroupSelector",
+        "name and id are mutually exclusive",
+    );
+    only_error(
+        &set(aws(), "/spec/amiFamily", json!("Windows2030")),
+        "spec.amiFamily",
+        "unknown variant `Windows2030`, expected one of `AL2`, `AL2023`, `Bottlerocket`, `Windows2019`, `Windows2022`, `Windows2025`, `Custom`",
     );
     only_error(
         &set(aws(), "/spec/subnetSelectorTerms", json!([])),

@@ -59,6 +59,13 @@ pub enum Command {
     /// without it, the live fleet from the API server.
     /// Example: `quartermaster report --prometheus http://prometheus:9090 --since 24h -o csv`
     Report(crate::commands::report::ReportArgs),
+    /// Convert another provisioner's manifests into Quartermaster's.
+    ///
+    /// `import karpenter` writes `quartermaster.dev/v1` NodePools and AWSNodeClasses for
+    /// Karpenter v1 NodePools and EC2NodeClasses, with a comment for each field that changes or
+    /// has a different effect and a warning for each one with no equivalent.
+    /// Example: `quartermaster import karpenter -f nodepool.yaml --region us-west-2 -o qm.yaml`
+    Import(crate::commands::import::ImportArgs),
 }
 
 /// A cloud provider for the controller.

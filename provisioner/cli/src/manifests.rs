@@ -1,22 +1,34 @@
-//! Reading Kubernetes manifests: multi-document YAML (or JSON), with `kind: List` expanded.
+//! Reading Kubernetes manifests: multi-document YAML (or JSON), with `kind: List` expanded and
+//! Karpenter v1 NodePools and EC2NodeClasses converted to their Quartermaster equivalents.
 
 use std::io::Read;
 use std::path::Path;
 
 use anyhow::Context;
+use quartermaster_policies::karpenter;
 use serde::Deserialize;
 use serde_json::Value;
 
 /// One object read from a file, with its position for messages.
 #[derive(Debug)]
 pub struct Document {
-    /// The object as JSON.
+    /// The object as JSON (a Karpenter object already converted).
     pub value: Value,
+    /// What was done to read it (a Karpenter conversion, fields with no equivalent).
+    pub notes: Vec<String>,
 }
 
 /// Reads every object in `path` (`-` is standard input). Empty documents are skipped and the
 /// `items` of a `kind: List` (as `kubectl get -o yaml` prints) are returned one by one.
 pub fn read_documents(path: &Path) -> anyhow::Result<Vec<Document>> {
+    Ok(parse_documents_raw(path)?
+        .into_iter()
+        .map(converted)
+        .collect())
+}
+
+/// [`read_documents`] without the Karpenter conversion: the objects as written.
+pub fn parse_documents_raw(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text = if path == Path::new("-") {
         let mut text = String::new();
         std::io::stdin()
@@ -26,21 +38,26 @@ pub fn read_documents(path: &Path) -> anyhow::Result<Vec<Document>> {
     } else {
         std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?
     };
-    parse_documents(&text).with_context(|| path.display().to_string())
+    parse_values(&text).with_context(|| path.display().to_string())
 }
 
 /// Parses multi-document YAML text into objects.
-pub fn parse_documents(text: &str) -> anyhow::Result<Vec<Document>> {
-    let mut documents = Vec::new();
+#[cfg(test)]
+fn parse_documents(text: &str) -> anyhow::Result<Vec<Document>> {
+    Ok(parse_values(text)?.into_iter().map(converted).collect())
+}
+
+fn parse_values(text: &str) -> anyhow::Result<Vec<Value>> {
+    let mut values = Vec::new();
     for (index, de) in serde_norway::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(de)
             .with_context(|| format!("document {}: not valid YAML", index + 1))?;
-        push_expanded(value, &mut documents);
+        push_expanded(value, &mut values);
     }
-    Ok(documents)
+    Ok(values)
 }
 
-fn push_expanded(value: Value, documents: &mut Vec<Document>) {
+fn push_expanded(value: Value, values: &mut Vec<Value>) {
     match value {
         Value::Null => {}
         Value::Object(ref map)
@@ -52,11 +69,43 @@ fn push_expanded(value: Value, documents: &mut Vec<Document>) {
         {
             if let Some(Value::Array(items)) = value.get("items").cloned() {
                 for item in items {
-                    push_expanded(item, documents);
+                    push_expanded(item, values);
                 }
             }
         }
-        other => documents.push(Document { value: other }),
+        other => values.push(other),
+    }
+}
+
+/// A document, converted when it is a Karpenter NodePool or EC2NodeClass.
+fn converted(value: Value) -> Document {
+    let Some(c) = karpenter::convert(&value, None) else {
+        return Document {
+            value,
+            notes: Vec::new(),
+        };
+    };
+    let from = format!(
+        "{} {}",
+        value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        describe(&value)
+    );
+    let mut notes = vec![format!(
+        "{from} read as {} {} (`quartermaster import karpenter` writes the equivalent manifest)",
+        quartermaster_policies::labels::API_VERSION,
+        describe(&c.value)
+    )];
+    notes.extend(
+        c.warnings
+            .iter()
+            .map(|w| format!("{}: {w}", describe(&c.value))),
+    );
+    Document {
+        value: c.value,
+        notes,
     }
 }
 
@@ -83,6 +132,20 @@ mod tests {
         let docs = parse_documents(text).unwrap();
         let names: Vec<String> = docs.iter().map(|d| describe(&d.value)).collect();
         assert_eq!(names, ["A/a", "B/b", "C/c"]);
+    }
+
+    #[test]
+    fn karpenter_objects_are_converted_with_a_note() {
+        let text = "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: a}\nspec: {role: r, unheardOf: 1}\n";
+        let docs = parse_documents(text).unwrap();
+        assert_eq!(docs[0].value["kind"], "AWSNodeClass");
+        assert_eq!(
+            docs[0].notes,
+            [
+                "karpenter.k8s.aws/v1 EC2NodeClass/a read as quartermaster.dev/v1 AWSNodeClass/a (`quartermaster import karpenter` writes the equivalent manifest)",
+                "AWSNodeClass/a: spec.unheardOf: no Quartermaster equivalent; removed"
+            ]
+        );
     }
 
     #[test]

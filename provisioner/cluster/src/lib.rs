@@ -121,15 +121,19 @@ fn ingest_into(
     }
 
     // NodePools: their limits may register resources no pod asks for.
+    let regions = nodepool::node_class_regions(objects);
     for (id, pool) in &inventory.node_pools {
         let class = pool.node_class_ref();
-        let present = inventory
+        let key = (class.kind.clone(), class.name.clone());
+        let node_class = inventory
             .node_classes
-            .contains(&(class.kind.clone(), class.name.clone()));
+            .contains(&key)
+            .then(|| regions.get(&key).cloned().flatten());
         snapshot.node_pools.push(nodepool::node_pool(
             id,
             pool,
-            present,
+            node_class.as_ref().map(Option::as_deref),
+            catalog,
             &mut snapshot.resources,
             &mut notes,
         )?);

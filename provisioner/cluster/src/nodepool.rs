@@ -1,10 +1,14 @@
 //! A `quartermaster.dev/v1` NodePool as the solver's [`NodePoolSpec`].
 
-use quartermaster_policies::NodePool;
+use std::collections::{BTreeMap, BTreeSet};
+
+use quartermaster_policies::labels::{API_VERSION, LABEL_REGION};
 use quartermaster_policies::nodeclass::{KIND_AWS, KIND_AZURE, KIND_GCP};
-use quartermaster_pricing::Cloud;
+use quartermaster_policies::{NodePool, Requirement, Requirements};
+use quartermaster_pricing::{Catalog, Cloud};
 use quartermaster_solver::resources::ResourceTable;
 use quartermaster_solver::{NodePoolSpec, PoolLimits, PoolUsage};
+use serde_json::Value;
 
 use crate::error::ClusterError;
 use crate::node::taints;
@@ -19,16 +23,97 @@ pub(crate) fn cloud_of(kind: &str) -> Option<Cloud> {
     }
 }
 
+/// The NodeClasses given, by `(kind, name)`, with their region (`spec.region`, or an
+/// AzureNodeClass's `spec.location`); `None` when unset.
+pub(crate) fn node_class_regions(objects: &[Value]) -> BTreeMap<(String, String), Option<String>> {
+    let mut out = BTreeMap::new();
+    for o in objects {
+        if o.get("apiVersion").and_then(Value::as_str) != Some(API_VERSION) {
+            continue;
+        }
+        let kind = o.get("kind").and_then(Value::as_str).unwrap_or("");
+        let field = match kind {
+            KIND_AWS | KIND_GCP => "region",
+            KIND_AZURE => "location",
+            _ => continue,
+        };
+        let name = o.pointer("/metadata/name").and_then(Value::as_str);
+        let region = o
+            .get("spec")
+            .and_then(|s| s.get(field))
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned);
+        if let Some(name) = name {
+            out.insert((kind.to_owned(), name.to_owned()), region);
+        }
+    }
+    out
+}
+
+/// Where a NodePool's nodes may be bought: the NodeClass's region, else the catalog's only
+/// region for the cloud. A region the catalog has no offerings in is an error naming the
+/// regions it has. `None`: no restriction (no catalog, or several regions and none chosen).
+fn pool_region(
+    pool: &str,
+    cloud: Cloud,
+    class: (&str, &str),
+    class_region: Option<&str>,
+    catalog: Option<&Catalog>,
+    notes: &mut Vec<String>,
+) -> Result<Option<String>, ClusterError> {
+    let (kind, class_name) = class;
+    let field = if kind == KIND_AZURE {
+        "spec.location"
+    } else {
+        "spec.region"
+    };
+    let Some(catalog) = catalog else {
+        return Ok(class_region.map(str::to_owned));
+    };
+    let regions: BTreeSet<&str> = catalog
+        .for_cloud(cloud)
+        .flat_map(|t| t.offerings.iter().map(|o| o.region.as_str()))
+        .collect();
+    let list = || regions.iter().copied().collect::<Vec<_>>().join(", ");
+    match class_region {
+        Some(r) if regions.contains(r) => Ok(Some(r.to_owned())),
+        Some(r) => Err(ClusterError::invalid(
+            &format!("{kind}/{class_name}"),
+            field,
+            format!(
+                "region {r:?} has no {cloud} offerings in the catalog; its {cloud} regions: {} (pass a catalog with offerings in {r:?}, or change the region)",
+                if regions.is_empty() {
+                    "none".to_owned()
+                } else {
+                    list()
+                }
+            ),
+        )),
+        None if regions.len() == 1 => {
+            let r = regions.iter().next().copied().unwrap_or_default();
+            notes.push(format!(
+                "NodePool {pool}: no region from {kind} {class_name}; using the catalog's {cloud} region {r}"
+            ));
+            Ok(Some(r.to_owned()))
+        }
+        None => Ok(None),
+    }
+}
+
 /// Converts a NodePool. Resource limits are registered in `table` (a limit on a resource with no
 /// spare slot is dropped with a note); `usage` is filled in later from the pool's nodes.
-/// `node_class_present` says whether the referenced NodeClass was given.
+/// `node_class` is the referenced NodeClass's region when the NodeClass was given (`Some(None)`:
+/// given, no region); the pool's nodes are restricted to that region (see [`pool_region`]).
 pub(crate) fn node_pool(
     id: &str,
     pool: &NodePool,
-    node_class_present: bool,
+    node_class: Option<Option<&str>>,
+    catalog: Option<&Catalog>,
     table: &mut ResourceTable,
     notes: &mut Vec<String>,
 ) -> Result<NodePoolSpec, ClusterError> {
+    let node_class_present = node_class.is_some();
     let name = pool.metadata.name.clone().unwrap_or_default();
     let class = pool.node_class_ref();
     let cloud = cloud_of(&class.kind).ok_or_else(|| {
@@ -47,9 +132,22 @@ pub(crate) fn node_pool(
             class.kind, class.name
         ));
     }
-    let requirements = pool
+    let mut requirements = pool
         .node_requirements()
         .map_err(|e| ClusterError::invalid(id, "spec.template.spec.requirements", e.to_string()))?;
+    let region = pool_region(
+        &name,
+        cloud,
+        (&class.kind, &class.name),
+        node_class.flatten(),
+        catalog,
+        notes,
+    )?;
+    if let Some(r) = region {
+        let mut only = Requirements::new();
+        only.add(Requirement::in_values(LABEL_REGION, [r.as_str()]));
+        requirements = requirements.intersect(&only);
+    }
     let parsed = pool
         .limits()
         .map_err(|e| ClusterError::invalid(id, "spec.limits", e.to_string()))?;
@@ -206,6 +304,64 @@ spec:
             !ingested.notes.iter().any(|n| n.contains("not given")),
             "{:?}",
             ingested.notes
+        );
+    }
+
+    const REGION_POOL: &str = "apiVersion: quartermaster.dev/v1
+kind: NodePool
+metadata: {name: west}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: quartermaster.dev, kind: AWSNodeClass, name: west}
+---
+apiVersion: quartermaster.dev/v1
+kind: AWSNodeClass
+metadata: {name: west}
+spec:
+  REGION
+  role: r
+  subnetSelectorTerms: [{id: subnet-1}]
+  securityGroupSelectorTerms: [{id: sg-1}]
+  amiSelectorTerms: [{alias: al2023@latest}]
+";
+
+    fn in_region(pool: &quartermaster_solver::NodePoolSpec, region: &str) -> bool {
+        let labels: BTreeMap<String, String> = [(
+            "topology.kubernetes.io/region".to_owned(),
+            region.to_owned(),
+        )]
+        .into();
+        pool.requirements.matches(&labels)
+    }
+
+    #[test]
+    fn the_node_class_region_restricts_the_pool() {
+        let ingested = ingest(&REGION_POOL.replace("REGION", "region: us-west-2"));
+        let pool = &ingested.snapshot.node_pools[0];
+        assert!(in_region(pool, "us-west-2"));
+        assert!(!in_region(pool, "us-east-1"));
+    }
+
+    #[test]
+    fn without_a_region_the_catalog_region_is_used_and_an_unknown_one_is_an_error() {
+        let catalog = quartermaster_pricing::Catalog::embedded();
+        let objects = crate::testing::objects(&REGION_POOL.replace("REGION", ""));
+        let ingested = crate::snapshot_with_catalog(&objects, &catalog).unwrap();
+        assert!(in_region(&ingested.snapshot.node_pools[0], "us-east-1"));
+        assert!(!in_region(&ingested.snapshot.node_pools[0], "us-west-2"));
+        assert!(
+            ingested.notes.iter().any(|n| n
+                == "NodePool west: no region from AWSNodeClass west; using the catalog's aws region us-east-1"),
+            "{:?}",
+            ingested.notes
+        );
+
+        let objects = crate::testing::objects(&REGION_POOL.replace("REGION", "region: eu-west-3"));
+        let e = crate::snapshot_with_catalog(&objects, &catalog).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "AWSNodeClass/west: spec.region: region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: us-east-1 (pass a catalog with offerings in \"eu-west-3\", or change the region)"
         );
     }
 

@@ -4,6 +4,7 @@ mod bench;
 mod catalog;
 mod controller;
 mod crds;
+pub mod import;
 mod plan;
 pub mod report;
 mod simulate;
@@ -24,5 +25,6 @@ pub fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::R
         Command::Simulate(args) => simulate::run(&args, out, err),
         Command::Controller(args) => controller::run(&args, err),
         Command::Report(args) => report::run(&args, out, err),
+        Command::Import(args) => import::run(&args, out, err),
     }
 }

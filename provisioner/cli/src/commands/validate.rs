@@ -42,6 +42,9 @@ pub fn run(args: &ValidateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
         for document in documents {
             objects += 1;
             let what = describe(&document.value);
+            for note in &document.notes {
+                writeln!(err, "{file}: note: {note}")?;
+            }
             match validate_manifest(&document.value) {
                 Err(errors) => {
                     for error in errors {
