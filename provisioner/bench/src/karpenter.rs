@@ -11,7 +11,7 @@
 //!   generic pods. Every pod requests a CPU drawn from {100m, 250m, 500m, 1000m, 1500m} and a
 //!   memory drawn from {100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi}; labels `my-label` /
 //!   `my-affininity` take a value drawn from `a`–`g`. Draws happen in upstream's order (labels,
-//!   spread selector, CPU, memory) from a seed of 42, but with SplitMix64 rather than Go's
+//!   spread selector, CPU, memory) from a seed of 42, but with ChaCha8 rather than Go's
 //!   `math/rand`, so the individual values differ while the distributions are the same.
 //! * `pkg/cloudprovider/fake/instancetype.go` — `InstanceTypes(400)`: type `fake-it-{i}` has
 //!   `i+1` vCPU, `2(i+1)` GiB, `10(i+1)` pods, kube-reserved overhead 100m / 10Mi, and the
