@@ -53,6 +53,12 @@ async fn create_makes_one_node_with_every_label_the_taint_the_provider_id_and_a_
                     ("quartermaster.dev/instance-gpu-name", "a10g"),
                     ("quartermaster.dev/instance-gpu-count", "1"),
                     ("quartermaster.dev/instance-gpu-memory", "22888"),
+                    ("quartermaster.dev/instance-category", "g"),
+                    ("quartermaster.dev/instance-generation", "5"),
+                    ("quartermaster.dev/instance-size", "xlarge"),
+                    ("quartermaster.dev/instance-hypervisor", "nitro"),
+                    ("quartermaster.dev/instance-gpu-product", "NVIDIA-A10G"),
+                    ("quartermaster.dev/instance-gpu-family", "ampere"),
                     ("team", "ml"),
                 ]
                 .into_iter()
