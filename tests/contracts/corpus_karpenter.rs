@@ -350,7 +350,7 @@ fn an_unknown_region_is_a_precise_error() {
     assert_ne!(plan.code, 0, "{}", show(&plan));
     assert!(
         plan.stderr.contains(
-            "AWSNodeClass/gpu: spec.region: region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: us-east-1"
+            "NodePool/gpu: spec.template.spec.nodeClassRef: AWSNodeClass gpu spec.region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: us-east-1"
         ),
         "{}",
         show(&plan)

@@ -55,6 +55,7 @@ pub(crate) fn node_class_regions(objects: &[Value]) -> BTreeMap<(String, String)
 /// region for the cloud. A region the catalog has no offerings in is an error naming the
 /// regions it has. `None`: no restriction (no catalog, or several regions and none chosen).
 fn pool_region(
+    pool_id: &str,
     pool: &str,
     cloud: Cloud,
     class: (&str, &str),
@@ -78,11 +79,13 @@ fn pool_region(
     let list = || regions.iter().copied().collect::<Vec<_>>().join(", ");
     match class_region {
         Some(r) if regions.contains(r) => Ok(Some(r.to_owned())),
+        // The pool, not the NodeClass, is in error: a driver that drops the rejected object
+        // (the controller) must not go on buying for the pool in another region.
         Some(r) => Err(ClusterError::invalid(
-            &format!("{kind}/{class_name}"),
-            field,
+            pool_id,
+            "spec.template.spec.nodeClassRef",
             format!(
-                "region {r:?} has no {cloud} offerings in the catalog; its {cloud} regions: {} (pass a catalog with offerings in {r:?}, or change the region)",
+                "{kind} {class_name} {field} {r:?} has no {cloud} offerings in the catalog; its {cloud} regions: {} (pass a catalog with offerings in {r:?}, or change the region)",
                 if regions.is_empty() {
                     "none".to_owned()
                 } else {
@@ -136,6 +139,7 @@ pub(crate) fn node_pool(
         .node_requirements()
         .map_err(|e| ClusterError::invalid(id, "spec.template.spec.requirements", e.to_string()))?;
     let region = pool_region(
+        id,
         &name,
         cloud,
         (&class.kind, &class.name),
@@ -361,7 +365,7 @@ spec:
         let e = crate::snapshot_with_catalog(&objects, &catalog).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "AWSNodeClass/west: spec.region: region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: us-east-1 (pass a catalog with offerings in \"eu-west-3\", or change the region)"
+            "NodePool/west: spec.template.spec.nodeClassRef: AWSNodeClass west spec.region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: us-east-1 (pass a catalog with offerings in \"eu-west-3\", or change the region)"
         );
     }
 
