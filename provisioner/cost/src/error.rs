@@ -44,9 +44,6 @@ pub enum CostError {
         /// The value.
         value: f64,
     },
-    /// A duration such as `--since` could not be read.
-    #[error("invalid duration {0:?}: expected a number with a unit, e.g. 90s, 30m, 24h, 7d")]
-    Duration(String),
 }
 
 impl From<csv::Error> for CostError {
