@@ -25,12 +25,22 @@ const PODS_PER_CELL: usize = 4;
 pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow::Result<u8> {
     let catalog = load_catalog(args.catalog.as_deref())?;
     let mut objects = Vec::new();
+    let mut read_notes = Vec::new();
     for path in &args.files {
-        objects.extend(read_documents(path)?.into_iter().map(|d| d.value));
+        for document in read_documents(path)? {
+            read_notes.extend(
+                document
+                    .notes
+                    .into_iter()
+                    .map(|n| format!("{}: {n}", path.display())),
+            );
+            objects.push(document.value);
+        }
     }
     let ingested = quartermaster_cluster::snapshot_with_catalog(&objects, &catalog)?;
     let plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, chrono::Utc::now());
-    let mut notes = ingested.notes;
+    let mut notes = read_notes;
+    notes.extend(ingested.notes);
     // No pod to place and none running on a given node: the input holds no workload at all.
     let nothing_pending = ingested.snapshot.pending.is_empty()
         && ingested.snapshot.nodes.iter().all(|n| n.pods.is_empty());
