@@ -105,10 +105,7 @@ const INVALID: &[(&str, &str)] = &[
 /// translated when template labels are checked against requirements, so a pool that both labels
 /// its nodes `nvidia.com/gpu.present: "true"` and requires NVIDIA GPUs is reported. Karpenter
 /// accepts this file.
-const KNOWN_FAULTS: &[(&str, &str)] = &[(
-    "karpenter-blueprints/node-overlay__gpu-nodepool.yaml",
-    "NodePool/gpu-slices: spec.template.metadata.labels[nvidia.com/gpu.present]: value \"true\" does not satisfy requirement In [nvidia]",
-)];
+const KNOWN_FAULTS: &[(&str, &str)] = &[];
 
 fn show(o: &Output) -> String {
     format!(

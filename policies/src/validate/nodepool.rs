@@ -78,10 +78,15 @@ pub fn validate_nodepool(np: &NodePool) -> Vec<FieldError> {
     if errs.len() == before
         && let Ok(reqs) = Requirements::from_node_selector_requirements(&ts.requirements)
     {
-        // Template labels must satisfy the requirements on the same key.
+        // Template labels must satisfy the requirements on the same key (an alias label is
+        // read as the label it stands for, as the requirements are).
         for (k, v) in &template.metadata.labels {
-            if let Some(r) = reqs.get(k)
-                && !r.has(v)
+            let (canonical_key, canonical_value) = match crate::labels::label_alias(k) {
+                Some(alias) => (alias.canonical, alias.canonical_value(v)),
+                None => (k.as_str(), v.as_str()),
+            };
+            if let Some(r) = reqs.get(canonical_key)
+                && !r.has(canonical_value)
             {
                 push(
                     &mut errs,
