@@ -342,9 +342,9 @@ fn a_malformed_object_is_one_error_line_naming_it_and_the_field() {
     assert_eq!(out.code, 1);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert!(
-        out.stderr.starts_with(
-            "error: Pod/default/p: spec.containers[0].resources.requests.cpu: invalid quantity"
-        ),
+        out.stderr.starts_with(&format!(
+            "error: {file}: Pod/default/p: spec.containers[0].resources.requests.cpu: invalid quantity"
+        )),
         "{}",
         out.stderr
     );
@@ -426,4 +426,95 @@ spec:
         "the bound pod is not re-placed"
     );
     assert_eq!(plan["cost_per_hour"].as_f64(), Some(0.0));
+}
+
+#[test]
+fn a_directory_is_read_as_kubectl_apply_reads_it() {
+    let out = quartermaster(&[
+        "plan",
+        "-o",
+        "json",
+        "-f",
+        &path("examples/nodepools"),
+        "-f",
+        &path("examples/workloads/vllm-inference.yaml"),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!placed(&out.json()).is_empty(), "{}", out.stdout);
+    let empty = std::env::temp_dir().join(format!("qm-empty-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = quartermaster(&["plan", "-f", empty.to_str().unwrap()]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("holds no *.yaml, *.yml or *.json file"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_byte_order_mark_is_not_an_error() {
+    let file = temp_file(
+        "bom.yaml",
+        "\u{feff}apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}\n",
+    );
+    let out = quartermaster(&[
+        "plan",
+        "-f",
+        &file,
+        "-f",
+        &path("examples/nodepools/aws-general.yaml"),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn an_unrendered_helm_template_is_named_as_such() {
+    let file = temp_file(
+        "chart.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ .Values.name }}\n",
+    );
+    let out = quartermaster(&["plan", "-f", &file]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("chart.yaml: this is an unrendered Helm template"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_file_that_is_no_manifest_is_named_in_the_error() {
+    let file = temp_file("notes.txt", "hello world\n");
+    let out = quartermaster(&[
+        "plan",
+        "-f",
+        &path("examples/nodepools/aws-gpu.yaml"),
+        "-f",
+        &file,
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("notes.txt: document 1: no kind (is this a Kubernetes manifest?)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn usage_errors_carry_no_colour_codes_off_a_terminal() {
+    let out = quartermaster(&["foo"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("unrecognized subcommand"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains('\u{1b}'),
+        "ANSI escape in {:?}",
+        out.stderr
+    );
 }

@@ -36,6 +36,18 @@ pub fn enable_terminal_progress() {
     TERMINAL_PROGRESS.store(io::stderr().is_terminal(), Ordering::Relaxed);
 }
 
+/// Whether clap's messages may carry ANSI colour: the stream is a terminal and `NO_COLOR` is
+/// unset or empty.
+fn colour_allowed(to_stderr: bool) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let terminal = if to_stderr {
+        io::stderr().is_terminal()
+    } else {
+        io::stdout().is_terminal()
+    };
+    terminal && !no_color
+}
+
 /// Whether [`enable_terminal_progress`] found a terminal.
 pub(crate) fn terminal_progress() -> bool {
     TERMINAL_PROGRESS.load(Ordering::Relaxed)
@@ -53,7 +65,12 @@ where
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
-            let rendered = e.render().ansi().to_string();
+            // Colour only on a terminal, and never when NO_COLOR is set (no-color.org).
+            let rendered = if colour_allowed(e.use_stderr()) {
+                e.render().ansi().to_string()
+            } else {
+                e.render().to_string()
+            };
             let sink: &mut dyn Write = if e.use_stderr() { err } else { out };
             let _ = sink.write_all(rendered.as_bytes());
             return code;

@@ -27,8 +27,34 @@ pub fn read_documents(path: &Path) -> anyhow::Result<Vec<Document>> {
         .collect())
 }
 
-/// [`read_documents`] without the Karpenter conversion: the objects as written.
+/// [`read_documents`] without the Karpenter conversion: the objects as written. A directory is
+/// read as `kubectl apply -f DIR` reads it: its `*.yaml`, `*.yml` and `*.json` files, sorted by
+/// name (not recursive).
 pub fn parse_documents_raw(path: &Path) -> anyhow::Result<Vec<Value>> {
+    if path.is_dir() {
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("{}: cannot read the directory", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && p.extension()
+                        .and_then(|x| x.to_str())
+                        .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
+            })
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            anyhow::bail!(
+                "{}: the directory holds no *.yaml, *.yml or *.json file",
+                path.display()
+            );
+        }
+        let mut values = Vec::new();
+        for file in files {
+            values.extend(parse_documents_raw(&file)?);
+        }
+        return Ok(values);
+    }
     let text = if path == Path::new("-") {
         let mut text = String::new();
         std::io::stdin()
@@ -38,7 +64,23 @@ pub fn parse_documents_raw(path: &Path) -> anyhow::Result<Vec<Value>> {
     } else {
         std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?
     };
-    parse_values(&text).with_context(|| path.display().to_string())
+    // A UTF-8 byte-order mark (editors on Windows write one) is not part of the YAML.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    if looks_like_helm_template(text) {
+        anyhow::bail!(
+            "{}: this is an unrendered Helm template ({{{{ … }}}} expressions); render it first, e.g. `helm template RELEASE CHART > rendered.yaml`",
+            path.display()
+        );
+    }
+    parse_values(text).with_context(|| path.display().to_string())
+}
+
+/// Whether `text` holds Go-template expressions outside comments (`{{ .Values.x }}`).
+fn looks_like_helm_template(text: &str) -> bool {
+    text.lines().any(|line| {
+        let code = line.trim_start();
+        !code.starts_with('#') && code.contains("{{") && code.contains("}}")
+    })
 }
 
 /// Parses multi-document YAML text into objects.
