@@ -523,6 +523,10 @@ fn invalid_gpu_quantities_are_rejected_with_the_api_servers_words() {
         let file = temp_file(&format!("invalid-{i}.yaml"), &deployment(resources));
         let out = plan(&pools, &file, "json");
         assert_eq!(out.code, 1, "{resources}: {}{}", out.stdout, out.stderr);
-        assert_eq!(out.stderr, format!("error: {file}: {message}\n"), "{resources}");
+        assert_eq!(
+            out.stderr,
+            format!("error: {file}: {message}\n"),
+            "{resources}"
+        );
     }
 }
