@@ -32,16 +32,8 @@ const GO_UNITS: &[(&str, u128)] = &[
     ("h", 3600 * NANOS_PER_SEC),
 ];
 
-/// Go's units plus days and weeks.
-const LONG_UNITS: &[(&str, u128)] = &[
-    ("ns", 1),
-    ("us", 1_000),
-    ("µs", 1_000),
-    ("μs", 1_000),
-    ("ms", 1_000_000),
-    ("s", NANOS_PER_SEC),
-    ("m", 60 * NANOS_PER_SEC),
-    ("h", 3600 * NANOS_PER_SEC),
+/// The units scenario files and `--since` add to Go's.
+const DAY_UNITS: &[(&str, u128)] = &[
     ("d", 86_400 * NANOS_PER_SEC),
     ("w", 7 * 86_400 * NANOS_PER_SEC),
 ];
@@ -54,7 +46,7 @@ const LONG_UNITS: &[(&str, u128)] = &[
 /// assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
 /// ```
 pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
-    parse_with_units(input, GO_UNITS, "ns, us, ms, s, m, h")
+    parse_with_units(input, &[], "ns, us, ms, s, m, h")
 }
 
 /// Parses a Go-style duration that may also use `d` (24 hours) and `w` (7 days), in any
@@ -67,13 +59,13 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
 /// assert_eq!(parse_duration_with_days("90m").unwrap(), Duration::from_secs(5400));
 /// ```
 pub fn parse_duration_with_days(input: &str) -> Result<Duration, DurationError> {
-    parse_with_units(input, LONG_UNITS, "ns, us, ms, s, m, h, d, w")
+    parse_with_units(input, DAY_UNITS, "ns, us, ms, s, m, h, d, w")
 }
 
 /// The one parser: Go's grammar over the unit table `units` (`names` lists them for errors).
 fn parse_with_units(
     input: &str,
-    units: &[(&str, u128)],
+    extra_units: &[(&str, u128)],
     names: &str,
 ) -> Result<Duration, DurationError> {
     let err = |reason: &str| DurationError::new(input, reason);
@@ -120,7 +112,11 @@ fn parse_with_units(
                 format!("missing unit (one of {names})"),
             ));
         }
-        let Some(&(_, unit_nanos)) = units.iter().find(|(name, _)| *name == unit) else {
+        let Some(&(_, unit_nanos)) = GO_UNITS
+            .iter()
+            .chain(extra_units)
+            .find(|(name, _)| *name == unit)
+        else {
             return Err(DurationError::new(
                 input,
                 format!("unknown unit {unit:?} (expected one of {names})"),
