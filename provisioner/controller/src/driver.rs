@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use quartermaster_cloud::{CloudError, CloudEvent};
+use quartermaster_cloud::CloudError;
 use quartermaster_engine::{Action, ClaimView, Engine, EngineConfig, Event, NodeView};
 use quartermaster_policies::NodeClaim;
 use quartermaster_solver::{PodRef, ResourceTable};
@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use crate::context::Context;
 use crate::launch::{error_kind, launch};
 use crate::lifecycle;
+use crate::sweep;
 use crate::termination::terminate;
 use crate::translate::{FINALIZER, LABEL_NODECLAIM, Observed, found_claim, node_view, observe};
 
@@ -48,8 +49,6 @@ pub enum Outcome {
 const EVENTS_INTERVAL: TimeDelta = TimeDelta::seconds(5);
 /// How often instances without a NodeClaim are looked for.
 const GC_INTERVAL: TimeDelta = TimeDelta::minutes(2);
-/// An instance younger than this is never collected (its NodeClaim may not be visible yet).
-const GC_GRACE: TimeDelta = TimeDelta::minutes(1);
 
 /// The loop's memory between passes: only what the engine was told, so that each change is
 /// reported once. Everything here is rebuilt from the cluster after a restart.
@@ -654,58 +653,24 @@ impl Driver {
     /// What the clouds announced (spot interruption notices, instances gone behind our back)
     /// goes to the engine; a claim whose instance is gone is deleted so its record goes too.
     fn poll_cloud_events(&mut self, now: DateTime<Utc>) {
-        if self.next_events.is_some_and(|t| now < t) {
+        if !due(&mut self.next_events, now, EVENTS_INTERVAL) {
             return;
         }
-        self.next_events = Some(now + EVENTS_INTERVAL);
         for provider in self.ctx.providers.values() {
-            let provider = provider.clone();
-            let ctx = self.ctx.clone();
-            let tx = self.outcomes_tx.clone();
-            self.ctx.spawn(async move {
-                let events = match provider.poll_events().await {
-                    Ok(events) => events,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not poll the cloud's events");
-                        return;
-                    }
-                };
-                for event in events {
-                    let event = match event {
-                        CloudEvent::Interruption {
-                            provider_id,
-                            terminates_at,
-                        } => Event::Interruption {
-                            provider_id,
-                            terminates_at,
-                        },
-                        CloudEvent::Terminated { provider_id } => {
-                            let claim = ctx.stores.node_claims.state().into_iter().find(|c| {
-                                c.status.as_ref().and_then(|s| s.provider_id.as_deref())
-                                    == Some(provider_id.as_str())
-                            });
-                            if let Some(name) = claim.and_then(|c| c.metadata.name.clone()) {
-                                tracing::warn!(nodeclaim = %name, instance = %provider_id, "the instance is gone; deleting its NodeClaim");
-                                if let Err(e) = ctx.writer.delete_claim(&name).await {
-                                    tracing::warn!(nodeclaim = %name, error = %e, "could not delete the NodeClaim of a vanished instance");
-                                }
-                            }
-                            Event::InstanceGone { provider_id }
-                        }
-                    };
-                    let _ = tx.send(Outcome::Engine(Box::new(event)));
-                }
-            });
+            self.ctx.spawn(sweep::forward_events(
+                self.ctx.clone(),
+                provider.clone(),
+                self.outcomes_tx.clone(),
+            ));
         }
     }
 
     /// Instances without a NodeClaim (a leak: a crash between launch and record, a claim
     /// removed by hand) are deleted.
     fn collect_garbage(&mut self, now: DateTime<Utc>) {
-        if self.next_gc.is_some_and(|t| now < t) {
+        if !due(&mut self.next_gc, now, GC_INTERVAL) {
             return;
         }
-        self.next_gc = Some(now + GC_INTERVAL);
         let known: BTreeSet<String> = self
             .ctx
             .stores
@@ -717,28 +682,19 @@ impl Driver {
             .chain(self.claims().into_iter().map(|c| c.name))
             .collect();
         for provider in self.ctx.providers.values() {
-            let provider = provider.clone();
-            let known = known.clone();
-            self.ctx.spawn(async move {
-                let instances = match provider.list().await {
-                    Ok(i) => i,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "garbage collection could not list instances");
-                        return;
-                    }
-                };
-                for i in instances {
-                    if known.contains(&i.claim_name) || now - i.launched_at < GC_GRACE {
-                        continue;
-                    }
-                    tracing::warn!(instance = %i.provider_id, nodeclaim = %i.claim_name, "deleting an instance that has no NodeClaim");
-                    if let Err(e) = provider.delete(&i.provider_id).await {
-                        tracing::warn!(instance = %i.provider_id, error = %e, "could not delete a leaked instance");
-                    }
-                }
-            });
+            self.ctx
+                .spawn(sweep::delete_leaks(provider.clone(), known.clone(), now));
         }
     }
+}
+
+/// Whether a periodic duty is due at `now`; if so, the next one is set `interval` later.
+fn due(next: &mut Option<DateTime<Utc>>, now: DateTime<Utc>, interval: TimeDelta) -> bool {
+    if next.is_some_and(|t| now < t) {
+        return false;
+    }
+    *next = Some(now + interval);
+    true
 }
 
 fn claim_node<'a>(

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod rbac;
 pub mod run;
 pub mod stores;
+pub mod sweep;
 pub mod termination;
 pub mod time;
 pub mod translate;

@@ -1,0 +1,81 @@
+//! The clouds' side of the loop, run periodically by the driver: events the clouds announce,
+//! and instances that have no NodeClaim (leaks) deleted.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_cloud::{CloudEvent, CloudProvider};
+use quartermaster_engine::Event;
+use tokio::sync::mpsc;
+
+use crate::context::Context;
+use crate::driver::Outcome;
+
+/// An instance younger than this is never collected (its NodeClaim may not be visible yet).
+pub const GC_GRACE: TimeDelta = TimeDelta::minutes(1);
+
+/// Sends what `provider` announced to the engine. A claim whose instance is gone is deleted,
+/// so its record goes too.
+pub async fn forward_events(
+    ctx: Arc<Context>,
+    provider: Arc<dyn CloudProvider>,
+    outcomes: mpsc::UnboundedSender<Outcome>,
+) {
+    let events = match provider.poll_events().await {
+        Ok(events) => events,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not poll the cloud's events");
+            return;
+        }
+    };
+    for event in events {
+        let event = match event {
+            CloudEvent::Interruption {
+                provider_id,
+                terminates_at,
+            } => Event::Interruption {
+                provider_id,
+                terminates_at,
+            },
+            CloudEvent::Terminated { provider_id } => {
+                let claim = ctx.stores.node_claims.state().into_iter().find(|c| {
+                    c.status.as_ref().and_then(|s| s.provider_id.as_deref())
+                        == Some(provider_id.as_str())
+                });
+                if let Some(name) = claim.and_then(|c| c.metadata.name.clone()) {
+                    tracing::warn!(nodeclaim = %name, instance = %provider_id, "the instance is gone; deleting its NodeClaim");
+                    if let Err(e) = ctx.writer.delete_claim(&name).await {
+                        tracing::warn!(nodeclaim = %name, error = %e, "could not delete the NodeClaim of a vanished instance");
+                    }
+                }
+                Event::InstanceGone { provider_id }
+            }
+        };
+        let _ = outcomes.send(Outcome::Engine(Box::new(event)));
+    }
+}
+
+/// Deletes the instances of `provider` whose claim is not in `known` (older than [`GC_GRACE`]).
+pub async fn delete_leaks(
+    provider: Arc<dyn CloudProvider>,
+    known: BTreeSet<String>,
+    now: DateTime<Utc>,
+) {
+    let instances = match provider.list().await {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::warn!(error = %e, "garbage collection could not list instances");
+            return;
+        }
+    };
+    for i in instances {
+        if known.contains(&i.claim_name) || now - i.launched_at < GC_GRACE {
+            continue;
+        }
+        tracing::warn!(instance = %i.provider_id, nodeclaim = %i.claim_name, "deleting an instance that has no NodeClaim");
+        if let Err(e) = provider.delete(&i.provider_id).await {
+            tracing::warn!(instance = %i.provider_id, error = %e, "could not delete a leaked instance");
+        }
+    }
+}
