@@ -140,6 +140,10 @@ pub struct ControllerArgs {
     /// device-plugin delay) as YAML.
     #[arg(long, env = "KWOK_CONFIG", value_name = "FILE")]
     pub kwok_config: Option<PathBuf>,
+    /// The cluster's region: NodeClasses without a region launch here (AWS: also the SDK's
+    /// region when `AWS_REGION` is unset).
+    #[arg(long, env = "CLUSTER_REGION", value_name = "REGION")]
+    pub region: Option<String>,
 }
 
 /// Output formats for listings.
@@ -225,6 +229,10 @@ pub struct PlanArgs {
     /// Replace or extend the embedded catalog with this file.
     #[arg(long, value_name = "FILE")]
     pub catalog: Option<PathBuf>,
+    /// The cluster's region: NodeClasses without a region buy here (default: the catalog's
+    /// default region of each cloud).
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
