@@ -159,7 +159,7 @@ fn node_pool(out: &mut Converted) {
     };
     if spec.contains_key("replicas") {
         out.fields.push(
-            "spec.replicas: kept; Quartermaster does not hold a static node count: it provisions nodes for pending pods"
+            "spec.replicas: kept; a static NodePool: Quartermaster keeps this many nodes whatever the pods need (of the limits only limits.nodes applies; its nodes are never consolidated)"
                 .into(),
         );
     }

@@ -232,7 +232,7 @@ fn fields_without_an_equivalent_are_named_and_changed_fields_commented() {
     assert_eq!(o.code, 0, "{}", show(&o));
     let text = std::fs::read_to_string(&static_pool).unwrap();
     assert!(
-        text.contains("# quartermaster import: spec.replicas: kept; Quartermaster does not hold a static node count"),
+        text.contains("# quartermaster import: spec.replicas: kept; a static NodePool: Quartermaster keeps this many nodes"),
         "{text}"
     );
     assert!(text.contains("replicas: 1"), "{text}");

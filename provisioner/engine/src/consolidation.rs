@@ -93,6 +93,9 @@ impl Engine {
             .filter(|c| c.consolidation_backoff.is_none_or(|t| now >= t))
             .filter(|c| {
                 let policy = &self.setup.pools[c.pool];
+                if policy.replicas.is_some() {
+                    return false;
+                }
                 if policy.node_pool.consolidation_policy()
                     != ConsolidationPolicy::WhenEmptyOrUnderutilized
                 {

@@ -16,6 +16,8 @@ use quartermaster_solver::{
 mod adopt;
 #[path = "consolidation.rs"]
 mod consolidation;
+#[path = "static_pools.rs"]
+mod static_pools;
 
 /// How long a node whose consolidation was called off is left alone.
 const CONSOLIDATION_BACKOFF: TimeDelta = TimeDelta::minutes(15);
@@ -129,11 +131,14 @@ pub struct Engine {
     consolidation_next: Option<DateTime<Utc>>,
     consolidation_wake: Option<DateTime<Utc>>,
     consolidation_plan: Option<Plan>,
+    /// Per pool: when a static pool that could not get a node tries again.
+    static_retry_at: Vec<Option<DateTime<Utc>>>,
 }
 
 impl Engine {
     /// A new engine with no pods and no nodes.
     pub fn new(setup: EngineSetup, config: EngineConfig) -> Self {
+        let static_retry_at = vec![None; setup.pools.len()];
         Self {
             config,
             setup,
@@ -151,6 +156,7 @@ impl Engine {
             consolidation_next: None,
             consolidation_wake: None,
             consolidation_plan: None,
+            static_retry_at,
         }
     }
 
@@ -280,6 +286,7 @@ impl Engine {
         }
         self.retry_launches(now);
         self.enforce_budgets(now);
+        self.keep_static_pools(now);
         if self.batch_due(now) {
             self.solve(now);
         }
@@ -326,6 +333,7 @@ impl Engine {
             times.extend(self.consolidation_next);
         }
         times.extend(self.consolidation_wake);
+        times.extend(self.static_deadlines());
         // What was due at the last poll and is still here is blocked (a disruption budget):
         // it is looked at again when something happens, not in a busy loop.
         times
@@ -418,6 +426,12 @@ impl Engine {
                 pods: pods_by_claim.remove(c.name.as_str()).unwrap_or_default(),
             });
         }
+        // A static pool keeps its count: pods may use its nodes, never make it grow.
+        for (spec, policy) in pools.iter_mut().zip(&self.setup.pools) {
+            if policy.replicas.is_some() {
+                spec.limits.nodes = Some(spec.usage.nodes);
+            }
+        }
         let pending = self
             .pods
             .values()
@@ -478,11 +492,7 @@ impl Engine {
             else {
                 continue;
             };
-            let name = format!(
-                "{}-{}{:05}",
-                node.node_pool, self.config.claim_name_tag, self.next_claim
-            );
-            self.next_claim += 1;
+            let name = self.next_claim_name(&node.node_pool);
             let Some(claim) =
                 self.new_claim(now, &name, pool, node.offering, node.alternatives.into())
             else {
@@ -534,6 +544,17 @@ impl Engine {
                 claim: claim.to_owned(),
             };
         }
+    }
+
+    /// A new NodeClaim name for `pool`: unique in this engine and, through the claim-name tag,
+    /// across restarts.
+    fn next_claim_name(&mut self, pool: &str) -> String {
+        let name = format!(
+            "{pool}-{}{:05}",
+            self.config.claim_name_tag, self.next_claim
+        );
+        self.next_claim += 1;
+        name
     }
 
     fn new_claim(
@@ -1014,6 +1035,7 @@ impl Engine {
             .claims
             .values()
             .filter(|c| !c.deleting && c.phase == Phase::Initialized && !c.vacating())
+            .filter(|c| self.setup.pools[c.pool].replicas.is_none())
             .filter_map(|c| {
                 let after = self.setup.pools[c.pool].consolidate_after?;
                 let since = c.empty_since?;

@@ -131,6 +131,8 @@ pub enum DeleteReason {
     Interrupted,
     /// Consolidation: its pods fit on other nodes, or on one cheaper replacement.
     Underutilized,
+    /// A static NodePool's `replicas` went down and this node is one too many.
+    ScaledDown,
 }
 
 impl std::fmt::Display for DeleteReason {
@@ -141,6 +143,7 @@ impl std::fmt::Display for DeleteReason {
             Self::RegistrationTimeout => "registration timeout",
             Self::Interrupted => "interrupted",
             Self::Underutilized => "underutilized",
+            Self::ScaledDown => "scaled down",
         })
     }
 }

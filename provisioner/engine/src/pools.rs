@@ -30,6 +30,9 @@ pub struct PoolPolicy {
     pub consolidate_after: Option<Duration>,
     /// The NodePool object, for its disruption budgets.
     pub node_pool: NodePool,
+    /// `spec.replicas` of a static NodePool: the node count the engine keeps, whatever the pods
+    /// need. `None` for the usual, pod-driven pools.
+    pub replicas: Option<u64>,
 }
 
 impl PoolPolicy {
@@ -42,8 +45,18 @@ impl PoolPolicy {
                     pool: spec.name.clone(),
                     reason: e.to_string(),
                 })?;
+        let replicas = match node_pool.spec.replicas {
+            Some(r) if r < 0 => {
+                return Err(EngineError::InvalidPool {
+                    pool: spec.name.clone(),
+                    reason: format!("spec.replicas: must be 0 or more, not {r}"),
+                });
+            }
+            r => r.map(|r| r as u64),
+        };
         Ok(Self {
             node_class: node_pool.node_class_ref().name.clone(),
+            replicas,
             consolidate_after,
             spec,
             node_pool,

@@ -5,3 +5,4 @@ mod alias_labels;
 mod consolidation;
 mod fixtures;
 mod lifecycle;
+mod static_pools;
