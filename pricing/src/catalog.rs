@@ -1,10 +1,11 @@
 //! The catalog: a list of instance types, the embedded one and user overrides.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::file::{self, CatalogFile, CatalogMode};
-use crate::{Cloud, InstanceType, PricingError};
+use crate::file::{self, CatalogFile, CatalogMode, OfferingKey};
+use crate::{Cloud, InstanceType, InterruptionBand, Offering, PricingError, SpotInterruption};
 
 /// The embedded data files, in catalog order: `(file name, contents)`.
 pub const EMBEDDED_FILES: [(&str, &str); 3] = [
@@ -13,13 +14,18 @@ pub const EMBEDDED_FILES: [(&str, &str); 3] = [
     ("azure.toml", include_str!("../data/azure.toml")),
 ];
 
-/// An ordered collection of instance types, unique by `(cloud, name)`.
+/// An ordered collection of instance types, unique by `(cloud, name)`, with each cloud's
+/// default region and the interruption bands of spot offerings where known.
 ///
 /// It serializes as the list of its instance types.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
 #[serde(transparent)]
 pub struct Catalog {
     instance_types: Vec<InstanceType>,
+    #[serde(skip)]
+    default_regions: BTreeMap<Cloud, String>,
+    #[serde(skip)]
+    spot_interruptions: BTreeMap<OfferingKey, SpotInterruption>,
 }
 
 impl Catalog {
@@ -41,14 +47,14 @@ impl Catalog {
         static EMBEDDED: OnceLock<Catalog> = OnceLock::new();
         EMBEDDED
             .get_or_init(|| {
-                let mut types = Vec::new();
+                let mut catalog = Catalog::default();
                 for (name, text) in EMBEDDED_FILES {
                     let f = Catalog::parse(name, text).unwrap_or_else(|e| {
                         panic!("embedded catalog data is invalid (caught by unit tests): {e}")
                     });
-                    types.extend(f.instance_types);
+                    catalog = catalog.with_override(f);
                 }
-                Catalog::new(types)
+                catalog
             })
             .clone()
     }
@@ -70,14 +76,50 @@ impl Catalog {
     /// Applies an override file: with [`CatalogMode::Replace`] the result holds only the file's
     /// types; with [`CatalogMode::Extend`] (the default) a file type replaces the catalog's
     /// type of the same `(cloud, name)` in place and new types are appended.
+    ///
+    /// The file's `default_region` replaces the catalog's for its cloud; its spot interruption
+    /// bands replace those of the types it replaces.
     pub fn with_override(mut self, file: CatalogFile) -> Catalog {
-        match file.mode {
-            CatalogMode::Replace => Catalog::new(file.instance_types),
-            CatalogMode::Extend => {
-                self.merge(file.instance_types);
-                self
-            }
+        if file.mode == CatalogMode::Replace {
+            self = Catalog::default();
         }
+        let replaced: BTreeSet<(Cloud, &str)> = file
+            .instance_types
+            .iter()
+            .map(|t| (t.cloud, t.name.as_str()))
+            .collect();
+        self.spot_interruptions
+            .retain(|(cloud, name, _, _), _| !replaced.contains(&(*cloud, name.as_str())));
+        self.spot_interruptions.extend(file.spot_interruptions);
+        self.default_regions.extend(file.default_regions);
+        self.merge(file.instance_types);
+        self
+    }
+
+    /// Sets the default region of a cloud (see [`Catalog::default_region`]).
+    pub fn with_default_region(mut self, cloud: Cloud, region: impl Into<String>) -> Catalog {
+        self.default_regions.insert(cloud, region.into());
+        self
+    }
+
+    /// Records the interruption band of the spot offering of type `name` in `zone`.
+    pub fn with_spot_interruption(
+        mut self,
+        cloud: Cloud,
+        name: &str,
+        zone: &str,
+        interruption: SpotInterruption,
+    ) -> Catalog {
+        self.spot_interruptions.insert(
+            (
+                cloud,
+                name.to_owned(),
+                zone.to_owned(),
+                crate::CapacityType::Spot,
+            ),
+            interruption,
+        );
+        self
     }
 
     fn merge(&mut self, types: Vec<InstanceType>) {
@@ -108,6 +150,83 @@ impl Catalog {
         self.instance_types
             .iter()
             .find(|t| t.cloud == cloud && t.name == name)
+    }
+
+    /// The regions a cloud has offerings in, sorted.
+    pub fn regions(&self, cloud: Cloud) -> BTreeSet<&str> {
+        self.for_cloud(cloud)
+            .flat_map(|t| t.offerings.iter().map(|o| o.region.as_str()))
+            .collect()
+    }
+
+    /// The region a cloud's machines are bought in when nothing else says where: the
+    /// `default_region` a data file names for the cloud (the embedded catalog: `us-east-1`,
+    /// `us-central1`, `eastus`), else the cloud's only region. `None` when the cloud has several
+    /// regions and no file names a default, or no offerings at all.
+    pub fn default_region(&self, cloud: Cloud) -> Option<&str> {
+        if let Some(r) = self.default_regions.get(&cloud) {
+            return Some(r.as_str());
+        }
+        let regions = self.regions(cloud);
+        match regions.len() {
+            1 => regions.into_iter().next(),
+            _ => None,
+        }
+    }
+
+    /// The catalog with only the offerings `keep(cloud, region)` accepts; instance types left
+    /// with no offering are dropped. Default regions and interruption bands are kept.
+    pub fn retain_regions(&self, keep: impl Fn(Cloud, &str) -> bool) -> Catalog {
+        let mut out = self.clone();
+        for t in &mut out.instance_types {
+            let cloud = t.cloud;
+            t.offerings.retain(|o| keep(cloud, &o.region));
+        }
+        out.instance_types.retain(|t| !t.offerings.is_empty());
+        out
+    }
+
+    /// The catalog restricted to each cloud's [`Catalog::default_region`] (a cloud without one
+    /// keeps every region): what the catalog was before it had several regions per cloud.
+    pub fn in_default_regions(&self) -> Catalog {
+        let defaults: BTreeMap<Cloud, Option<String>> = Cloud::ALL
+            .into_iter()
+            .map(|c| (c, self.default_region(c).map(str::to_owned)))
+            .collect();
+        self.retain_regions(|cloud, region| {
+            defaults
+                .get(&cloud)
+                .and_then(Option::as_deref)
+                .is_none_or(|d| d == region)
+        })
+    }
+
+    /// The interruption band of an offering of `instance_type`, when a source gives one (spot
+    /// offerings only; `None` is "unknown", not "never interrupted").
+    pub fn spot_interruption(
+        &self,
+        instance_type: &InstanceType,
+        offering: &Offering,
+    ) -> Option<&SpotInterruption> {
+        self.spot_interruptions.get(&(
+            instance_type.cloud,
+            instance_type.name.clone(),
+            offering.zone.clone(),
+            offering.capacity_type,
+        ))
+    }
+
+    /// [`Offering::expected_cost_per_hour`] with the offering's band from this catalog.
+    pub fn expected_cost_per_hour(
+        &self,
+        instance_type: &InstanceType,
+        offering: &Offering,
+        restart_cost: f64,
+    ) -> f64 {
+        let band: Option<InterruptionBand> = self
+            .spot_interruption(instance_type, offering)
+            .map(|s| s.band);
+        offering.expected_cost_per_hour(band, restart_cost)
     }
 
     /// Number of instance types.

@@ -74,6 +74,10 @@ pub enum PricingError {
     /// A string is not one of the known interconnects (`efa`, `infiniband`).
     #[error("unknown interconnect \"{0}\"; expected one of efa, infiniband")]
     UnknownInterconnect(String),
+
+    /// A string is not one of the Spot Advisor interruption bands.
+    #[error("unknown interruption band \"{0}\"; expected one of <5%, 5-10%, 10-15%, 15-20%, >20%")]
+    UnknownInterruptionBand(String),
 }
 
 /// Collapses a message onto one line (TOML and serde messages may contain newlines).

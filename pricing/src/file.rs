@@ -5,7 +5,7 @@
 //! the TOML into raw entries; [`validate`] then checks the rules serde cannot express and
 //! expands the compact `zones` / `on_demand` / `spot` form into [`Offering`]s.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 
 use chrono::NaiveDate;
@@ -14,8 +14,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use crate::error::one_line;
 use crate::{
-    Accelerator, Arch, CapacityType, Cloud, InstanceType, Interconnect, Offering, Overhead,
-    PricingError,
+    Accelerator, Arch, CapacityType, Cloud, InstanceType, Interconnect, InterruptionBand, Offering,
+    Overhead, PricingError, SpotInterruption,
 };
 
 /// How an override file combines with the catalog it is applied to
@@ -30,6 +30,10 @@ pub enum CatalogMode {
     Replace,
 }
 
+/// Identifies one offering of a catalog: cloud, instance-type name, zone (the zone names its
+/// region) and capacity type.
+pub type OfferingKey = (Cloud, String, String, CapacityType);
+
 /// A parsed and validated catalog file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CatalogFile {
@@ -39,6 +43,10 @@ pub struct CatalogFile {
     pub mode: CatalogMode,
     /// The file's instance types, in file order.
     pub instance_types: Vec<InstanceType>,
+    /// The default region the file names for its cloud (`default_region`), if any.
+    pub default_regions: BTreeMap<Cloud, String>,
+    /// The interruption band of spot offerings where the file gives one.
+    pub spot_interruptions: BTreeMap<OfferingKey, SpotInterruption>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -52,6 +60,8 @@ struct RawFile {
     cloud: Option<Cloud>,
     #[serde(default)]
     region: Option<String>,
+    #[serde(default)]
+    default_region: Option<String>,
     #[serde(default)]
     instance_type: Vec<RawType>,
 }
@@ -92,7 +102,37 @@ struct RawType {
     #[serde(default)]
     spot: Vec<RawSpot>,
     #[serde(default)]
+    spot_interruption: Option<RawInterruption>,
+    #[serde(default)]
+    regions: Vec<RawRegion>,
+    #[serde(default)]
     offerings: Vec<RawOffering>,
+}
+
+/// `[[instance_type.regions]]`: the type's zones and prices in one more region.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRegion {
+    region: String,
+    zones: Vec<String>,
+    #[serde(default)]
+    zones_source: Option<String>,
+    #[serde(default)]
+    on_demand: Option<RawPrice>,
+    #[serde(default)]
+    spot: Vec<RawSpot>,
+    #[serde(default)]
+    spot_interruption: Option<RawInterruption>,
+}
+
+/// `spot_interruption = { band = "<5%", source = "...", as_of = 2026-11-30 }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInterruption {
+    band: InterruptionBand,
+    source: String,
+    #[serde(deserialize_with = "de_date")]
+    as_of: NaiveDate,
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,6 +180,8 @@ struct RawOffering {
     rule: Option<String>,
     #[serde(default = "yes")]
     available: bool,
+    #[serde(default)]
+    interruption: Option<RawInterruption>,
 }
 
 fn yes() -> bool {
@@ -380,8 +422,20 @@ fn validate(file: &str, raw: RawFile) -> Result<CatalogFile, PricingError> {
     if let Some(r) = &raw.region {
         file_ctx.text("region", r)?;
     }
+    let mut default_regions = BTreeMap::new();
+    if let Some(r) = &raw.default_region {
+        file_ctx.text("default_region", r)?;
+        let Some(cloud) = raw.cloud else {
+            return Err(file_ctx.err(
+                "default_region",
+                "needs `cloud` at the top of the file (the default region is per cloud)",
+            ));
+        };
+        default_regions.insert(cloud, r.clone());
+    }
     let mut seen: HashSet<(Cloud, String)> = HashSet::new();
     let mut out = Vec::with_capacity(raw.instance_type.len());
+    let mut spot_interruptions = BTreeMap::new();
     for (index, t) in raw.instance_type.into_iter().enumerate() {
         let cloud = t.cloud.or(raw.cloud);
         let entry = match cloud {
@@ -410,21 +464,30 @@ fn validate(file: &str, raw: RawFile) -> Result<CatalogFile, PricingError> {
             });
         }
         let region = t.region.clone().or_else(|| raw.region.clone());
-        out.push(validate_type(&ctx, cloud, region, t)?);
+        let (it, bands) = validate_type(&ctx, cloud, region, t)?;
+        for (zone, band) in bands {
+            spot_interruptions.insert((cloud, it.name.clone(), zone, CapacityType::Spot), band);
+        }
+        out.push(it);
     }
     Ok(CatalogFile {
         file_name: file.to_string(),
         mode: raw.mode,
         instance_types: out,
+        default_regions,
+        spot_interruptions,
     })
 }
+
+/// The spot offerings' interruption bands of one type, by zone.
+type Bands = Vec<(String, SpotInterruption)>;
 
 fn validate_type(
     ctx: &Ctx<'_>,
     cloud: Cloud,
     region: Option<String>,
     t: RawType,
-) -> Result<InstanceType, PricingError> {
+) -> Result<(InstanceType, Bands), PricingError> {
     ctx.text("family", &t.family)?;
     if t.vcpu == 0 {
         return Err(ctx.err("vcpu", "must be greater than zero"));
@@ -469,11 +532,11 @@ fn validate_type(
         return Err(ctx.err("efa_count", "EFA exists only on aws"));
     }
 
-    let offerings = expand_offerings(ctx, cloud, region.as_deref(), &t)?;
+    let (offerings, bands) = expand_offerings(ctx, cloud, region.as_deref(), &t)?;
     let overhead = t
         .overhead
         .unwrap_or_else(|| crate::overhead::compute(cloud, t.vcpu, t.memory_mib, t.max_pods));
-    Ok(InstanceType {
+    let it = InstanceType {
         cloud,
         name: t.name,
         family: t.family,
@@ -488,7 +551,8 @@ fn validate_type(
         max_pods: t.max_pods,
         overhead,
         offerings,
-    })
+    };
+    Ok((it, bands))
 }
 
 fn validate_accelerator(ctx: &Ctx<'_>, a: &Accelerator) -> Result<(), PricingError> {
@@ -525,14 +589,143 @@ fn validate_accelerator(ctx: &Ctx<'_>, a: &Accelerator) -> Result<(), PricingErr
     }
 }
 
+/// One region's compact prices: `zones`, `on_demand`, `spot`, `spot_interruption` (at the top of
+/// an entry for its `region`, or in one `[[instance_type.regions]]` table).
+struct Compact<'a> {
+    /// Field-path prefix: `""` or `regions[1].`.
+    prefix: String,
+    region: &'a str,
+    zones: &'a [String],
+    on_demand: Option<&'a RawPrice>,
+    spot: &'a [RawSpot],
+    spot_interruption: Option<&'a RawInterruption>,
+}
+
+fn interruption(
+    ctx: &Ctx<'_>,
+    field: &str,
+    raw: &RawInterruption,
+) -> Result<SpotInterruption, PricingError> {
+    ctx.text(&format!("{field}.source"), &raw.source)?;
+    Ok(SpotInterruption {
+        band: raw.band,
+        source: raw.source.clone(),
+        as_of: raw.as_of,
+    })
+}
+
+fn expand_compact(
+    ctx: &Ctx<'_>,
+    cloud: Cloud,
+    c: &Compact<'_>,
+    out: &mut Vec<Offering>,
+    bands: &mut Bands,
+) -> Result<(), PricingError> {
+    let p = &c.prefix;
+    let region = c.region;
+    if c.zones.is_empty() {
+        return Err(ctx.err(
+            format!("{p}zones"),
+            "must list at least one zone when on_demand or spot prices are given",
+        ));
+    }
+    let mut zones = BTreeSet::new();
+    for (i, z) in c.zones.iter().enumerate() {
+        if !zone_matches_region(cloud, region, z) {
+            return Err(ctx.err(
+                format!("{p}zones[{i}]"),
+                format!("zone \"{z}\" is not in region \"{region}\""),
+            ));
+        }
+        if !zones.insert(z.as_str()) {
+            return Err(ctx.err(
+                format!("{p}zones[{i}]"),
+                format!("zone \"{z}\" is listed twice"),
+            ));
+        }
+    }
+    if let Some(o) = c.on_demand {
+        let field = format!("{p}on_demand");
+        ctx.price(&field, o.price)?;
+        ctx.text(&format!("{field}.source"), &o.source)?;
+        ctx.estimate(&field, o.estimate, &o.rule)?;
+        for z in c.zones {
+            out.push(Offering {
+                region: region.to_owned(),
+                zone: z.clone(),
+                capacity_type: CapacityType::OnDemand,
+                price_per_hour: o.price,
+                available: true,
+                price_source: source_with_rule(&o.source, o.estimate, &o.rule),
+                price_as_of: o.as_of,
+                estimate: o.estimate,
+            });
+        }
+    }
+    let band = match c.spot_interruption {
+        Some(_) if c.spot.is_empty() => {
+            return Err(ctx.err(
+                format!("{p}spot_interruption"),
+                "given without any spot price to apply to",
+            ));
+        }
+        Some(raw) => Some(interruption(ctx, &format!("{p}spot_interruption"), raw)?),
+        None => None,
+    };
+    for (i, s) in c.spot.iter().enumerate() {
+        let field = format!("{p}spot[{i}]");
+        ctx.price(&field, s.price)?;
+        ctx.text(&format!("{field}.source"), &s.source)?;
+        ctx.estimate(&field, s.estimate, &s.rule)?;
+        let targets: Vec<&String> = match &s.zone {
+            Some(z) => {
+                if !zone_matches_region(cloud, region, z) {
+                    return Err(ctx.err(
+                        format!("{field}.zone"),
+                        format!("zone \"{z}\" is not in region \"{region}\""),
+                    ));
+                }
+                if !zones.contains(z.as_str()) {
+                    return Err(ctx.err(
+                        format!("{field}.zone"),
+                        format!("zone \"{z}\" is not listed in {p}zones"),
+                    ));
+                }
+                vec![z]
+            }
+            None => c.zones.iter().collect(),
+        };
+        for z in targets {
+            out.push(Offering {
+                region: region.to_owned(),
+                zone: z.clone(),
+                capacity_type: CapacityType::Spot,
+                price_per_hour: s.price,
+                available: true,
+                price_source: source_with_rule(&s.source, s.estimate, &s.rule),
+                price_as_of: s.as_of,
+                estimate: s.estimate,
+            });
+            if let Some(b) = &band {
+                bands.push((z.clone(), b.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn expand_offerings(
     ctx: &Ctx<'_>,
     cloud: Cloud,
     region: Option<&str>,
     t: &RawType,
-) -> Result<Vec<Offering>, PricingError> {
+) -> Result<(Vec<Offering>, Bands), PricingError> {
     let mut out = Vec::new();
-    let compact = !t.zones.is_empty() || t.on_demand.is_some() || !t.spot.is_empty();
+    let mut bands = Vec::new();
+    let compact = !t.zones.is_empty()
+        || t.on_demand.is_some()
+        || !t.spot.is_empty()
+        || t.spot_interruption.is_some();
     let region_of = |field: &str, r: Option<&str>| -> Result<String, PricingError> {
         match r {
             Some(r) if !r.trim().is_empty() => Ok(r.to_string()),
@@ -543,82 +736,54 @@ fn expand_offerings(
             )),
         }
     };
+    let mut regions_seen = BTreeSet::new();
     if compact {
         let region = region_of("region", region)?;
-        if t.zones.is_empty() {
+        expand_compact(
+            ctx,
+            cloud,
+            &Compact {
+                prefix: String::new(),
+                region: &region,
+                zones: &t.zones,
+                on_demand: t.on_demand.as_ref(),
+                spot: &t.spot,
+                spot_interruption: t.spot_interruption.as_ref(),
+            },
+            &mut out,
+            &mut bands,
+        )?;
+        regions_seen.insert(region);
+    }
+    for (i, r) in t.regions.iter().enumerate() {
+        let prefix = format!("regions[{i}].");
+        ctx.text(&format!("{prefix}region"), &r.region)?;
+        if let Some(s) = &r.zones_source {
+            ctx.text(&format!("{prefix}zones_source"), s)?;
+        }
+        if !regions_seen.insert(r.region.clone()) {
             return Err(ctx.err(
-                "zones",
-                "must list at least one zone when on_demand or spot prices are given",
+                format!("{prefix}region"),
+                format!(
+                    "region \"{}\" is priced twice (at the top of the entry or in an earlier regions table)",
+                    r.region
+                ),
             ));
         }
-        let mut zones = BTreeSet::new();
-        for (i, z) in t.zones.iter().enumerate() {
-            if !zone_matches_region(cloud, &region, z) {
-                return Err(ctx.err(
-                    format!("zones[{i}]"),
-                    format!("zone \"{z}\" is not in region \"{region}\""),
-                ));
-            }
-            if !zones.insert(z.as_str()) {
-                return Err(ctx.err(
-                    format!("zones[{i}]"),
-                    format!("zone \"{z}\" is listed twice"),
-                ));
-            }
-        }
-        if let Some(p) = &t.on_demand {
-            ctx.price("on_demand", p.price)?;
-            ctx.text("on_demand.source", &p.source)?;
-            ctx.estimate("on_demand", p.estimate, &p.rule)?;
-            for z in &t.zones {
-                out.push(Offering {
-                    region: region.clone(),
-                    zone: z.clone(),
-                    capacity_type: CapacityType::OnDemand,
-                    price_per_hour: p.price,
-                    available: true,
-                    price_source: source_with_rule(&p.source, p.estimate, &p.rule),
-                    price_as_of: p.as_of,
-                    estimate: p.estimate,
-                });
-            }
-        }
-        for (i, s) in t.spot.iter().enumerate() {
-            let field = format!("spot[{i}]");
-            ctx.price(&field, s.price)?;
-            ctx.text(&format!("{field}.source"), &s.source)?;
-            ctx.estimate(&field, s.estimate, &s.rule)?;
-            let targets: Vec<&String> = match &s.zone {
-                Some(z) => {
-                    if !zone_matches_region(cloud, &region, z) {
-                        return Err(ctx.err(
-                            format!("{field}.zone"),
-                            format!("zone \"{z}\" is not in region \"{region}\""),
-                        ));
-                    }
-                    if !zones.contains(z.as_str()) {
-                        return Err(ctx.err(
-                            format!("{field}.zone"),
-                            format!("zone \"{z}\" is not listed in zones"),
-                        ));
-                    }
-                    vec![z]
-                }
-                None => t.zones.iter().collect(),
-            };
-            for z in targets {
-                out.push(Offering {
-                    region: region.clone(),
-                    zone: z.clone(),
-                    capacity_type: CapacityType::Spot,
-                    price_per_hour: s.price,
-                    available: true,
-                    price_source: source_with_rule(&s.source, s.estimate, &s.rule),
-                    price_as_of: s.as_of,
-                    estimate: s.estimate,
-                });
-            }
-        }
+        expand_compact(
+            ctx,
+            cloud,
+            &Compact {
+                prefix,
+                region: &r.region,
+                zones: &r.zones,
+                on_demand: r.on_demand.as_ref(),
+                spot: &r.spot,
+                spot_interruption: r.spot_interruption.as_ref(),
+            },
+            &mut out,
+            &mut bands,
+        )?;
     }
     for (i, o) in t.offerings.iter().enumerate() {
         let field = format!("offerings[{i}]");
@@ -630,6 +795,18 @@ fn expand_offerings(
             return Err(ctx.err(
                 format!("{field}.zone"),
                 format!("zone \"{}\" is not in region \"{r}\"", o.zone),
+            ));
+        }
+        if let Some(raw) = &o.interruption {
+            if o.capacity_type != CapacityType::Spot {
+                return Err(ctx.err(
+                    format!("{field}.interruption"),
+                    "only spot offerings are interrupted",
+                ));
+            }
+            bands.push((
+                o.zone.clone(),
+                interruption(ctx, &format!("{field}.interruption"), raw)?,
             ));
         }
         out.push(Offering {
@@ -655,7 +832,7 @@ fn expand_offerings(
             ));
         }
     }
-    Ok(out)
+    Ok((out, bands))
 }
 
 #[cfg(test)]

@@ -42,6 +42,14 @@
 //!   2026-06-18); specs: `MicrosoftDocs/azure-docs` size pages. No Azure spot prices are in the
 //!   static sources, so none are listed.
 //!
+//! ## Regions
+//!
+//! Offerings carry their region; a catalog has several regions per cloud, and each cloud a
+//! default region ([`Catalog::default_region`]: `us-east-1`, `us-central1`, `eastus` in the
+//! embedded data). Where nodes are bought is decided by the caller: a NodeClass region, the
+//! cluster's region, else the default region (`quartermaster-cluster` does this for NodePools).
+//! [`Catalog::in_default_regions`] gives the one-region view.
+//!
 //! Every [`Offering`] carries its `price_source` key (defined in the file header) and
 //! `price_as_of` date. Where a figure had no source it was left out rather than invented; an
 //! estimated price would be flagged `estimate = true` together with the rule that produced it
@@ -55,7 +63,9 @@
 //! schema = 1              # optional; only 1 is understood
 //! mode = "extend"         # override files only: "extend" (default) or "replace"
 //! cloud = "aws"           # default cloud of the entries (an entry may set its own)
-//! region = "us-east-1"    # default region of the entries (an entry may set its own)
+//! region = "us-east-1"    # region of the entries' zones / on_demand / spot (an entry may set its own)
+//! default_region = "us-east-1"  # optional: where this cloud's machines are bought when nothing
+//!                               # else says (needs `cloud`); see Catalog::default_region
 //!
 //! [[instance_type]]
 //! name = "p5.48xlarge"
@@ -76,10 +86,23 @@
 //! spot = [
 //!   { zone = "us-east-1b", price = 19.2531, source = "SKY-AWS:use1-az2", as_of = 2026-11-30 },
 //! ]
+//! spot_interruption = { band = "<5%", source = "AWS-SA", as_of = 2026-11-30 }  # optional
+//!
+//! [[instance_type.regions]]           # the same type in more regions, each with its own prices
+//! region = "us-west-2"
+//! zones = ["us-west-2a", "us-west-2b"]
+//! zones_source = "SKY-AWS"
+//! on_demand = { price = 55.04, source = "SKY-AWS", as_of = 2026-11-30 }
+//! spot = [{ zone = "us-west-2a", price = 20.1, source = "SKY-AWS:usw2-az1", as_of = 2026-11-30 }]
 //! ```
 //!
 //! * `on_demand` applies to every zone in `zones`; a `spot` entry applies to its `zone`, or to
 //!   every zone when `zone` is omitted (GCP spot prices are regional).
+//! * `[[instance_type.regions]]` tables price the type in further regions (one table per region,
+//!   each with `zones`, `on_demand`, `spot`, `spot_interruption`); a type may also have only
+//!   such tables. Files without them (one region per file) read as before.
+//! * `spot_interruption` gives the Spot Advisor interruption band (`<5%`, `5-10%`, `10-15%`,
+//!   `15-20%`, `>20%`) of the spot offerings next to it, with its source; see [`interruption`].
 //! * Any further offering, e.g. reserved capacity, goes in an explicit list:
 //!   `offerings = [{ zone = "us-east-1a", capacity_type = "reserved", price = 30.0, source = "my-odcr", as_of = 2026-09-01 }]`
 //!   (optional `region`, `available = false`, `estimate`).
@@ -113,6 +136,7 @@ mod catalog;
 pub mod derived;
 mod error;
 mod file;
+pub mod interruption;
 pub mod labels;
 mod model;
 pub mod overhead;
@@ -120,10 +144,13 @@ pub mod resources;
 
 pub use catalog::{Catalog, EMBEDDED_FILES};
 pub use error::PricingError;
-pub use file::{CatalogFile, CatalogMode, zone_matches_region};
+pub use file::{CatalogFile, CatalogMode, OfferingKey, zone_matches_region};
+pub use interruption::{InterruptionBand, SpotInterruption};
 pub use model::{
     Accelerator, Arch, CapacityType, Cloud, InstanceType, Interconnect, Offering, Overhead,
 };
 
+#[cfg(test)]
+mod region_tests;
 #[cfg(test)]
 mod tests;
