@@ -155,8 +155,8 @@ pub enum ConsolidationPolicy {
     #[default]
     WhenEmptyOrUnderutilized,
     /// Karpenter's `Balanced`: the nodes `WhenEmptyOrUnderutilized` considers, consolidated only
-    /// when the savings are worth the disruption. Accepted; Quartermaster's consolidation
-    /// currently treats it like `WhenEmpty` (it never disrupts running pods for it).
+    /// when the savings are worth the disruption: the share of the pool's hourly cost a move
+    /// saves must be at least half the share of the pool's running pods it disrupts.
     Balanced,
 }
 

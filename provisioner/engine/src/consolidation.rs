@@ -14,6 +14,21 @@ use super::Engine;
 use crate::events::Action;
 use crate::state::{Phase, PodState};
 
+/// The least score `Balanced` consolidates at (Karpenter's `1/k` with `k = 2`).
+const BALANCED_MIN_SCORE: f64 = 0.5;
+
+/// `Balanced`'s score of a move: the fraction of the pool's hourly cost it saves over the
+/// fraction of the pool's pods it disrupts. A move that disrupts nothing scores infinitely.
+fn balanced_score(saving: f64, pool_cost: f64, moved: usize, pool_pods: usize) -> f64 {
+    if moved == 0 || pool_pods == 0 {
+        return f64::INFINITY;
+    }
+    if pool_cost <= 0.0 {
+        return 0.0;
+    }
+    (saving / pool_cost) / (moved as f64 / pool_pods as f64)
+}
+
 /// What consolidation decided for one node.
 enum Move {
     /// Its pods fit elsewhere: delete it.
@@ -58,7 +73,10 @@ impl Engine {
     /// Whether any pool consolidates underutilized nodes (so a wake-up is worth scheduling).
     pub(super) fn consolidation_enabled(&self) -> bool {
         self.setup.pools.iter().any(|p| {
-            p.node_pool.consolidation_policy() == ConsolidationPolicy::WhenEmptyOrUnderutilized
+            matches!(
+                p.node_pool.consolidation_policy(),
+                ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
+            )
         })
     }
 
@@ -96,9 +114,10 @@ impl Engine {
                 if policy.replicas.is_some() {
                     return false;
                 }
-                if policy.node_pool.consolidation_policy()
-                    != ConsolidationPolicy::WhenEmptyOrUnderutilized
-                {
+                if !matches!(
+                    policy.node_pool.consolidation_policy(),
+                    ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
+                ) {
                     return false;
                 }
                 let Some(after) = policy
@@ -151,17 +170,50 @@ impl Engine {
         // while: only initialized targets count for a delete.
         let onto_settled = plan.existing.iter().all(|p| !p.in_flight);
         let price = self.claims[name].offering.price_per_hour;
-        match plan.new_nodes.len() {
-            0 if onto_settled => Some(Move::Delete),
+        let (m, saving) = match plan.new_nodes.len() {
+            0 if onto_settled => (Move::Delete, price),
             1 if onto_settled
                 && plan.new_nodes[0].offering.price_per_hour
                     < price * (1.0 - self.config.consolidation_min_saving) =>
             {
-                Some(Move::Replace)
+                (
+                    Move::Replace,
+                    price - plan.new_nodes[0].offering.price_per_hour,
+                )
             }
-            _ => None,
+            _ => return None,
+        };
+        let pool = self.claims[name].pool;
+        if self.setup.pools[pool].node_pool.consolidation_policy() == ConsolidationPolicy::Balanced
+            && !self.balanced_approves(pool, name, saving)
+        {
+            return None;
         }
-        .inspect(|_| self.consolidation_plan = Some(plan))
+        self.consolidation_plan = Some(plan);
+        Some(m)
+    }
+
+    /// Karpenter's `Balanced` rule: a move is worth it when its share of the pool's cost saved is
+    /// at least half its share of the pool's running pods disrupted (score
+    /// `(saving / pool cost) / (pods moved / pool pods) >= 1/2`; each pod counts 1).
+    fn balanced_approves(&self, pool: usize, name: &str, saving: f64) -> bool {
+        let pool_cost: f64 = self
+            .claims
+            .values()
+            .filter(|c| c.pool == pool && !c.deleting)
+            .map(|c| c.offering.price_per_hour)
+            .sum();
+        let (mut moved, mut pool_pods) = (0usize, 0usize);
+        for e in self.pods.values() {
+            if let PodState::Bound { claim } = &e.state
+                && let Some(c) = self.claims.get(claim)
+                && c.pool == pool
+            {
+                pool_pods += 1;
+                moved += usize::from(claim == name);
+            }
+        }
+        balanced_score(saving, pool_cost, moved, pool_pods) >= BALANCED_MIN_SCORE
     }
 
     /// Carries out a move: cordon, place the pods, and let the vacated node go.
@@ -204,3 +256,18 @@ impl Engine {
 
 /// How many nodes one consolidation round asks the solver about.
 const MAX_CANDIDATES: usize = 5;
+
+#[cfg(test)]
+mod balanced_tests {
+    use super::balanced_score;
+
+    #[test]
+    fn the_score_weighs_the_share_saved_against_the_share_disrupted() {
+        // Saving 10% of the pool's cost by moving 10% of its pods: score 1, approved.
+        assert!((balanced_score(1.0, 10.0, 1, 10) - 1.0).abs() < 1e-9);
+        // Saving 2% of the cost by moving half the pods: 0.04, refused.
+        assert!(balanced_score(0.2, 10.0, 5, 10) < super::BALANCED_MIN_SCORE);
+        // Nothing disrupted: always worth it.
+        assert!(balanced_score(0.01, 10.0, 0, 10).is_infinite());
+    }
+}

@@ -227,3 +227,34 @@ fn a_replacement_that_cannot_launch_cheaper_calls_the_consolidation_off() {
     );
     assert_eq!(e.waiting().count(), 0);
 }
+
+/// The on-demand fallback scenario under `Balanced`, with spot at `spot_price`.
+fn balanced_after_fallback(spot_price: f64) -> Vec<Action> {
+    let mut setup = setup_with("Balanced", "5m");
+    let mut types = setup.catalog.instance_types().to_vec();
+    for o in &mut types[0].offerings {
+        if o.capacity_type == CapacityType::Spot {
+            o.price_per_hour = spot_price;
+        }
+    }
+    setup.catalog = quartermaster_pricing::Catalog::new(types);
+    let mut e = Engine::new(setup, EngineConfig::default());
+    on_demand_after_spot_ran_out(&mut e, gpu_pod("a"));
+    settle(&mut e, 40, 1000)
+}
+
+#[test]
+fn balanced_moves_pods_only_when_the_saving_is_worth_the_disruption() {
+    // The node is the pool's only one and holds all its pods (disruption share 1): spot at
+    // $0.40 saves 60% of the pool's cost (score 0.6 >= 0.5): replaced.
+    let actions = balanced_after_fallback(0.40);
+    assert_eq!(launches(&actions).len(), 1, "{actions:?}");
+    // Spot at $0.70 saves 30% (score 0.3): WhenEmptyOrUnderutilized would move (> 5%),
+    // Balanced does not.
+    let actions = balanced_after_fallback(0.70);
+    assert!(launches(&actions).is_empty(), "{actions:?}");
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Cordon { .. })),
+        "{actions:?}"
+    );
+}
