@@ -143,7 +143,8 @@ pub(crate) fn labels(
             push(errs, &p, format!("invalid value {v:?}: {e}"));
         }
         if restricted && let Some(reason) = restricted_label_reason(k) {
-            push(errs, &p, reason);
+            let hint = super::suggest::did_you_mean(k, super::suggest::known_label_keys());
+            push(errs, &p, format!("{reason}{hint}"));
         }
     }
 }

@@ -1,11 +1,15 @@
 //! Validation beyond the OpenAPI schema.
 //!
-//! [`validate_manifest`] takes one parsed YAML/JSON object, routes it by
-//! `apiVersion`/`kind`, checks its shape against the generated CRD schema
-//! (every unknown field, wrong type and missing required field, each with
-//! its path), deserialises it, and runs the semantic checks of
-//! [`validate_nodepool`], [`validate_nodeclaim`] and the NodeClass
-//! validators, collecting every problem rather than stopping at the first.
+//! [`check_manifest`] (and [`validate_manifest`], its pass/fail form) takes one
+//! parsed YAML/JSON object, routes it by `apiVersion`/`kind`, checks its shape
+//! against the generated CRD schema (every unknown field, wrong type,
+//! unsupported enum value and missing required field, each with its path),
+//! deserialises what is left, and runs the semantic checks of
+//! [`validate_nodepool`], [`validate_nodeclaim`] and the NodeClass validators,
+//! collecting every problem of the object in one run: a broken value is
+//! reported, then left out or stood in for, and is not reported again.
+//! Misspelt field names, enum values, kinds and label keys name what they
+//! were probably meant to be ("did you mean").
 //!
 //! Paths use `.` for fields, `[i]` for list items and `[key]` for map keys:
 //! `spec.template.spec.requirements[0].operator`,
@@ -17,7 +21,10 @@ mod label_keys;
 mod nodeclaim;
 mod nodeclass;
 mod nodepool;
+#[cfg(test)]
+mod report_tests;
 mod schema;
+mod suggest;
 #[cfg(test)]
 mod tests;
 
@@ -27,7 +34,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use label_keys::unknown_requirement_keys;
+pub use label_keys::{unknown_requirement_keys, unlikely_requirement_values};
 pub use nodeclaim::validate_nodeclaim;
 pub use nodeclass::{validate_aws_node_class, validate_azure_node_class, validate_gcp_node_class};
 pub use nodepool::validate_nodepool;
@@ -120,15 +127,69 @@ pub const KINDS: [&str; 5] = [
 
 const TOP_LEVEL_FIELDS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
 
+/// Everything [`check_manifest`] learns about one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestReport {
+    /// The object, typed, when it could be read at all. With errors, it is the object as far as
+    /// it could be read (unknown fields and broken values left out), for checks that still
+    /// make sense, such as warnings.
+    pub object: Option<ValidatedObject>,
+    /// Every problem: structure first (unknown fields, types, unsupported values, missing
+    /// fields; the fields of an object in the order of their names), then the semantic checks
+    /// of what could be read.
+    pub errors: Vec<FieldError>,
+    /// Paths whose value was left out or stood in for because of an error.
+    repaired: Vec<String>,
+}
+
+impl ManifestReport {
+    /// Whether the value at `path` (or a value around it) was left out or stood in for because
+    /// of a reported error, so that anything said about it would only repeat that error.
+    pub fn is_repaired(&self, path: &str) -> bool {
+        self.repaired.iter().any(|r| schema::within(path, r))
+    }
+
+    /// The warnings of the object (see [`unknown_requirement_keys`] and
+    /// [`unlikely_requirement_values`]), leaving out those about repaired values.
+    pub fn warnings(&self, carried: &dyn Fn(&str) -> bool) -> Vec<FieldError> {
+        let Some(ValidatedObject::NodePool(pool)) = &self.object else {
+            return Vec::new();
+        };
+        let mut warnings = unknown_requirement_keys(pool, carried);
+        warnings.extend(unlikely_requirement_values(pool));
+        warnings.retain(|w| !self.is_repaired(&w.path));
+        warnings
+    }
+}
+
 /// Validates one parsed manifest and returns it typed, or every problem found.
 pub fn validate_manifest(doc: &Value) -> Result<ValidatedObject, Vec<FieldError>> {
+    let report = check_manifest(doc);
+    match report.object {
+        Some(object) if report.errors.is_empty() => Ok(object),
+        _ if report.errors.is_empty() => Err(vec![FieldError::new("<root>", "cannot be read")]),
+        _ => Err(report.errors),
+    }
+}
+
+/// Checks one parsed manifest and reports every problem in one pass: an unknown field or a
+/// broken value is reported and left out, a missing required field is reported and stood in
+/// for, and the rest of the object is still checked (types, unsupported values, then the
+/// semantic checks of requirements, limits, budgets, durations, label keys...).
+pub fn check_manifest(doc: &Value) -> ManifestReport {
+    let fail = |errors| ManifestReport {
+        object: None,
+        errors,
+        repaired: Vec::new(),
+    };
     let Some(obj) = doc.as_object() else {
-        return Err(vec![FieldError::new(
+        return fail(vec![FieldError::new(
             "<root>",
             format!("expected an object, got {}", schema::type_name(doc)),
         )]);
     };
-    let mut errs = Vec::new();
+    let mut shape = schema::Shape::default();
+    let errs = &mut shape.errors;
 
     // Route by apiVersion and kind.
     let mut api_ok = false;
@@ -159,8 +220,9 @@ pub fn validate_manifest(doc: &Value) -> Result<ValidatedObject, Vec<FieldError>
                 errs.push(FieldError::new(
                     "kind",
                     format!(
-                        "unsupported kind {k:?}: expected one of {}",
-                        KINDS.join(", ")
+                        "unsupported kind {k:?}: expected one of {}{}",
+                        KINDS.join(", "),
+                        suggest::did_you_mean(k, KINDS)
                     ),
                 ));
                 None
@@ -175,53 +237,141 @@ pub fn validate_manifest(doc: &Value) -> Result<ValidatedObject, Vec<FieldError>
         }
     };
     let Some(kind) = kind.filter(|_| api_ok) else {
-        return Err(errs);
+        return fail(shape.errors);
     };
 
-    // Shape: top-level fields, metadata, then the spec against the CRD schema.
-    for key in obj.keys() {
+    // Shape: top-level fields, metadata, then the spec against the CRD schema. What is broken
+    // is reported, then left out or stood in for, so that the rest can still be checked.
+    let mut doc = doc.clone();
+    let Some(map) = doc.as_object_mut() else {
+        return fail(shape.errors);
+    };
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for key in keys {
         if !TOP_LEVEL_FIELDS.contains(&key.as_str()) {
-            errs.push(FieldError::new(key.clone(), "unknown field"));
+            let hint = suggest::did_you_mean(&key, TOP_LEVEL_FIELDS);
+            shape
+                .errors
+                .push(FieldError::new(key.clone(), format!("unknown field{hint}")));
+            map.remove(&key);
         }
     }
-    let mut doc = doc.clone();
-    match obj.get("metadata") {
+    match map.get("metadata") {
+        // A missing metadata is reported as a missing metadata.name by the semantic checks.
         None => {
-            // Reported as a missing metadata.name by the semantic checks.
-            doc["metadata"] = Value::Object(Default::default());
+            map.insert("metadata".into(), Value::Object(Default::default()));
         }
         Some(Value::Object(_)) => {}
-        Some(other) => errs.push(FieldError::new(
-            "metadata",
-            format!("expected object, got {}", schema::type_name(other)),
-        )),
+        Some(other) => {
+            shape.errors.push(FieldError::new(
+                "metadata",
+                format!("expected object, got {}", schema::type_name(other)),
+            ));
+            map.insert("metadata".into(), Value::Object(Default::default()));
+            shape.tainted.push("metadata".into());
+        }
     }
-    match obj.get("spec") {
-        None => errs.push(FieldError::new("spec", "required field is missing")),
-        Some(spec) => schema::check(spec, schema::spec_schema(kind), "spec", &mut errs),
-    }
-    if !errs.is_empty() {
-        return Err(errs);
+    let spec_schema = schema::spec_schema(kind);
+    match map.get_mut("spec") {
+        None => {
+            shape
+                .errors
+                .push(FieldError::new("spec", "required field is missing"));
+            map.insert("spec".into(), schema::placeholder(spec_schema));
+            shape.tainted.push("spec".into());
+        }
+        Some(spec) => {
+            if schema::check(spec, spec_schema, "spec", &mut shape) != schema::Verdict::Fine {
+                *spec = schema::placeholder(spec_schema);
+                shape.tainted.push("spec".into());
+            }
+        }
     }
 
-    // Typed checks.
-    match kind {
-        "NodePool" => typed(doc, validate_nodepool).map(ValidatedObject::NodePool),
-        "NodeClaim" => typed(doc, validate_nodeclaim).map(ValidatedObject::NodeClaim),
-        "AWSNodeClass" => typed(doc, validate_aws_node_class).map(ValidatedObject::AwsNodeClass),
-        "GCPNodeClass" => typed(doc, validate_gcp_node_class).map(ValidatedObject::GcpNodeClass),
-        _ => typed(doc, validate_azure_node_class).map(ValidatedObject::AzureNodeClass),
+    // Typed checks of what could be read.
+    let object = match kind {
+        "NodePool" => typed(doc, validate_nodepool, &mut shape).map(ValidatedObject::NodePool),
+        "NodeClaim" => typed(doc, validate_nodeclaim, &mut shape).map(ValidatedObject::NodeClaim),
+        "AWSNodeClass" => {
+            typed(doc, validate_aws_node_class, &mut shape).map(ValidatedObject::AwsNodeClass)
+        }
+        "GCPNodeClass" => {
+            typed(doc, validate_gcp_node_class, &mut shape).map(ValidatedObject::GcpNodeClass)
+        }
+        _ => typed(doc, validate_azure_node_class, &mut shape).map(ValidatedObject::AzureNodeClass),
+    };
+    ManifestReport {
+        object,
+        errors: shape.errors,
+        repaired: shape.tainted,
     }
 }
 
-/// Deserialises with paths, then runs the semantic checks.
+/// How many values deserialisation may leave out before giving up on the typed checks.
+const MAX_DESERIALISE_RETRIES: usize = 16;
+
+/// Deserialises with paths, then runs the semantic checks; problems already covered by the
+/// structural check are left out. A value serde rejects that the schema let through is
+/// reported, left out, and deserialisation tried again.
 fn typed<T: DeserializeOwned>(
-    doc: Value,
+    mut doc: Value,
     check: fn(&T) -> Vec<FieldError>,
-) -> Result<T, Vec<FieldError>> {
-    let obj: T = serde_path_to_error::deserialize(doc).map_err(|e| vec![serde_error(&e)])?;
-    let errs = check(&obj);
-    if errs.is_empty() { Ok(obj) } else { Err(errs) }
+    shape: &mut schema::Shape,
+) -> Option<T> {
+    for _ in 0..MAX_DESERIALISE_RETRIES {
+        let err = match serde_path_to_error::deserialize::<_, T>(&doc) {
+            Ok(obj) => {
+                let semantic: Vec<FieldError> = check(&obj)
+                    .into_iter()
+                    .filter(|e| !shape.covers(&e.path))
+                    .collect();
+                shape.errors.extend(semantic);
+                return Some(obj);
+            }
+            Err(err) => err,
+        };
+        let error = serde_error(&err);
+        let missing = error.reason == "required field is missing";
+        if !shape.covers(&error.path) {
+            shape.errors.push(error);
+        }
+        if missing {
+            return None;
+        }
+        let removed = remove_at(&mut doc, err.path())?;
+        shape.tainted.push(removed);
+    }
+    None
+}
+
+/// Removes the field that holds the value at `path` (the innermost object field on the way),
+/// returning its path; `None` when there is none.
+fn remove_at(doc: &mut Value, path: &serde_path_to_error::Path) -> Option<String> {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let last_field = segments
+        .iter()
+        .rposition(|s| matches!(s, Segment::Map { .. }))?;
+    let mut parent = &mut *doc;
+    let mut shown = String::new();
+    for seg in &segments[..last_field] {
+        match seg {
+            Segment::Seq { index } => {
+                parent = parent.get_mut(*index)?;
+                shown.push_str(&format!("[{index}]"));
+            }
+            Segment::Map { key } => {
+                parent = parent.get_mut(key.as_str())?;
+                shown = fields::field(&shown, key);
+            }
+            _ => return None,
+        }
+    }
+    let Segment::Map { key } = segments[last_field] else {
+        return None;
+    };
+    parent.as_object_mut()?.remove(key.as_str())?;
+    Some(fields::field(&shown, key))
 }
 
 /// Turns a deserialisation error into a [`FieldError`] at the failing path.

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::FieldError;
 use super::fields::{field, index, key};
+use super::suggest::did_you_mean;
 
 /// The JSON type of a value, as named in schemas.
 pub(crate) fn type_name(v: &Value) -> &'static str {
@@ -49,33 +50,104 @@ pub(crate) fn spec_schema(kind: &str) -> &'static JSONSchemaProps {
     &schemas[kind]
 }
 
-/// Checks `value` against `schema`, appending every problem under `path`.
+/// What the structural check found: the problems, and the paths whose values were removed or
+/// replaced by a placeholder so that the rest of the object can still be checked.
+#[derive(Debug, Default)]
+pub(crate) struct Shape {
+    /// Every structural problem (fields in the order of their names).
+    pub(crate) errors: Vec<FieldError>,
+    /// Paths whose value was removed (unknown fields, wrong types, unsupported values) or
+    /// filled with a placeholder (missing required fields). Later checks say nothing at or
+    /// under them: the problem there is already reported.
+    pub(crate) tainted: Vec<String>,
+}
+
+impl Shape {
+    fn error(&mut self, path: &str, reason: impl Into<String>) {
+        self.errors.push(FieldError::new(path, reason));
+    }
+
+    /// Whether a problem at `path` is already covered: reported at the same path, or at or
+    /// under a tainted path.
+    pub(crate) fn covers(&self, path: &str) -> bool {
+        self.errors.iter().any(|e| e.path == path) || self.tainted.iter().any(|t| within(path, t))
+    }
+}
+
+/// Whether `path` is `parent` or lies under it (`parent.x`, `parent[0]`).
+pub(crate) fn within(path: &str, parent: &str) -> bool {
+    path.strip_prefix(parent)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
+}
+
+/// A value of `schema`'s type that deserialises: required fields filled in, the first enum
+/// value, zero, empty. It stands in for a missing or broken required value, so that the other
+/// fields of the object can still be checked; its path is tainted.
+pub(crate) fn placeholder(schema: &JSONSchemaProps) -> Value {
+    if let Some(first) = schema.enum_.as_ref().and_then(|e| e.first()) {
+        return first.0.clone();
+    }
+    if schema.x_kubernetes_int_or_string == Some(true) {
+        return Value::from(0);
+    }
+    match schema.type_.as_deref() {
+        Some("object") | None if schema.x_kubernetes_preserve_unknown_fields == Some(true) => {
+            Value::Object(Default::default())
+        }
+        Some("object") => {
+            let mut map = serde_json::Map::new();
+            if let Some(props) = &schema.properties {
+                for required in schema.required.iter().flatten() {
+                    if let Some(sub) = props.get(required) {
+                        map.insert(required.clone(), placeholder(sub));
+                    }
+                }
+            }
+            Value::Object(map)
+        }
+        Some("array") => Value::Array(Vec::new()),
+        Some("string") => Value::String(String::new()),
+        Some("integer") | Some("number") => Value::from(0),
+        Some("boolean") => Value::Bool(false),
+        _ => Value::Null,
+    }
+}
+
+/// Checks `value` against `schema`, recording every problem under `path` in `shape`.
+///
+/// Problems inside the value are repaired in place so the object can still be deserialised and
+/// checked further: unknown fields are removed, broken optional fields removed, broken
+/// required fields and list items replaced by a [`placeholder`], missing required fields
+/// filled in. The [`Verdict`] says whether the value itself is broken; the caller removes or
+/// replaces it.
 pub(crate) fn check(
-    value: &Value,
+    value: &mut Value,
     schema: &JSONSchemaProps,
     path: &str,
-    errs: &mut Vec<FieldError>,
-) {
+    shape: &mut Shape,
+) -> Verdict {
     if value.is_null() {
         if schema.nullable != Some(true) {
-            errs.push(FieldError::new(path, "must not be null"));
+            shape.error(path, "must not be null");
+            return Verdict::Broken;
         }
-        return;
+        return Verdict::Fine;
     }
     if schema.x_kubernetes_preserve_unknown_fields == Some(true) {
-        return;
+        return Verdict::Fine;
     }
     if schema.x_kubernetes_int_or_string == Some(true) {
         if !matches!(value, Value::String(_) | Value::Number(_)) {
-            errs.push(FieldError::new(
+            shape.error(
                 path,
                 format!("expected integer or string, got {}", type_name(value)),
-            ));
+            );
+            return Verdict::Broken;
         }
-        return;
+        return Verdict::Fine;
     }
     let Some(expected) = schema.type_.as_deref() else {
-        return;
+        return Verdict::Fine;
     };
     let actual = type_name(value);
     let type_ok = match expected {
@@ -83,42 +155,112 @@ pub(crate) fn check(
         other => other == actual,
     };
     if !type_ok {
-        errs.push(FieldError::new(
+        shape.error(path, format!("expected {expected}, got {actual}"));
+        return Verdict::Broken;
+    }
+    if let Some(allowed) = &schema.enum_
+        && !allowed.iter().any(|a| a.0 == *value)
+    {
+        let names: Vec<String> = allowed
+            .iter()
+            .map(|a| match &a.0 {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        let shown = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let list = names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let hint = did_you_mean(&shown, names.iter().map(String::as_str));
+        shape.error(
             path,
-            format!("expected {expected}, got {actual}"),
-        ));
-        return;
+            format!("unknown variant `{shown}`, expected one of {list}{hint}"),
+        );
+        return Verdict::Unsupported;
     }
     match value {
         Value::Object(map) => {
             if let Some(props) = &schema.properties {
-                for (k, v) in map {
-                    match props.get(k) {
-                        Some(sub) => check(v, sub, &field(path, k), errs),
-                        None => errs.push(FieldError::new(field(path, k), "unknown field")),
+                let keys: Vec<String> = map.keys().cloned().collect();
+                for k in keys {
+                    let p = field(path, &k);
+                    let Some(sub) = props.get(&k) else {
+                        let hint = did_you_mean(&k, props.keys().map(String::as_str));
+                        shape.error(&p, format!("unknown field{hint}"));
+                        map.remove(&k);
+                        continue;
+                    };
+                    let Some(v) = map.get_mut(&k) else { continue };
+                    let required = schema.required.iter().flatten().any(|r| *r == k);
+                    match check(v, sub, &p, shape) {
+                        Verdict::Fine => continue,
+                        // A required string with an unsupported value is kept: the semantic
+                        // check of the same field (if any) is then silenced by the path.
+                        Verdict::Unsupported if required => {}
+                        Verdict::Broken if required => *v = placeholder(sub),
+                        _ => {
+                            map.remove(&k);
+                        }
                     }
+                    shape.tainted.push(p);
                 }
                 for required in schema.required.iter().flatten() {
                     if !map.contains_key(required) {
-                        errs.push(FieldError::new(
-                            field(path, required),
-                            "required field is missing",
-                        ));
+                        let p = field(path, required);
+                        shape.error(&p, "required field is missing");
+                        if let Some(sub) = props.get(required) {
+                            map.insert(required.clone(), placeholder(sub));
+                        }
+                        shape.tainted.push(p);
                     }
                 }
             } else if let Some(JSONSchemaPropsOrBool::Schema(sub)) = &schema.additional_properties {
-                for (k, v) in map {
-                    check(v, sub, &key(path, k), errs);
+                let keys: Vec<String> = map.keys().cloned().collect();
+                for k in keys {
+                    let p = key(path, &k);
+                    if let Some(v) = map.get_mut(&k)
+                        && check(v, sub, &p, shape) != Verdict::Fine
+                    {
+                        map.remove(&k);
+                        shape.tainted.push(p);
+                    }
                 }
             }
         }
         Value::Array(items) => {
             if let Some(JSONSchemaPropsOrArray::Schema(sub)) = &schema.items {
-                for (i, v) in items.iter().enumerate() {
-                    check(v, sub, &index(path, i), errs);
+                for (i, v) in items.iter_mut().enumerate() {
+                    let p = index(path, i);
+                    match check(v, sub, &p, shape) {
+                        Verdict::Fine => {}
+                        Verdict::Unsupported => shape.tainted.push(p),
+                        Verdict::Broken => {
+                            // Replaced, not removed: later items keep their index in messages.
+                            *v = placeholder(sub);
+                            shape.tainted.push(p);
+                        }
+                    }
                 }
             }
         }
         _ => {}
     }
+    Verdict::Fine
+}
+
+/// Whether a value fits its schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// It fits (problems inside it, if any, were recorded and repaired).
+    Fine,
+    /// Wrong type or null: it cannot be read at all.
+    Broken,
+    /// The right type, but not one of the schema's enum values.
+    Unsupported,
 }

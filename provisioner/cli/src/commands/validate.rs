@@ -4,8 +4,7 @@ use std::io::Write;
 
 use std::collections::BTreeSet;
 
-use quartermaster_policies::validate::unknown_requirement_keys;
-use quartermaster_policies::{ValidatedObject, validate_manifest};
+use quartermaster_policies::validate::check_manifest;
 use quartermaster_pricing::Catalog;
 
 use crate::cli::ValidateArgs;
@@ -45,19 +44,14 @@ pub fn run(args: &ValidateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
             for note in &document.notes {
                 writeln!(err, "{file}: note: {note}")?;
             }
-            match validate_manifest(&document.value) {
-                Err(errors) => {
-                    for error in errors {
-                        writeln!(out, "{file}: {what}: {error}")?;
-                        problems += 1;
-                    }
-                }
-                Ok(ValidatedObject::NodePool(pool)) => {
-                    for warning in unknown_requirement_keys(&pool, &|k| carried.contains(k)) {
-                        writeln!(err, "{file}: {what}: warning: {warning}")?;
-                    }
-                }
-                Ok(_) => {}
+            // Every problem of the object in one run, and the warnings about what could be read.
+            let report = check_manifest(&document.value);
+            for error in &report.errors {
+                writeln!(out, "{file}: {what}: {error}")?;
+                problems += 1;
+            }
+            for warning in report.warnings(&|k| carried.contains(k)) {
+                writeln!(err, "{file}: {what}: warning: {warning}")?;
             }
         }
     }
