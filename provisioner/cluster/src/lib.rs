@@ -73,17 +73,45 @@ pub fn snapshot_with_resources(
     catalog: &Catalog,
     resources: ResourceTable,
 ) -> Result<Ingested, ClusterError> {
-    ingest_into(objects, Some(catalog), resources)
+    ingest_into(objects, Some(catalog), resources, None)
+}
+
+/// [`snapshot_with_catalog`] for a cluster in `region` (`plan --region`).
+///
+/// Where each NodePool buys: its NodeClass's region (`spec.region`, an AzureNodeClass's
+/// `spec.location`); without one, `region` when the catalog has offerings of the pool's cloud
+/// there; otherwise the catalog's default region of that cloud
+/// ([`Catalog::default_region`]), with a note. `None` is "the cluster's region is not known":
+/// the default region. A `region` that no cloud of the catalog has is an error on the first
+/// NodePool that would use it.
+pub fn snapshot_in_region(
+    objects: &[Value],
+    catalog: &Catalog,
+    region: Option<&str>,
+) -> Result<Ingested, ClusterError> {
+    ingest_into(objects, Some(catalog), ResourceTable::default(), region)
+}
+
+/// [`snapshot_with_resources`] for a cluster in `region` (the controller's `--region`); see
+/// [`snapshot_in_region`] for how the region is chosen per NodePool.
+pub fn snapshot_with_resources_in_region(
+    objects: &[Value],
+    catalog: &Catalog,
+    resources: ResourceTable,
+    region: Option<&str>,
+) -> Result<Ingested, ClusterError> {
+    ingest_into(objects, Some(catalog), resources, region)
 }
 
 fn ingest(objects: &[Value], catalog: Option<&Catalog>) -> Result<Ingested, ClusterError> {
-    ingest_into(objects, catalog, ResourceTable::default())
+    ingest_into(objects, catalog, ResourceTable::default(), None)
 }
 
 fn ingest_into(
     objects: &[Value],
     catalog: Option<&Catalog>,
     resources: ResourceTable,
+    cluster_region: Option<&str>,
 ) -> Result<Ingested, ClusterError> {
     let mut notes = Vec::new();
     let inventory = Inventory::sort(objects, &mut notes)?;
@@ -133,6 +161,7 @@ fn ingest_into(
             id,
             pool,
             node_class.as_ref().map(Option::as_deref),
+            cluster_region,
             catalog,
             &mut snapshot.resources,
             &mut notes,

@@ -51,15 +51,21 @@ pub(crate) fn node_class_regions(objects: &[Value]) -> BTreeMap<(String, String)
     out
 }
 
-/// Where a NodePool's nodes may be bought: the NodeClass's region, else the catalog's only
-/// region for the cloud. A region the catalog has no offerings in is an error naming the
-/// regions it has. `None`: no restriction (no catalog, or several regions and none chosen).
+/// Where a NodePool's nodes may be bought: the NodeClass's region; else the cluster's region
+/// (`cluster_region`: `plan --region`, the controller's `--region`) when the catalog has
+/// offerings of the pool's cloud there; else the catalog's default region of the cloud
+/// ([`Catalog::default_region`]), with a note. A NodeClass region the catalog has no offerings
+/// of the cloud in is an error naming the regions it has, and so is a cluster region that no
+/// cloud of the catalog has. `None`: no restriction (no catalog, or several regions and no
+/// default).
+#[allow(clippy::too_many_arguments)]
 fn pool_region(
     pool_id: &str,
     pool: &str,
     cloud: Cloud,
     class: (&str, &str),
     class_region: Option<&str>,
+    cluster_region: Option<&str>,
     catalog: Option<&Catalog>,
     notes: &mut Vec<String>,
 ) -> Result<Option<String>, ClusterError> {
@@ -72,10 +78,7 @@ fn pool_region(
     let Some(catalog) = catalog else {
         return Ok(class_region.map(str::to_owned));
     };
-    let regions: BTreeSet<&str> = catalog
-        .for_cloud(cloud)
-        .flat_map(|t| t.offerings.iter().map(|o| o.region.as_str()))
-        .collect();
+    let regions: BTreeSet<&str> = catalog.regions(cloud);
     let list = || regions.iter().copied().collect::<Vec<_>>().join(", ");
     match class_region {
         Some(r) if regions.contains(r) => Ok(Some(r.to_owned())),
@@ -93,25 +96,60 @@ fn pool_region(
                 }
             ),
         )),
-        None if regions.len() == 1 => {
-            let r = regions.iter().next().copied().unwrap_or_default();
-            notes.push(format!(
-                "NodePool {pool}: no region from {kind} {class_name}; using the catalog's {cloud} region {r}"
-            ));
-            Ok(Some(r.to_owned()))
+        None => {
+            let default = catalog.default_region(cloud);
+            match cluster_region {
+                Some(r) if regions.contains(r) => {
+                    notes.push(format!(
+                        "NodePool {pool}: no region from {kind} {class_name}; using the cluster region {r}"
+                    ));
+                    return Ok(Some(r.to_owned()));
+                }
+                Some(r) if !Cloud::ALL.iter().any(|c| catalog.regions(*c).contains(r)) => {
+                    return Err(ClusterError::invalid(
+                        pool_id,
+                        "spec.template.spec.nodeClassRef",
+                        format!(
+                            "no region from {kind} {class_name}, and the cluster region {r:?} has no offerings of any cloud in the catalog; its {cloud} regions: {}",
+                            if regions.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                list()
+                            }
+                        ),
+                    ));
+                }
+                Some(r) => {
+                    // A region of another cloud: this pool buys in its own cloud's default.
+                    if let Some(d) = default {
+                        notes.push(format!(
+                            "NodePool {pool}: no region from {kind} {class_name}, and the cluster region {r} has no {cloud} offerings; using the catalog's default {cloud} region {d}"
+                        ));
+                    }
+                }
+                None => {
+                    if let Some(d) = default {
+                        notes.push(format!(
+                            "NodePool {pool}: no region from {kind} {class_name}; using the catalog's default {cloud} region {d}"
+                        ));
+                    }
+                }
+            }
+            Ok(default.map(str::to_owned))
         }
-        None => Ok(None),
     }
 }
 
 /// Converts a NodePool. Resource limits are registered in `table` (a limit on a resource with no
 /// spare slot is dropped with a note); `usage` is filled in later from the pool's nodes.
 /// `node_class` is the referenced NodeClass's region when the NodeClass was given (`Some(None)`:
-/// given, no region); the pool's nodes are restricted to that region (see [`pool_region`]).
+/// given, no region); the pool's nodes are restricted to that region, else to the cluster's
+/// region or the catalog's default (see [`pool_region`]).
 pub(crate) fn node_pool(
     id: &str,
     pool: &NodePool,
     node_class: Option<Option<&str>>,
+    cluster_region: Option<&str>,
     catalog: Option<&Catalog>,
     table: &mut ResourceTable,
     notes: &mut Vec<String>,
@@ -144,6 +182,7 @@ pub(crate) fn node_pool(
         cloud,
         (&class.kind, &class.name),
         node_class.flatten(),
+        cluster_region,
         catalog,
         notes,
     )?;
@@ -347,25 +386,100 @@ spec:
         assert!(!in_region(pool, "us-east-1"));
     }
 
+    /// g5.xlarge in us-east-1 (the default) and eu-west-1; a GCP type in us-central1.
+    fn regional_catalog() -> quartermaster_pricing::Catalog {
+        let text = r#"cloud = "aws"
+region = "us-east-1"
+default_region = "us-east-1"
+
+[[instance_type]]
+name = "g5.xlarge"
+family = "g5"
+vcpu = 4
+memory_mib = 16384
+arch = "amd64"
+max_pods = 58
+zones = ["us-east-1a"]
+on_demand = { price = 1.006, source = "t", as_of = 2026-11-30 }
+
+[[instance_type.regions]]
+region = "eu-west-1"
+zones = ["eu-west-1a"]
+on_demand = { price = 1.123, source = "t", as_of = 2026-11-30 }
+
+[[instance_type]]
+cloud = "gcp"
+region = "us-central1"
+name = "g2-standard-4"
+family = "g2"
+vcpu = 4
+memory_mib = 16384
+arch = "amd64"
+max_pods = 110
+zones = ["us-central1-a"]
+on_demand = { price = 0.7, source = "t", as_of = 2026-11-30 }
+"#;
+        let file = quartermaster_pricing::Catalog::parse("t.toml", text).unwrap();
+        quartermaster_pricing::Catalog::default().with_override(file)
+    }
+
+    fn regional(yaml_region: &str, cluster: Option<&str>) -> Result<crate::Ingested, String> {
+        let objects = crate::testing::objects(&REGION_POOL.replace("REGION", yaml_region));
+        crate::snapshot_in_region(&objects, &regional_catalog(), cluster).map_err(|e| e.to_string())
+    }
+
     #[test]
-    fn without_a_region_the_catalog_region_is_used_and_an_unknown_one_is_an_error() {
-        let catalog = quartermaster_pricing::Catalog::embedded();
-        let objects = crate::testing::objects(&REGION_POOL.replace("REGION", ""));
-        let ingested = crate::snapshot_with_catalog(&objects, &catalog).unwrap();
+    fn without_a_region_the_default_region_is_used_and_an_unknown_one_is_an_error() {
+        let ingested = regional("", None).unwrap();
         assert!(in_region(&ingested.snapshot.node_pools[0], "us-east-1"));
-        assert!(!in_region(&ingested.snapshot.node_pools[0], "us-west-2"));
+        assert!(!in_region(&ingested.snapshot.node_pools[0], "eu-west-1"));
         assert!(
             ingested.notes.iter().any(|n| n
-                == "NodePool west: no region from AWSNodeClass west; using the catalog's aws region us-east-1"),
+                == "NodePool west: no region from AWSNodeClass west; using the catalog's default aws region us-east-1"),
             "{:?}",
             ingested.notes
         );
+        // The plain entry points use the default region too.
+        let objects = crate::testing::objects(&REGION_POOL.replace("REGION", ""));
+        let plain = crate::snapshot_with_catalog(&objects, &regional_catalog()).unwrap();
+        assert!(!in_region(&plain.snapshot.node_pools[0], "eu-west-1"));
 
-        let objects = crate::testing::objects(&REGION_POOL.replace("REGION", "region: eu-west-3"));
-        let e = crate::snapshot_with_catalog(&objects, &catalog).unwrap_err();
+        let e = regional("region: eu-west-3", None).unwrap_err();
         assert_eq!(
-            e.to_string(),
-            "NodePool/west: spec.template.spec.nodeClassRef: AWSNodeClass west spec.region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: us-east-1 (pass a catalog with offerings in \"eu-west-3\", or change the region)"
+            e,
+            "NodePool/west: spec.template.spec.nodeClassRef: AWSNodeClass west spec.region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: eu-west-1, us-east-1 (pass a catalog with offerings in \"eu-west-3\", or change the region)"
+        );
+    }
+
+    #[test]
+    fn the_cluster_region_applies_when_the_node_class_names_none() {
+        let ingested = regional("", Some("eu-west-1")).unwrap();
+        let pool = &ingested.snapshot.node_pools[0];
+        assert!(in_region(pool, "eu-west-1") && !in_region(pool, "us-east-1"));
+        assert!(
+            ingested.notes.iter().any(|n| n
+                == "NodePool west: no region from AWSNodeClass west; using the cluster region eu-west-1"),
+            "{:?}",
+            ingested.notes
+        );
+        // The NodeClass's own region wins.
+        let ingested = regional("region: us-east-1", Some("eu-west-1")).unwrap();
+        assert!(in_region(&ingested.snapshot.node_pools[0], "us-east-1"));
+        // A region of another cloud: this pool keeps its cloud's default, with a note.
+        let ingested = regional("", Some("us-central1")).unwrap();
+        assert!(in_region(&ingested.snapshot.node_pools[0], "us-east-1"));
+        assert!(
+            ingested.notes.iter().any(|n| n.contains(
+                "the cluster region us-central1 has no aws offerings; using the catalog's default aws region us-east-1"
+            )),
+            "{:?}",
+            ingested.notes
+        );
+        // A region no cloud has.
+        let e = regional("", Some("mars-north-7")).unwrap_err();
+        assert_eq!(
+            e,
+            "NodePool/west: spec.template.spec.nodeClassRef: no region from AWSNodeClass west, and the cluster region \"mars-north-7\" has no offerings of any cloud in the catalog; its aws regions: eu-west-1, us-east-1"
         );
     }
 

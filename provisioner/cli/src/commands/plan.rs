@@ -39,8 +39,9 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
             objects.push(document.value);
         }
     }
-    let ingested = quartermaster_cluster::snapshot_with_catalog(&objects, &catalog)
-        .map_err(|e| with_file(e, &objects, &sources))?;
+    let ingested =
+        quartermaster_cluster::snapshot_in_region(&objects, &catalog, args.region.as_deref())
+            .map_err(|e| with_file(e, &objects, &sources))?;
     let plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, chrono::Utc::now());
     let mut notes = read_notes;
     notes.extend(ingested.notes);

@@ -186,7 +186,9 @@ pub fn build(s: &Scenario) -> Result<World, SimulationError> {
             "spec": w.spec,
         }));
     }
-    let ingested = quartermaster_cluster::snapshot_from_objects(&objects)
+    // NodePools buy in their NodeClass's region, else in the catalog's default region of their
+    // cloud (a scenario describes one cluster; it has no region of its own).
+    let ingested = quartermaster_cluster::snapshot_in_region(&objects, &s.catalog, None)
         .map_err(|e| origins.error(file, e))?;
     let snapshot = ingested.snapshot;
     let mut templates = Vec::new();
