@@ -4,6 +4,7 @@
 //! [`ClusterSnapshot`] first; the [`Plan`] it returns is a value that other code executes.
 
 pub mod bound;
+pub mod explain;
 mod pack;
 pub mod plan;
 pub mod pod;

@@ -2,4 +2,5 @@
 
 mod constraints;
 mod cost;
+mod explain;
 pub(crate) mod fixtures;

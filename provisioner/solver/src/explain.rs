@@ -1,0 +1,407 @@
+//! Why a pod goes where the plan puts it: every candidate offering (NodePool × instance type ×
+//! zone × capacity type) with its price and the first reason it was not the choice.
+//!
+//! Pure, like [`crate::solve`]: the plan is solved once and each candidate is checked against
+//! the same facts the packer uses (availability, the pool's requirements and taints, the pod's
+//! node selector and affinity, room after DaemonSets, the pool's limits).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use quartermaster_policies::Requirements;
+use quartermaster_pricing::{CapacityType, Catalog, InstanceType, Offering};
+
+use crate::pack::shapes::{daemonset_overhead, to_resources};
+use crate::pod::{Pod, PodRef, tolerates_all};
+use crate::snapshot::{ClusterSnapshot, NodePoolSpec, OfferingKey};
+use crate::{NODEPOOL_LABEL, Plan};
+
+/// Where the plan puts the pod.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// On a node to buy.
+    NewNode {
+        /// Its NodePool.
+        node_pool: String,
+        /// Instance type.
+        instance_type: String,
+        /// Zone.
+        zone: String,
+        /// Capacity type.
+        capacity_type: CapacityType,
+        /// Dollars per hour.
+        price_per_hour: f64,
+        /// How many pods the node holds, this one included.
+        pods: usize,
+    },
+    /// On a node that exists or is already launching, at no added cost.
+    Existing {
+        /// Node (or NodeClaim) name.
+        node: String,
+    },
+    /// Nowhere.
+    Unschedulable {
+        /// The solver's reason.
+        reason: String,
+    },
+}
+
+/// Why a candidate offering is not the choice.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// The plan's choice.
+    Chosen,
+    /// It could hold the pod, and costs this much more per hour than the choice.
+    MoreExpensive {
+        /// Dollars per hour above the choice.
+        by_per_hour: f64,
+    },
+    /// It could hold the pod and is cheaper alone, but the plan shares the chosen node with
+    /// other pods, which costs less in all.
+    CheaperAlone {
+        /// Pods that share the chosen node.
+        shared_with: usize,
+    },
+    /// It cannot hold the pod.
+    Rejected(Rejection),
+}
+
+/// What rules a candidate out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rejection {
+    /// The offering is marked unavailable (a recent insufficient-capacity error) or not offered.
+    Unavailable {
+        /// Which of the two.
+        detail: String,
+    },
+    /// The NodePool's requirements exclude it.
+    PoolRequirement {
+        /// The requirement, and what the node would carry.
+        detail: String,
+    },
+    /// The pod does not tolerate one of the pool's taints.
+    Taint {
+        /// The taint.
+        taint: String,
+    },
+    /// The pod's node selector / required node affinity does not match the node's labels.
+    NodeSelector {
+        /// The first requirement that fails, and what the node would carry.
+        detail: String,
+    },
+    /// Too little of one resource.
+    Resources {
+        /// Resource name.
+        resource: String,
+        /// What the pod requests.
+        requested: String,
+        /// What a node of this type has for pods (allocatable minus DaemonSets).
+        available: String,
+    },
+    /// A NodePool limit (`limits`, `limits.nodes`, `maxHourlyCost`) would be exceeded.
+    Limit {
+        /// Which limit, and by what.
+        detail: String,
+    },
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unavailable { detail } => write!(f, "unavailable: {detail}"),
+            Self::PoolRequirement { detail } => write!(f, "NodePool requirement: {detail}"),
+            Self::Taint { taint } => write!(f, "taint {taint} not tolerated"),
+            Self::NodeSelector { detail } => write!(f, "node selector / affinity: {detail}"),
+            Self::Resources {
+                resource,
+                requested,
+                available,
+            } => write!(
+                f,
+                "{resource}: requests {requested}, a node has {available} for pods"
+            ),
+            Self::Limit { detail } => write!(f, "NodePool limit: {detail}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Chosen => f.write_str("chosen"),
+            Self::MoreExpensive { by_per_hour } => {
+                write!(
+                    f,
+                    "more expensive than the choice by ${by_per_hour:.4}/hour"
+                )
+            }
+            Self::CheaperAlone { shared_with } => write!(
+                f,
+                "cheaper alone, but the choice is shared with {shared_with} other pod(s), which costs less in all"
+            ),
+            Self::Rejected(r) => r.fmt(f),
+        }
+    }
+}
+
+/// One candidate offering.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// NodePool.
+    pub node_pool: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// Capacity type.
+    pub capacity_type: CapacityType,
+    /// Dollars per hour.
+    pub price_per_hour: f64,
+    /// Why it is or is not the choice.
+    pub verdict: Verdict,
+}
+
+/// The answer of [`explain`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explanation {
+    /// The pod.
+    pub pod: PodRef,
+    /// Where the plan puts it.
+    pub outcome: Outcome,
+    /// Every offering of every NodePool's cloud: the choice first, then those that could hold
+    /// the pod by price, then the rejected ones by price.
+    pub candidates: Vec<Candidate>,
+}
+
+/// Explains the plan's decision for `pod`, one of `snapshot.pending`. `None` when the snapshot
+/// has no such pending pod.
+pub fn explain(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    now: DateTime<Utc>,
+    pod: &PodRef,
+) -> Option<Explanation> {
+    let subject = snapshot.pending.iter().find(|p| &p.id == pod)?;
+    let plan = crate::solve(snapshot, catalog, now);
+    let outcome = outcome(&plan, pod);
+    let mut candidates = Vec::new();
+    for pool in &snapshot.node_pools {
+        for it in catalog.for_cloud(pool.cloud) {
+            for o in &it.offerings {
+                let rejection = reject(snapshot, pool, it, o, subject).err();
+                let verdict = match (rejection, &outcome) {
+                    (Some(r), _) => Verdict::Rejected(r),
+                    (None, Outcome::NewNode { .. }) if is_choice(&outcome, pool, it, o) => {
+                        Verdict::Chosen
+                    }
+                    (
+                        None,
+                        Outcome::NewNode {
+                            price_per_hour,
+                            pods,
+                            ..
+                        },
+                    ) if o.price_per_hour < *price_per_hour => Verdict::CheaperAlone {
+                        shared_with: pods.saturating_sub(1),
+                    },
+                    (
+                        None,
+                        Outcome::NewNode {
+                            price_per_hour: chosen,
+                            ..
+                        },
+                    ) => Verdict::MoreExpensive {
+                        by_per_hour: o.price_per_hour - chosen,
+                    },
+                    (None, _) => Verdict::MoreExpensive {
+                        by_per_hour: o.price_per_hour,
+                    },
+                };
+                candidates.push(Candidate {
+                    node_pool: pool.name.clone(),
+                    instance_type: it.name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                    price_per_hour: o.price_per_hour,
+                    verdict,
+                });
+            }
+        }
+    }
+    let rank = |v: &Verdict| match v {
+        Verdict::Chosen => 0,
+        Verdict::CheaperAlone { .. } | Verdict::MoreExpensive { .. } => 1,
+        Verdict::Rejected(_) => 2,
+    };
+    candidates.sort_by(|a, b| {
+        rank(&a.verdict)
+            .cmp(&rank(&b.verdict))
+            .then(a.price_per_hour.total_cmp(&b.price_per_hour))
+            .then_with(|| a.node_pool.cmp(&b.node_pool))
+            .then_with(|| a.instance_type.cmp(&b.instance_type))
+            .then_with(|| a.zone.cmp(&b.zone))
+    });
+    Some(Explanation {
+        pod: pod.clone(),
+        outcome,
+        candidates,
+    })
+}
+
+/// The most frequent rejection reasons among the candidates, for an `Unschedulable` event:
+/// `"12 × taint nvidia.com/gpu:NoSchedule not tolerated; 3 × …"`, at most `top` of them.
+pub fn top_reasons(explanation: &Explanation, top: usize) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &explanation.candidates {
+        if let Verdict::Rejected(r) = &c.verdict {
+            *counts.entry(r.to_string()).or_default() += 1;
+        }
+    }
+    let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked
+        .into_iter()
+        .take(top)
+        .map(|(r, n)| format!("{n} × {r}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn outcome(plan: &Plan, pod: &PodRef) -> Outcome {
+    if let Some(n) = plan.new_nodes.iter().find(|n| n.pods.contains(pod)) {
+        return Outcome::NewNode {
+            node_pool: n.node_pool.clone(),
+            instance_type: n.offering.instance_type.clone(),
+            zone: n.offering.zone.clone(),
+            capacity_type: n.offering.capacity_type,
+            price_per_hour: n.offering.price_per_hour,
+            pods: n.pods.len(),
+        };
+    }
+    if let Some(e) = plan.existing.iter().find(|e| e.pods.contains(pod)) {
+        return Outcome::Existing {
+            node: e.node.clone(),
+        };
+    }
+    let reason = plan
+        .unschedulable
+        .iter()
+        .find(|u| &u.pod == pod)
+        .map(|u| u.reason.clone())
+        .unwrap_or_default();
+    Outcome::Unschedulable { reason }
+}
+
+fn is_choice(outcome: &Outcome, pool: &NodePoolSpec, it: &InstanceType, o: &Offering) -> bool {
+    matches!(outcome, Outcome::NewNode { node_pool, instance_type, zone, capacity_type, .. }
+        if *node_pool == pool.name && *instance_type == it.name && *zone == o.zone
+            && *capacity_type == o.capacity_type)
+}
+
+/// The first reason a node of this offering in this pool cannot hold `pod`, checked in the
+/// packer's order.
+fn reject(
+    snapshot: &ClusterSnapshot,
+    pool: &NodePoolSpec,
+    it: &InstanceType,
+    o: &Offering,
+    pod: &Pod,
+) -> Result<(), Rejection> {
+    let key = OfferingKey {
+        cloud: it.cloud,
+        instance_type: it.name.clone(),
+        zone: o.zone.clone(),
+        capacity_type: o.capacity_type,
+    };
+    if !o.available {
+        return Err(Rejection::Unavailable {
+            detail: "the catalog marks it not offered".into(),
+        });
+    }
+    if snapshot.unavailable.contains(&key) {
+        return Err(Rejection::Unavailable {
+            detail: "insufficient capacity recently; avoided for a while".into(),
+        });
+    }
+    let mut labels = it.offering_labels(o);
+    labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    labels.insert(NODEPOOL_LABEL.to_owned(), pool.name.clone());
+    if let Some(detail) = first_failure(&pool.requirements, &labels) {
+        return Err(Rejection::PoolRequirement { detail });
+    }
+    if let Err(taint) = tolerates_all(&pod.tolerations, &pool.taints) {
+        return Err(Rejection::Taint {
+            taint: taint.to_string(),
+        });
+    }
+    if !pod.node_terms.is_empty() && !pod.node_terms.iter().any(|t| t.matches(&labels)) {
+        let detail = pod
+            .node_terms
+            .iter()
+            .find_map(|t| first_failure(t, &labels))
+            .unwrap_or_default();
+        return Err(Rejection::NodeSelector { detail });
+    }
+    let table = &snapshot.resources;
+    let overhead = daemonset_overhead(&snapshot.daemonsets, &labels, pool);
+    let room = to_resources(table, &it.allocatable()).saturating_sub(&overhead);
+    if let Some(slot) = pod.requests.first_excess(&room) {
+        return Err(Rejection::Resources {
+            resource: table.name(slot).to_owned(),
+            requested: table.format(slot, pod.requests.get(slot)),
+            available: table.format(slot, room.get(slot)),
+        });
+    }
+    let capacity = to_resources(table, &it.capacity());
+    if let Some(limit) = pool.limits.nodes
+        && pool.usage.nodes + 1 > limit
+    {
+        return Err(Rejection::Limit {
+            detail: format!("nodes={limit} reached ({} in use)", pool.usage.nodes),
+        });
+    }
+    for slot in 0..table.len() {
+        let limit = pool.limits.resources.get(slot);
+        if limit == i64::MAX {
+            continue;
+        }
+        let after = pool
+            .usage
+            .resources
+            .get(slot)
+            .saturating_add(capacity.get(slot));
+        if after > limit {
+            return Err(Rejection::Limit {
+                detail: format!(
+                    "{}={} would be exceeded ({} in use, this node adds {})",
+                    table.name(slot),
+                    table.format(slot, limit),
+                    table.format(slot, pool.usage.resources.get(slot)),
+                    table.format(slot, capacity.get(slot)),
+                ),
+            });
+        }
+    }
+    if let Some(max) = pool.limits.max_hourly_cost
+        && pool.usage.hourly_cost + o.price_per_hour > max
+    {
+        return Err(Rejection::Limit {
+            detail: format!(
+                "maxHourlyCost ${max:.2} would be exceeded (${:.4} in use, this node adds ${:.4})",
+                pool.usage.hourly_cost, o.price_per_hour
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The first requirement of `reqs` the labels fail, with the label's value on the node.
+fn first_failure(reqs: &Requirements, labels: &BTreeMap<String, String>) -> Option<String> {
+    reqs.iter().find_map(|r| {
+        let value = labels.get(r.key()).map(String::as_str);
+        (!r.matches(value)).then(|| match value {
+            Some(v) => format!("{r} (the node would have {}={v})", r.key()),
+            None => format!("{r} (the node would not carry {})", r.key()),
+        })
+    })
+}
