@@ -2,7 +2,7 @@
 //! Karpenter v1 NodePools and EC2NodeClasses converted to their Quartermaster equivalents.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use quartermaster_policies::karpenter;
@@ -16,6 +16,23 @@ pub struct Document {
     pub value: Value,
     /// What was done to read it (a Karpenter conversion, fields with no equivalent).
     pub notes: Vec<String>,
+    /// The file it was read from (inside the directory when a directory was given; `-` for
+    /// standard input).
+    pub file: PathBuf,
+    /// Its position in that file, from 1 (the items of a `kind: List` each count as one).
+    pub index: usize,
+}
+
+impl Document {
+    /// How messages name the object: `Kind/name`, or `document N` when it has no kind (not a
+    /// Kubernetes object at all).
+    pub fn what(&self) -> String {
+        if self.value.get("kind").and_then(Value::as_str).is_some() {
+            describe(&self.value)
+        } else {
+            format!("document {}", self.index)
+        }
+    }
 }
 
 /// Reads every object in `path` (`-` is standard input). Empty documents are skipped and the
@@ -29,8 +46,8 @@ pub fn read_documents(path: &Path) -> anyhow::Result<Vec<Document>> {
 
 /// [`read_documents`] without the Karpenter conversion: the objects as written. A directory is
 /// read as `kubectl apply -f DIR` reads it: its `*.yaml`, `*.yml` and `*.json` files, sorted by
-/// name (not recursive).
-pub fn parse_documents_raw(path: &Path) -> anyhow::Result<Vec<Value>> {
+/// name (not recursive); each document names its own file.
+pub fn parse_documents_raw(path: &Path) -> anyhow::Result<Vec<Document>> {
     if path.is_dir() {
         let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
             .with_context(|| format!("{}: cannot read the directory", path.display()))?
@@ -49,11 +66,11 @@ pub fn parse_documents_raw(path: &Path) -> anyhow::Result<Vec<Value>> {
                 path.display()
             );
         }
-        let mut values = Vec::new();
+        let mut documents = Vec::new();
         for file in files {
-            values.extend(parse_documents_raw(&file)?);
+            documents.extend(parse_documents_raw(&file)?);
         }
-        return Ok(values);
+        return Ok(documents);
     }
     let text = if path == Path::new("-") {
         let mut text = String::new();
@@ -72,7 +89,17 @@ pub fn parse_documents_raw(path: &Path) -> anyhow::Result<Vec<Value>> {
             path.display()
         );
     }
-    parse_values(text).with_context(|| path.display().to_string())
+    let values = parse_values(text).with_context(|| path.display().to_string())?;
+    Ok(values
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| Document {
+            value,
+            notes: Vec::new(),
+            file: path.to_path_buf(),
+            index: i + 1,
+        })
+        .collect())
 }
 
 /// Whether `text` holds Go-template expressions outside comments (`{{ .Values.x }}`).
@@ -86,7 +113,18 @@ fn looks_like_helm_template(text: &str) -> bool {
 /// Parses multi-document YAML text into objects.
 #[cfg(test)]
 fn parse_documents(text: &str) -> anyhow::Result<Vec<Document>> {
-    Ok(parse_values(text)?.into_iter().map(converted).collect())
+    Ok(parse_values(text)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| {
+            converted(Document {
+                value,
+                notes: Vec::new(),
+                file: PathBuf::from("test.yaml"),
+                index: i + 1,
+            })
+        })
+        .collect())
 }
 
 fn parse_values(text: &str) -> anyhow::Result<Vec<Value>> {
@@ -120,12 +158,10 @@ fn push_expanded(value: Value, values: &mut Vec<Value>) {
 }
 
 /// A document, converted when it is a Karpenter NodePool or EC2NodeClass.
-fn converted(value: Value) -> Document {
-    let Some(c) = karpenter::convert(&value, None) else {
-        return Document {
-            value,
-            notes: Vec::new(),
-        };
+fn converted(document: Document) -> Document {
+    let value = &document.value;
+    let Some(c) = karpenter::convert(value, None) else {
+        return document;
     };
     let from = format!(
         "{} {}",
@@ -133,7 +169,7 @@ fn converted(value: Value) -> Document {
             .get("apiVersion")
             .and_then(Value::as_str)
             .unwrap_or(""),
-        describe(&value)
+        describe(value)
     );
     let mut notes = vec![format!(
         "{from} read as {} {} (`quartermaster import karpenter` writes the equivalent manifest)",
@@ -148,6 +184,7 @@ fn converted(value: Value) -> Document {
     Document {
         value: c.value,
         notes,
+        ..document
     }
 }
 
@@ -174,6 +211,35 @@ mod tests {
         let docs = parse_documents(text).unwrap();
         let names: Vec<String> = docs.iter().map(|d| describe(&d.value)).collect();
         assert_eq!(names, ["A/a", "B/b", "C/c"]);
+    }
+
+    #[test]
+    fn documents_know_their_file_and_position() {
+        let dir = std::env::temp_dir().join(format!("qm-manifests-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("a.yaml"),
+            "kind: A\nmetadata: {name: a}\n---\nplain text\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("b.yml"), "kind: B\nmetadata: {name: b}\n").unwrap();
+        let docs = read_documents(&dir).unwrap();
+        let seen: Vec<(String, usize, String)> = docs
+            .iter()
+            .map(|d| {
+                let file = d.file.file_name().unwrap().to_string_lossy().into_owned();
+                (file, d.index, d.what())
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a.yaml".to_owned(), 1, "A/a".to_owned()),
+                ("a.yaml".to_owned(), 2, "document 2".to_owned()),
+                ("b.yml".to_owned(), 1, "B/b".to_owned()),
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use clap::{Args, Subcommand};
 use quartermaster_policies::karpenter;
 use serde_json::Value;
 
-use crate::manifests::{describe, parse_documents_raw};
+use crate::manifests::parse_documents_raw;
 
 /// Arguments of `quartermaster import`.
 #[derive(Debug, Args)]
@@ -56,17 +56,23 @@ pub fn run(args: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyho
     let mut text = String::new();
     let mut converted = 0usize;
     for path in &args.files {
-        let file = path.display().to_string();
-        for value in parse_documents_raw(path)? {
-            let what = describe(&value);
+        for document in parse_documents_raw(path)? {
+            // Inside a directory, each document names its own file.
+            let file = document.file.display().to_string();
+            let what = document.what();
+            let value = document.value;
             let Some(c) = karpenter::convert(&value, args.region.as_deref()) else {
-                let api = value
-                    .get("apiVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let warning = format!(
-                    "{file}: {api} {what} is not a Karpenter v1 NodePool or EC2NodeClass; left out"
-                );
+                let warning = match value.get("apiVersion").and_then(Value::as_str) {
+                    _ if value.get("kind").and_then(Value::as_str).is_none() => format!(
+                        "{file}: {what}: no kind (is this a Kubernetes manifest?); left out"
+                    ),
+                    Some(api) => format!(
+                        "{file}: {api} {what} is not a Karpenter v1 NodePool or EC2NodeClass; left out"
+                    ),
+                    None => format!(
+                        "{file}: {what} (no apiVersion) is not a Karpenter v1 NodePool or EC2NodeClass; left out"
+                    ),
+                };
                 writeln!(err, "warning: {warning}")?;
                 text.push_str(&format!("{PREFIX} WARNING {warning}\n"));
                 continue;

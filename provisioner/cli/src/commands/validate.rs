@@ -8,7 +8,7 @@ use quartermaster_policies::validate::check_manifest;
 use quartermaster_pricing::Catalog;
 
 use crate::cli::ValidateArgs;
-use crate::manifests::{describe, read_documents};
+use crate::manifests::read_documents;
 
 pub fn run(args: &ValidateArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     let mut problems = 0usize;
@@ -40,9 +40,19 @@ pub fn run(args: &ValidateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
         }
         for document in documents {
             objects += 1;
-            let what = describe(&document.value);
+            // Inside a directory, each document names its own file.
+            let file = document.file.display();
+            let what = document.what();
             for note in &document.notes {
                 writeln!(err, "{file}: note: {note}")?;
+            }
+            if !is_object_like(&document.value) {
+                writeln!(
+                    out,
+                    "{file}: {what}: no kind (is this a Kubernetes manifest?)"
+                )?;
+                problems += 1;
+                continue;
             }
             // Every problem of the object in one run, and the warnings about what could be read.
             let report = check_manifest(&document.value);
@@ -56,10 +66,30 @@ pub fn run(args: &ValidateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
         }
     }
     if problems == 0 {
-        writeln!(err, "{objects} objects valid")?;
+        writeln!(err, "{} valid", count(objects, "object"))?;
         Ok(crate::EXIT_OK)
     } else {
-        writeln!(err, "{problems} problems in {objects} objects")?;
+        writeln!(
+            err,
+            "{} in {}",
+            count(problems, "problem"),
+            count(objects, "object")
+        )?;
         Ok(crate::EXIT_FAILURE)
+    }
+}
+
+/// Whether `value` looks like a Kubernetes object at all: a mapping with an `apiVersion` or a
+/// `kind` (text, a list or a mapping with neither is some other file).
+fn is_object_like(value: &serde_json::Value) -> bool {
+    value.get("apiVersion").is_some() || value.get("kind").is_some()
+}
+
+/// `1 object`, `2 objects`.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
