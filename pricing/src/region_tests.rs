@@ -206,3 +206,30 @@ fn the_embedded_catalog_names_a_default_region_per_cloud() {
         assert!(c.regions(cloud).contains(d), "{cloud}");
     }
 }
+
+#[test]
+fn neuron_chips_have_32_gib_and_the_p4d_outlier_spot_price_is_gone() {
+    let c = Catalog::embedded();
+    for name in [
+        "trn1.2xlarge",
+        "trn1.32xlarge",
+        "inf2.xlarge",
+        "inf2.48xlarge",
+    ] {
+        let t = c.get(Cloud::Aws, name).unwrap();
+        assert_eq!(t.accelerator.as_ref().unwrap().memory_mib, 32768, "{name}");
+    }
+    let p4d = c.get(Cloud::Aws, "p4d.24xlarge").unwrap();
+    assert!(
+        p4d.offerings
+            .iter()
+            .filter(|o| o.capacity_type == CapacityType::Spot)
+            .all(|o| o.price_per_hour > 4.0),
+        "no p4d.24xlarge spot offering below $4/hour"
+    );
+    assert!(
+        p4d.offerings
+            .iter()
+            .any(|o| o.zone == "us-east-1a" && o.capacity_type == CapacityType::OnDemand)
+    );
+}
