@@ -9,6 +9,7 @@ mod corpus_labels;
 mod corpus_workloads;
 mod crds;
 mod e2e;
+mod explain;
 mod fixtures;
 mod focus;
 mod labels;

@@ -66,6 +66,11 @@ pub enum Command {
     /// has a different effect and a warning for each one with no equivalent.
     /// Example: `quartermaster import karpenter -f nodepool.yaml --region us-west-2 -o qm.yaml`
     Import(crate::commands::import::ImportArgs),
+    /// Why a pod goes where the plan puts it: every candidate offering (NodePool × instance
+    /// type × zone × capacity type) with its price and the reason it was chosen or not.
+    ///
+    /// Example: `quartermaster explain pod default/train-0 -f workload.yaml -f nodepools.yaml`
+    Explain(crate::commands::explain::ExplainArgs),
 }
 
 /// A cloud provider for the controller.

@@ -11,6 +11,7 @@ mod cli;
 mod commands;
 mod manifests;
 mod output;
+mod workload;
 
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};

@@ -4,6 +4,7 @@ mod bench;
 mod catalog;
 mod controller;
 mod crds;
+pub mod explain;
 pub mod import;
 mod plan;
 pub mod report;
@@ -26,5 +27,6 @@ pub fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::R
         Command::Controller(args) => controller::run(&args, err),
         Command::Report(args) => report::run(&args, out, err),
         Command::Import(args) => import::run(&args, out, err),
+        Command::Explain(args) => explain::run(&args, out),
     }
 }

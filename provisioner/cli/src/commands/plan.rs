@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::catalog::load_catalog;
 use crate::cli::{PlanArgs, PlanFormat};
-use crate::manifests::read_documents;
 use crate::output::{Table, money};
+use crate::workload::load;
 
 /// Said when the input holds no pod to place, so an empty plan is not read as "all is well".
 const NO_WORKLOAD: &str = "no workload found: the input holds no pending pod (Pods, Deployments, \
@@ -24,26 +24,10 @@ const PODS_PER_CELL: usize = 4;
 
 pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow::Result<u8> {
     let catalog = load_catalog(args.catalog.as_deref())?;
-    let mut objects = Vec::new();
-    let mut sources: Vec<&std::path::Path> = Vec::new();
-    let mut read_notes = Vec::new();
-    for path in &args.files {
-        for document in read_documents(path)? {
-            sources.push(path);
-            read_notes.extend(
-                document
-                    .notes
-                    .into_iter()
-                    .map(|n| format!("{}: {n}", path.display())),
-            );
-            objects.push(document.value);
-        }
-    }
-    let ingested =
-        quartermaster_cluster::snapshot_in_region(&objects, &catalog, args.region.as_deref())
-            .map_err(|e| with_file(e, &objects, &sources))?;
+    let loaded = load(&args.files, &catalog, args.region.as_deref())?;
+    let ingested = loaded.ingested;
     let plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, chrono::Utc::now());
-    let mut notes = read_notes;
+    let mut notes = loaded.read_notes;
     notes.extend(ingested.notes);
     // No pod to place and none running on a given node: the input holds no workload at all.
     let nothing_pending = ingested.snapshot.pending.is_empty()
@@ -228,39 +212,4 @@ fn write_table(
         }
     }
     Ok(())
-}
-
-/// The error with the file its object came from in front (`FILE: Kind/ns/name: field: reason`).
-fn with_file(
-    error: quartermaster_cluster::ClusterError,
-    objects: &[Value],
-    sources: &[&std::path::Path],
-) -> anyhow::Error {
-    use quartermaster_cluster::ClusterError;
-    let index = match &error {
-        ClusterError::Unidentified { index, .. } => index.checked_sub(1),
-        ClusterError::Invalid { object, .. } | ClusterError::TooManyResources { object, .. } => {
-            objects.iter().position(|v| {
-                let kind = v["kind"].as_str().unwrap_or_default();
-                let name = v["metadata"]["name"].as_str().unwrap_or_default();
-                let namespace = v["metadata"]["namespace"].as_str().unwrap_or("default");
-                *object == format!("{kind}/{namespace}/{name}")
-                    || *object == format!("{kind}/{name}")
-            })
-        }
-    };
-    let Some((i, file)) = index.and_then(|i| sources.get(i).map(|f| (i, f))) else {
-        return error.into();
-    };
-    match &error {
-        ClusterError::Unidentified { reason, .. } => {
-            // Count documents within the file, not across every file given.
-            let nth = sources[..i].iter().filter(|s| **s == *file).count() + 1;
-            anyhow::anyhow!(
-                "{}: document {nth}: {reason} (is this a Kubernetes manifest?)",
-                file.display()
-            )
-        }
-        _ => anyhow::anyhow!("{}: {error}", file.display()),
-    }
 }

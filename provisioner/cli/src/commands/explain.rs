@@ -1,0 +1,188 @@
+//! `quartermaster explain pod NAMESPACE/NAME -f FILE...`: every candidate offering for one pod,
+//! with its price and why it was chosen or not. The reasons are the solver's
+//! (`quartermaster_solver::explain`); this file only formats them.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use quartermaster_solver::PodRef;
+use quartermaster_solver::explain::{Explanation, Outcome, Verdict, explain};
+use serde_json::{Value, json};
+
+use super::catalog::load_catalog;
+use crate::cli::PlanFormat;
+use crate::output::{Table, money};
+use crate::workload::load;
+
+/// What `explain` explains.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The object.
+    #[command(subcommand)]
+    pub target: ExplainTarget,
+}
+
+/// Objects `explain` knows.
+#[derive(Debug, Subcommand)]
+pub enum ExplainTarget {
+    /// One pending pod of the manifests (`NAMESPACE/NAME`; pods of a workload are named
+    /// `NAME-0`, `NAME-1`, … as in `plan`).
+    Pod(ExplainPodArgs),
+}
+
+/// Flags of `quartermaster explain pod`.
+#[derive(Debug, Args)]
+pub struct ExplainPodArgs {
+    /// `NAMESPACE/NAME` (a bare `NAME` means namespace `default`).
+    #[arg(value_name = "NAMESPACE/NAME")]
+    pub pod: String,
+    /// Kubernetes manifests, as for `plan`.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1.., value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Replace or extend the embedded catalog with this file.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
+    /// The cluster's region, as for `plan`.
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
+    pub output: PlanFormat,
+}
+
+/// How many pending pods an unknown-pod error lists.
+const PODS_LISTED: usize = 10;
+
+pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let ExplainTarget::Pod(args) = &args.target;
+    let catalog = load_catalog(args.catalog.as_deref())?;
+    let loaded = load(&args.files, &catalog, args.region.as_deref())?;
+    let snapshot = &loaded.ingested.snapshot;
+    let pod = match args.pod.split_once('/') {
+        Some((namespace, name)) => PodRef::new(namespace, name),
+        None => PodRef::new("default", args.pod.as_str()),
+    };
+    let Some(explanation) = explain(snapshot, &catalog, chrono::Utc::now(), &pod) else {
+        let pending: Vec<String> = snapshot
+            .pending
+            .iter()
+            .take(PODS_LISTED)
+            .map(|p| p.id.to_string())
+            .collect();
+        if pending.is_empty() {
+            bail!("no pending pod {pod} in the input: it holds no pending pod at all");
+        }
+        let more = snapshot.pending.len().saturating_sub(PODS_LISTED);
+        bail!(
+            "no pending pod {pod} in the input; its pending pods: {}{}",
+            pending.join(", "),
+            if more > 0 {
+                format!(", +{more} more")
+            } else {
+                String::new()
+            }
+        );
+    };
+    let mut notes = loaded.read_notes.clone();
+    notes.extend(loaded.ingested.notes.iter().cloned());
+    match args.output {
+        PlanFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, &to_json(&explanation, &notes))
+                .context("writing JSON")?;
+            writeln!(out)?;
+        }
+        PlanFormat::Table => write_table(&explanation, &notes, out)?,
+    }
+    Ok(crate::EXIT_OK)
+}
+
+fn outcome_line(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::NewNode {
+            node_pool,
+            instance_type,
+            zone,
+            capacity_type,
+            price_per_hour,
+            pods,
+        } => format!(
+            "a new {instance_type} ({capacity_type}, {zone}) of NodePool {node_pool} at ${}/hour, holding {pods} pod(s)",
+            money(*price_per_hour)
+        ),
+        Outcome::Existing { node } => format!("existing node {node}, at no added cost"),
+        Outcome::Unschedulable { reason } => format!("nowhere: {reason}"),
+    }
+}
+
+fn write_table(e: &Explanation, notes: &[String], out: &mut dyn Write) -> anyhow::Result<()> {
+    writeln!(out, "Pod {} goes to {}.", e.pod, outcome_line(&e.outcome))?;
+    writeln!(out)?;
+    let mut table = Table::new(["NODEPOOL", "TYPE", "ZONE", "CAPACITY", "$/HOUR", "VERDICT"]);
+    for c in &e.candidates {
+        table.push([
+            c.node_pool.clone(),
+            c.instance_type.clone(),
+            c.zone.clone(),
+            c.capacity_type.to_string(),
+            money(c.price_per_hour),
+            c.verdict.to_string(),
+        ]);
+    }
+    table.write(out)?;
+    if !notes.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Notes:")?;
+        for n in notes {
+            writeln!(out, "  {n}")?;
+        }
+    }
+    Ok(())
+}
+
+/// The `explain -o json` contract: keys are only ever added.
+fn to_json(e: &Explanation, notes: &[String]) -> Value {
+    let outcome = match &e.outcome {
+        Outcome::NewNode {
+            node_pool,
+            instance_type,
+            zone,
+            capacity_type,
+            price_per_hour,
+            pods,
+        } => json!({
+            "kind": "new-node",
+            "nodepool": node_pool,
+            "instance_type": instance_type,
+            "zone": zone,
+            "capacity_type": capacity_type.to_string(),
+            "price_per_hour": price_per_hour,
+            "pods": pods,
+        }),
+        Outcome::Existing { node } => json!({"kind": "existing-node", "node": node}),
+        Outcome::Unschedulable { reason } => json!({"kind": "unschedulable", "reason": reason}),
+    };
+    let candidates: Vec<Value> = e
+        .candidates
+        .iter()
+        .map(|c| {
+            let verdict = match &c.verdict {
+                Verdict::Chosen => "chosen",
+                Verdict::MoreExpensive { .. } => "more-expensive",
+                Verdict::CheaperAlone { .. } => "cheaper-alone",
+                Verdict::Rejected(_) => "rejected",
+            };
+            json!({
+                "nodepool": c.node_pool,
+                "instance_type": c.instance_type,
+                "zone": c.zone,
+                "capacity_type": c.capacity_type.to_string(),
+                "price_per_hour": c.price_per_hour,
+                "verdict": verdict,
+                "reason": c.verdict.to_string(),
+            })
+        })
+        .collect();
+    json!({"pod": e.pod.to_string(), "outcome": outcome, "candidates": candidates, "notes": notes})
+}
