@@ -24,7 +24,7 @@ mod nodepool;
 #[cfg(test)]
 mod report_tests;
 mod schema;
-mod suggest;
+pub(crate) mod suggest;
 #[cfg(test)]
 mod tests;
 
@@ -126,6 +126,25 @@ pub const KINDS: [&str; 5] = [
 ];
 
 const TOP_LEVEL_FIELDS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
+
+/// The fields of `metadata` (Kubernetes `ObjectMeta`).
+const METADATA_FIELDS: [&str; 15] = [
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
 
 /// Everything [`check_manifest`] learns about one object.
 #[derive(Debug, Clone, PartialEq)]
@@ -261,7 +280,21 @@ pub fn check_manifest(doc: &Value) -> ManifestReport {
         None => {
             map.insert("metadata".into(), Value::Object(Default::default()));
         }
-        Some(Value::Object(_)) => {}
+        Some(Value::Object(_)) => {
+            if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+                let keys: Vec<String> = meta.keys().cloned().collect();
+                for key in keys {
+                    if !METADATA_FIELDS.contains(&key.as_str()) {
+                        let hint = suggest::did_you_mean(&key, METADATA_FIELDS);
+                        shape.errors.push(FieldError::new(
+                            fields::field("metadata", &key),
+                            format!("unknown field{hint}"),
+                        ));
+                        meta.remove(&key);
+                    }
+                }
+            }
+        }
         Some(other) => {
             shape.errors.push(FieldError::new(
                 "metadata",

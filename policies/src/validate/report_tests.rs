@@ -152,3 +152,29 @@ spec:
         ]
     );
 }
+
+#[test]
+fn misspelt_metadata_fields_are_named() {
+    let report = check_manifest(&yaml(
+        r#"
+apiVersion: quartermaster.dev/v1
+kind: NodePool
+metadata: {name: p, lables: {team: ml}}
+spec:
+  template:
+    metadata: {lables: {team: ml}}
+    spec:
+      nodeClassRef: {group: quartermaster.dev, kind: AWSNodeClass, name: default}
+      requirements:
+        - {key: kubernetes.io/arch, operator: In, values: [amd64], minValue: 1}
+"#,
+    ));
+    assert_eq!(
+        shown(&report),
+        [
+            "metadata.lables: unknown field; did you mean \"labels\"?",
+            "spec.template.metadata.lables: unknown field; did you mean \"labels\"?",
+            "spec.template.spec.requirements[0].minValue: unknown field; did you mean \"minValues\"?",
+        ]
+    );
+}
