@@ -38,6 +38,7 @@ pub use label_keys::{unknown_requirement_keys, unlikely_requirement_values};
 pub use nodeclaim::validate_nodeclaim;
 pub use nodeclass::{validate_aws_node_class, validate_azure_node_class, validate_gcp_node_class};
 pub use nodepool::validate_nodepool;
+pub use suggest::suggest_label_key;
 
 use crate::labels::{API_VERSION, GROUP};
 use crate::nodeclass::{AWSNodeClass, AzureNodeClass, GCPNodeClass};
@@ -258,6 +259,7 @@ pub fn check_manifest(doc: &Value) -> ManifestReport {
     let Some(kind) = kind.filter(|_| api_ok) else {
         return fail(shape.errors);
     };
+    shape.kind = Some(kind);
 
     // Shape: top-level fields, metadata, then the spec against the CRD schema. What is broken
     // is reported, then left out or stood in for, so that the rest can still be checked.

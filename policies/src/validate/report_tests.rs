@@ -178,3 +178,26 @@ spec:
         ]
     );
 }
+
+#[test]
+fn a_field_written_at_the_wrong_level_names_its_place() {
+    // Karpenter v1beta1 kept expireAfter under spec.disruption; v1 moved it to the template.
+    let report = check_manifest(&yaml(
+        r#"
+apiVersion: quartermaster.dev/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  disruption: {consolidationPolicy: WhenEmpty, expireAfter: 720h}
+  template:
+    spec:
+      nodeClassRef: {group: quartermaster.dev, kind: AWSNodeClass, name: default}
+"#,
+    ));
+    assert_eq!(
+        shown(&report),
+        [
+            "spec.disruption.expireAfter: unknown field; did you mean spec.template.spec.expireAfter?"
+        ]
+    );
+}

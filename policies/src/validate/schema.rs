@@ -60,6 +60,8 @@ pub(crate) struct Shape {
     /// filled with a placeholder (missing required fields). Later checks say nothing at or
     /// under them: the problem there is already reported.
     pub(crate) tainted: Vec<String>,
+    /// The kind checked, for "did you mean" across levels (a field written at the wrong place).
+    pub(crate) kind: Option<&'static str>,
 }
 
 impl Shape {
@@ -111,6 +113,38 @@ pub(crate) fn placeholder(schema: &JSONSchemaProps) -> Value {
         Some("boolean") => Value::Bool(false),
         _ => Value::Null,
     }
+}
+
+/// Every field name of a kind's spec and the paths where it may appear
+/// (`expireAfter` → `spec.template.spec.expireAfter`; list items as `[]`).
+fn field_paths(kind: &str) -> &'static BTreeMap<String, Vec<String>> {
+    static PATHS: OnceLock<BTreeMap<String, BTreeMap<String, Vec<String>>>> = OnceLock::new();
+    fn walk(schema: &JSONSchemaProps, path: &str, out: &mut BTreeMap<String, Vec<String>>) {
+        if let Some(props) = &schema.properties {
+            for (name, sub) in props {
+                let p = field(path, name);
+                out.entry(name.clone()).or_default().push(p.clone());
+                walk(sub, &p, out);
+            }
+        }
+        if let Some(JSONSchemaPropsOrArray::Schema(sub)) = &schema.items {
+            walk(sub, &format!("{path}[]"), out);
+        }
+        if let Some(JSONSchemaPropsOrBool::Schema(sub)) = &schema.additional_properties {
+            walk(sub, &format!("{path}[]"), out);
+        }
+    }
+    let all = PATHS.get_or_init(|| {
+        super::KINDS
+            .iter()
+            .map(|kind| {
+                let mut out = BTreeMap::new();
+                walk(spec_schema(kind), "spec", &mut out);
+                (kind.to_string(), out)
+            })
+            .collect()
+    });
+    &all[kind]
 }
 
 /// Checks `value` against `schema`, recording every problem under `path` in `shape`.
@@ -191,7 +225,16 @@ pub(crate) fn check(
                 for k in keys {
                     let p = field(path, &k);
                     let Some(sub) = props.get(&k) else {
-                        let hint = did_you_mean(&k, props.keys().map(String::as_str));
+                        let mut hint = did_you_mean(&k, props.keys().map(String::as_str));
+                        if hint.is_empty()
+                            && let Some(kind) = shape.kind
+                            && let [only] = field_paths(kind)
+                                .get(&k)
+                                .map(Vec::as_slice)
+                                .unwrap_or_default()
+                        {
+                            hint = format!("; did you mean {only}?");
+                        }
                         shape.error(&p, format!("unknown field{hint}"));
                         map.remove(&k);
                         continue;

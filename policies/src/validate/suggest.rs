@@ -56,6 +56,16 @@ pub(crate) fn known_label_keys() -> impl Iterator<Item = &'static str> {
         .chain(LABEL_ALIASES.iter().map(|a| a.key))
 }
 
+/// The known label key `key` was probably meant to be (`karpenter.sh/capacity_type` →
+/// `karpenter.sh/capacity-type`), or `None` when `key` is known or close to none. For messages
+/// about pod node selectors and affinities as much as NodePool requirements.
+pub fn suggest_label_key(key: &str) -> Option<&'static str> {
+    if known_label_keys().any(|k| k == key) {
+        return None;
+    }
+    closest(key, known_label_keys())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +132,10 @@ mod tests {
             assert_eq!(closest(typo, known_label_keys()), Some(meant), "{typo}");
         }
         assert_eq!(closest("example.com/team", known_label_keys()), None);
+        assert_eq!(
+            suggest_label_key("karpenter.sh/capacity_type"),
+            Some("karpenter.sh/capacity-type")
+        );
+        assert_eq!(suggest_label_key("karpenter.sh/capacity-type"), None);
     }
 }
