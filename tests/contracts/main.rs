@@ -17,4 +17,5 @@ mod layering;
 mod plan;
 mod report;
 mod simulate;
+mod static_pools;
 mod validate;

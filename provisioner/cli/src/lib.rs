@@ -11,6 +11,7 @@ mod cli;
 mod commands;
 mod manifests;
 mod output;
+mod static_nodes;
 mod workload;
 
 use std::ffi::OsString;

@@ -46,6 +46,9 @@ pub struct Ingested {
     pub snapshot: ClusterSnapshot,
     /// Remarks, deduplicated, in the order they arose.
     pub notes: Vec<String>,
+    /// Static NodePools (`spec.replicas`): pool name → the node count it keeps whatever the
+    /// pods need. The snapshot does not act on it; `plan` buys the missing nodes.
+    pub static_pools: BTreeMap<String, u64>,
 }
 
 /// Builds a snapshot from Kubernetes objects. Existing nodes are priced only from what they say
@@ -150,7 +153,11 @@ fn ingest_into(
 
     // NodePools: their limits may register resources no pod asks for.
     let regions = nodepool::node_class_regions(objects);
+    let mut static_pools = BTreeMap::new();
     for (id, pool) in &inventory.node_pools {
+        if let (Some(name), Some(replicas)) = (&pool.metadata.name, pool.spec.replicas) {
+            static_pools.insert(name.clone(), u64::try_from(replicas).unwrap_or(0));
+        }
         let class = pool.node_class_ref();
         let key = (class.kind.clone(), class.name.clone());
         let node_class = inventory
@@ -242,7 +249,11 @@ fn ingest_into(
     }
     let mut seen = BTreeSet::new();
     notes.retain(|n| seen.insert(n.clone()));
-    Ok(Ingested { snapshot, notes })
+    Ok(Ingested {
+        snapshot,
+        notes,
+        static_pools,
+    })
 }
 
 /// `id`, or `id` with the owner's kind appended when another pod already has that name (a

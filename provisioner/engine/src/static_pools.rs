@@ -10,9 +10,7 @@
 use std::collections::VecDeque;
 
 use chrono::{DateTime, Utc};
-use quartermaster_solver::pod::Toleration;
-use quartermaster_solver::resources::PODS;
-use quartermaster_solver::{ClusterSnapshot, NewNode, Pod, PodRef, PoolLimits, Resources};
+use quartermaster_solver::NewNode;
 
 use crate::engine::Engine;
 use crate::events::DeleteReason;
@@ -90,35 +88,11 @@ impl Engine {
         true
     }
 
-    /// The offering a static pool's next node gets: the solver's choice for an empty pod that
-    /// tolerates everything and fits only this pool, so requirements, zones, unavailable
-    /// offerings and DaemonSet overhead count exactly as for any other node.
+    /// The offering a static pool's next node gets (see
+    /// [`quartermaster_solver::static_nodes::empty_node`]), with unavailable offerings left out.
     fn static_offering(&self, now: DateTime<Utc>, pool: usize) -> Option<NewNode> {
-        let mut spec = self.setup.pools[pool].spec.clone();
-        spec.usage = Default::default();
-        spec.limits = PoolLimits::default();
-        let mut placeholder = Pod::new(
-            PodRef::new("quartermaster.dev", format!("static-{}", spec.name)),
-            Resources::single(PODS, 1),
-        );
-        placeholder.tolerations.push(Toleration {
-            key: String::new(),
-            exists: true,
-            value: String::new(),
-            effect: None,
-        });
-        let snapshot = ClusterSnapshot {
-            resources: self.setup.resources.clone(),
-            pending: vec![placeholder],
-            nodes: Vec::new(),
-            node_pools: vec![spec],
-            daemonsets: self.setup.daemonsets.clone(),
-            unavailable: self.unavailable.active(now),
-        };
-        quartermaster_solver::solve(&snapshot, &self.setup.catalog, now)
-            .new_nodes
-            .into_iter()
-            .next()
+        let (snapshot, _) = self.snapshot(now);
+        quartermaster_solver::static_nodes::empty_node(&snapshot, &self.setup.catalog, now, pool)
     }
 
     /// When a static pool that could not get a node tries again.

@@ -10,6 +10,7 @@ pub mod plan;
 pub mod pod;
 pub mod resources;
 pub mod snapshot;
+pub mod static_nodes;
 
 #[cfg(test)]
 mod tests;

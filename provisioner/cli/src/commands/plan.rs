@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::catalog::load_catalog;
 use crate::cli::{PlanArgs, PlanFormat};
 use crate::output::{Table, money};
+use crate::static_nodes;
 use crate::workload::load;
 
 /// Said when the input holds no pod to place, so an empty plan is not read as "all is well".
@@ -25,10 +26,19 @@ const PODS_PER_CELL: usize = 4;
 pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow::Result<u8> {
     let catalog = load_catalog(args.catalog.as_deref())?;
     let loaded = load(&args.files, &catalog, args.region.as_deref())?;
-    let ingested = loaded.ingested;
-    let plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, chrono::Utc::now());
+    let mut ingested = loaded.ingested;
     let mut notes = loaded.read_notes;
-    notes.extend(ingested.notes);
+    notes.append(&mut ingested.notes);
+    let now = chrono::Utc::now();
+    let reserved = static_nodes::reserve(
+        &mut ingested.snapshot,
+        &ingested.static_pools,
+        &catalog,
+        now,
+        &mut notes,
+    );
+    let mut plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, now);
+    static_nodes::fold_into_plan(&mut plan, reserved);
     // No pod to place and none running on a given node: the input holds no workload at all.
     let nothing_pending = ingested.snapshot.pending.is_empty()
         && ingested.snapshot.nodes.iter().all(|n| n.pods.is_empty());
