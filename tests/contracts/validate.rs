@@ -358,6 +358,16 @@ fn every_error_names_the_file_and_the_object() {
         "{}",
         show(&out)
     );
+    // import: what validate will reject in the output, said now with the file and the object.
+    assert!(
+        out.stderr.contains(&format!(
+            "problem: {pool_file}: NodePool/gpu: spec.template.spec.expireAfter: invalid duration \"30d\""
+        )) && out
+            .stdout
+            .contains("# quartermaster import: PROBLEM spec.template.spec.expireAfter: invalid duration"),
+        "{}",
+        show(&out)
+    );
     // A broken YAML document: the file and the document.
     std::fs::write(dir.join("notes.yaml"), "kind: A\n---\nkind: [unclosed\n").unwrap();
     for argv in [

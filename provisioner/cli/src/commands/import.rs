@@ -2,9 +2,11 @@
 //! and EC2NodeClasses as `quartermaster.dev/v1` manifests.
 //!
 //! Each converted object is preceded by comment lines saying where it came from and what
-//! happened to each field that changed or is carried with a different effect. Objects that are
-//! not Karpenter NodePools or EC2NodeClasses are left out, and each is named in a warning (on
-//! standard error and as a comment), as is every field with no Quartermaster equivalent.
+//! happened to each field that changed or is carried with a different effect, and every problem
+//! `validate` will find in it (a `PROBLEM` comment and a `problem:` line naming the file and
+//! the object). Objects that are not Karpenter NodePools or EC2NodeClasses are left out, and
+//! each is named in a warning (on standard error and as a comment), as is every field with no
+//! Quartermaster equivalent.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -12,6 +14,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use quartermaster_policies::karpenter;
+use quartermaster_policies::validate::check_manifest;
 use serde_json::Value;
 
 use crate::manifests::parse_documents_raw;
@@ -55,6 +58,7 @@ pub fn run(args: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyho
     let ImportSource::Karpenter(args) = &args.source;
     let mut text = String::new();
     let mut converted = 0usize;
+    let mut problems = 0usize;
     for path in &args.files {
         for document in parse_documents_raw(path)? {
             // Inside a directory, each document names its own file.
@@ -93,6 +97,12 @@ pub fn run(args: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyho
                 writeln!(err, "warning: {file}: {what}: {warning}")?;
                 text.push_str(&format!("{PREFIX} WARNING {warning}\n"));
             }
+            // What `validate` will say about the written object, said now (all of it).
+            for problem in check_manifest(&c.value).errors {
+                problems += 1;
+                writeln!(err, "problem: {file}: {what}: {problem}")?;
+                text.push_str(&format!("{PREFIX} PROBLEM {problem}\n"));
+            }
             text.push_str(
                 &serde_norway::to_string(&c.value)
                     .with_context(|| format!("{file}: {what}: writing YAML"))?,
@@ -110,6 +120,12 @@ pub fn run(args: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyho
                 .join(", ")
         )?;
         return Ok(crate::EXIT_FAILURE);
+    }
+    if problems > 0 {
+        writeln!(
+            err,
+            "{problems} problem(s) to fix before the output passes `quartermaster validate` (marked PROBLEM in it)"
+        )?;
     }
     match &args.output {
         Some(path) => {

@@ -1,4 +1,6 @@
-//! `quartermaster validate FILE...`: checks Quartermaster manifests, one object at a time.
+//! `quartermaster validate FILE...`: checks Quartermaster manifests, one object at a time: every
+//! problem of each object in one run (standard output, each line naming the file and the object),
+//! warnings on standard error.
 
 use std::io::Write;
 
