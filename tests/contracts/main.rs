@@ -1,6 +1,7 @@
 //! Cross-crate tests: the CLI's stable contracts (flags, JSON keys, exit codes), the generated
 //! CRDs checked into the chart, and the layering rules of the workspace.
 
+mod admission;
 mod bench;
 mod catalog;
 mod chart;

@@ -238,6 +238,11 @@ pub struct PlanArgs {
     /// default region of each cloud).
     #[arg(long, value_name = "REGION")]
     pub region: Option<String>,
+    /// The cluster's API server runs the ExtendedResourceToleration admission plugin (GKE adds
+    /// the same toleration to GPU pods): a pod requesting an extended resource such as
+    /// `nvidia.com/gpu` tolerates the NoSchedule taint of that key.
+    #[arg(long)]
+    pub extended_resource_toleration: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,

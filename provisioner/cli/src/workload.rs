@@ -16,10 +16,20 @@ pub struct Loaded {
     pub read_notes: Vec<String>,
 }
 
-/// Reads `files` (files, directories or `-`) and builds the snapshot; NodePools without a
-/// NodeClass region buy in `region` (else the catalog's default region of their cloud). An
-/// error names the file and, where there is one, the object.
-pub fn load(files: &[PathBuf], catalog: &Catalog, region: Option<&str>) -> anyhow::Result<Loaded> {
+/// How `plan` and `explain` read the cluster the manifests would run in.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reading<'a> {
+    /// NodePools without a NodeClass region buy here (else the catalog's default region of
+    /// their cloud).
+    pub region: Option<&'a str>,
+    /// Apply the `ExtendedResourceToleration` admission plugin to the pods, as such an API
+    /// server would.
+    pub extended_resource_toleration: bool,
+}
+
+/// Reads `files` (files, directories or `-`) and builds the snapshot. An error names the file
+/// and, where there is one, the object.
+pub fn load(files: &[PathBuf], catalog: &Catalog, reading: Reading<'_>) -> anyhow::Result<Loaded> {
     let mut documents = Vec::new();
     for path in files {
         documents.extend(read_documents(path)?);
@@ -29,8 +39,15 @@ pub fn load(files: &[PathBuf], catalog: &Catalog, region: Option<&str>) -> anyho
         read_notes.extend(d.notes.iter().map(|n| format!("{}: {n}", d.file.display())));
     }
     let objects: Vec<_> = documents.iter().map(|d| d.value.clone()).collect();
-    let ingested = quartermaster_cluster::snapshot_in_region(&objects, catalog, region)
+    let mut ingested = quartermaster_cluster::snapshot_in_region(&objects, catalog, reading.region)
         .map_err(|e| with_file(e, &documents))?;
+    if reading.extended_resource_toleration {
+        let pods =
+            quartermaster_cluster::admission::extended_resource_toleration(&mut ingested.snapshot);
+        ingested.notes.push(format!(
+            "ExtendedResourceToleration applied: {pods} pod(s) tolerate the NoSchedule taints of the extended resources they request"
+        ));
+    }
     Ok(Loaded {
         ingested,
         read_notes,

@@ -11,6 +11,7 @@
 //! Pure: no client, no async, no clock. `quartermaster plan` feeds it from files; the controller
 //! will feed it from informers.
 
+pub mod admission;
 mod error;
 mod node;
 mod nodepool;

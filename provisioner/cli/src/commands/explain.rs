@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::catalog::load_catalog;
 use crate::cli::PlanFormat;
 use crate::output::{Table, money};
-use crate::workload::load;
+use crate::workload::{Reading, load};
 
 /// What `explain` explains.
 #[derive(Debug, Args)]
@@ -47,6 +47,9 @@ pub struct ExplainPodArgs {
     /// The cluster's region, as for `plan`.
     #[arg(long, value_name = "REGION")]
     pub region: Option<String>,
+    /// As for `plan`: the API server runs the ExtendedResourceToleration admission plugin.
+    #[arg(long)]
+    pub extended_resource_toleration: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
@@ -58,7 +61,11 @@ const PODS_LISTED: usize = 10;
 pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let ExplainTarget::Pod(args) = &args.target;
     let catalog = load_catalog(args.catalog.as_deref())?;
-    let loaded = load(&args.files, &catalog, args.region.as_deref())?;
+    let reading = Reading {
+        region: args.region.as_deref(),
+        extended_resource_toleration: args.extended_resource_toleration,
+    };
+    let loaded = load(&args.files, &catalog, reading)?;
     let snapshot = &loaded.ingested.snapshot;
     let pod = match args.pod.split_once('/') {
         Some((namespace, name)) => PodRef::new(namespace, name),

@@ -13,7 +13,7 @@ use super::catalog::load_catalog;
 use crate::cli::{PlanArgs, PlanFormat};
 use crate::output::{Table, money};
 use crate::static_nodes;
-use crate::workload::load;
+use crate::workload::{Reading, load};
 
 /// Said when the input holds no pod to place, so an empty plan is not read as "all is well".
 const NO_WORKLOAD: &str = "no workload found: the input holds no pending pod (Pods, Deployments, \
@@ -25,7 +25,11 @@ const PODS_PER_CELL: usize = 4;
 
 pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow::Result<u8> {
     let catalog = load_catalog(args.catalog.as_deref())?;
-    let loaded = load(&args.files, &catalog, args.region.as_deref())?;
+    let reading = Reading {
+        region: args.region.as_deref(),
+        extended_resource_toleration: args.extended_resource_toleration,
+    };
+    let loaded = load(&args.files, &catalog, reading)?;
     let mut ingested = loaded.ingested;
     let mut notes = loaded.read_notes;
     notes.append(&mut ingested.notes);
