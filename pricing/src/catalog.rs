@@ -37,13 +37,30 @@ impl Catalog {
         c
     }
 
-    /// The catalog compiled into the binary from `data/aws.toml`, `data/gcp.toml` and
-    /// `data/azure.toml`. The data is parsed once per process.
+    /// The catalog compiled into the binary, in each cloud's default region only
+    /// ([`Catalog::in_default_regions`]: `us-east-1`, `us-central1`, `eastus`) — the one-region
+    /// catalog benchmarks, simulated clouds and tests are pinned against. Everything that lets
+    /// a user choose a region (`catalog`, `plan`, `simulate`, the controller) reads
+    /// [`Catalog::embedded_all_regions`]. The data is parsed once per process.
     ///
     /// # Panics
     ///
     /// If the embedded data is invalid — which the crate's unit tests rule out.
     pub fn embedded() -> Catalog {
+        static DEFAULT_REGIONS: OnceLock<Catalog> = OnceLock::new();
+        DEFAULT_REGIONS
+            .get_or_init(|| Catalog::embedded_all_regions().in_default_regions())
+            .clone()
+    }
+
+    /// The catalog compiled into the binary from `data/aws.toml`, `data/gcp.toml` and
+    /// `data/azure.toml`, every region of every cloud, with each cloud's default region. The
+    /// data is parsed once per process.
+    ///
+    /// # Panics
+    ///
+    /// If the embedded data is invalid — which the crate's unit tests rule out.
+    pub fn embedded_all_regions() -> Catalog {
         static EMBEDDED: OnceLock<Catalog> = OnceLock::new();
         EMBEDDED
             .get_or_init(|| {

@@ -48,7 +48,9 @@
 //! default region ([`Catalog::default_region`]: `us-east-1`, `us-central1`, `eastus` in the
 //! embedded data). Where nodes are bought is decided by the caller: a NodeClass region, the
 //! cluster's region, else the default region (`quartermaster-cluster` does this for NodePools).
-//! [`Catalog::in_default_regions`] gives the one-region view.
+//! [`Catalog::embedded_all_regions`] is the whole compiled-in catalog; [`Catalog::embedded`] is
+//! its one-region view ([`Catalog::in_default_regions`]), which benchmarks, simulated clouds
+//! and tests are pinned against.
 //!
 //! Every [`Offering`] carries its `price_source` key (defined in the file header) and
 //! `price_as_of` date. Where a figure had no source it was left out rather than invented; an

@@ -347,7 +347,7 @@ fn an_unknown_region_is_a_precise_error() {
     assert_ne!(plan.code, 0, "{}", show(&plan));
     assert!(
         plan.stderr.contains(
-            "NodePool/gpu: spec.template.spec.nodeClassRef: AWSNodeClass gpu spec.region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: us-east-1"
+            "NodePool/gpu: spec.template.spec.nodeClassRef: AWSNodeClass gpu spec.region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: ap-northeast-1, eu-central-1, eu-west-1, us-east-1, us-east-2, us-west-2"
         ),
         "{}",
         show(&plan)

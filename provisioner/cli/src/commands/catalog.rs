@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use crate::cli::{CapacityTypeArg, CatalogArgs, CloudArg, OutputFormat};
 use crate::output::{Table, money};
 
-/// The embedded catalog, replaced or extended by `--catalog FILE` when given.
+/// The embedded catalog (every region), replaced or extended by `--catalog FILE` when given.
 pub fn load_catalog(path: Option<&Path>) -> anyhow::Result<Catalog> {
-    let catalog = Catalog::embedded();
+    let catalog = Catalog::embedded_all_regions();
     match path {
         None => Ok(catalog),
         Some(path) => {
@@ -34,11 +34,11 @@ pub fn run(args: &CatalogArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let rows = select(&catalog, args);
     match args.output {
         OutputFormat::Json => {
-            let array: Vec<Value> = rows.iter().map(to_json).collect();
+            let array: Vec<Value> = rows.iter().map(|r| to_json(&catalog, r)).collect();
             serde_json::to_writer_pretty(&mut *out, &array).context("writing JSON")?;
             writeln!(out)?;
         }
-        OutputFormat::Csv => write_csv(&rows, out)?,
+        OutputFormat::Csv => write_csv(&catalog, &rows, out)?,
         OutputFormat::Table => write_table(&rows, out)?,
     }
     Ok(crate::EXIT_OK)
@@ -112,7 +112,12 @@ fn cheapest_of(row: &Row<'_>, capacity_type: CapacityType) -> Option<f64> {
         .reduce(f64::min)
 }
 
-fn to_json(row: &Row<'_>) -> Value {
+/// The Spot Advisor band of an offering, when the catalog knows it.
+fn interruption(catalog: &Catalog, it: &InstanceType, o: &Offering) -> Option<String> {
+    catalog.spot_interruption(it, o).map(|s| s.band.to_string())
+}
+
+fn to_json(catalog: &Catalog, row: &Row<'_>) -> Value {
     let it = row.instance_type;
     let accelerator = it.accelerator.as_ref().map(|a| {
         let mut v = json!({
@@ -140,6 +145,7 @@ fn to_json(row: &Row<'_>) -> Value {
                 "price_source": o.price_source,
                 "price_as_of": o.price_as_of.to_string(),
                 "estimate": o.estimate,
+                "interruption": interruption(catalog, it, o),
             })
         })
         .collect();
@@ -185,6 +191,7 @@ fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
         "MEMORY",
         "ON-DEMAND $/H",
         "SPOT $/H",
+        "REGIONS",
         "ZONES",
     ]);
     for row in rows {
@@ -192,6 +199,9 @@ fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
         let mut zones: Vec<&str> = row.offerings.iter().map(|o| o.zone.as_str()).collect();
         zones.sort_unstable();
         zones.dedup();
+        let mut regions: Vec<&str> = row.offerings.iter().map(|o| o.region.as_str()).collect();
+        regions.sort_unstable();
+        regions.dedup();
         table.push([
             it.cloud.to_string(),
             it.name.clone(),
@@ -200,6 +210,7 @@ fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
             format!("{}GiB", it.memory_mib / 1024),
             cheapest_of(row, CapacityType::OnDemand).map_or("-".into(), money),
             cheapest_of(row, CapacityType::Spot).map_or("-".into(), money),
+            regions.len().to_string(),
             zones.len().to_string(),
         ]);
     }
@@ -228,10 +239,11 @@ struct CsvRecord<'a> {
     estimate: bool,
     price_source: &'a str,
     price_as_of: String,
+    interruption: String,
 }
 
 /// The offerings as CSV (RFC 4180 quoting by the `csv` crate), one line per offering.
-fn write_csv(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
+fn write_csv(catalog: &Catalog, rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
     let mut csv = csv::Writer::from_writer(out);
     for row in rows {
         let it = row.instance_type;
@@ -258,6 +270,7 @@ fn write_csv(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
                 estimate: o.estimate,
                 price_source: &o.price_source,
                 price_as_of: o.price_as_of.to_string(),
+                interruption: interruption(catalog, it, o).unwrap_or_default(),
             })
             .context("writing CSV")?;
         }

@@ -45,7 +45,7 @@ pub(super) fn scenario(
             .expect("the default start is RFC 3339"),
     };
     let catalog = match &spec.catalog {
-        None => Catalog::embedded(),
+        None => Catalog::embedded_all_regions(),
         Some(rel) => {
             let Some(base) = base else {
                 return Err(err(
@@ -55,7 +55,7 @@ pub(super) fn scenario(
             };
             let override_file = Catalog::from_path(&base.join(rel))
                 .map_err(|e| err("spec.catalog", e.to_string()))?;
-            Catalog::embedded().with_override(override_file)
+            Catalog::embedded_all_regions().with_override(override_file)
         }
     };
     if spec.node_pools.is_empty() {
