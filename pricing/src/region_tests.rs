@@ -197,7 +197,7 @@ fn region_and_band_mistakes_name_the_field() {
 
 #[test]
 fn the_embedded_catalog_names_a_default_region_per_cloud() {
-    let c = Catalog::embedded();
+    let c = Catalog::embedded_all_regions();
     assert_eq!(c.default_region(Cloud::Aws), Some("us-east-1"));
     assert_eq!(c.default_region(Cloud::Gcp), Some("us-central1"));
     assert_eq!(c.default_region(Cloud::Azure), Some("eastus"));
@@ -232,4 +232,37 @@ fn neuron_chips_have_32_gib_and_the_p4d_outlier_spot_price_is_gone() {
             .iter()
             .any(|o| o.zone == "us-east-1a" && o.capacity_type == CapacityType::OnDemand)
     );
+}
+
+#[test]
+fn the_embedded_aws_catalog_has_the_main_regions() {
+    let c = Catalog::embedded_all_regions();
+    let regions = c.regions(Cloud::Aws);
+    for r in [
+        "us-east-1",
+        "us-east-2",
+        "us-west-2",
+        "eu-west-1",
+        "eu-central-1",
+        "ap-northeast-1",
+    ] {
+        assert!(regions.contains(r), "{r} missing: {regions:?}");
+    }
+    // The one-region view is what the catalog was: every offering in us-east-1.
+    let one = Catalog::embedded();
+    assert_eq!(one, c.in_default_regions());
+    assert!(
+        one.for_cloud(Cloud::Aws)
+            .all(|t| t.offerings.iter().all(|o| o.region == "us-east-1"))
+    );
+    // Regional prices differ where they should: p5.48xlarge is dearer in Tokyo.
+    let p5 = c.get(Cloud::Aws, "p5.48xlarge").unwrap();
+    let od = |region: &str| {
+        p5.offerings
+            .iter()
+            .find(|o| o.region == region && o.capacity_type == CapacityType::OnDemand)
+            .map(|o| o.price_per_hour)
+    };
+    assert_eq!(od("us-east-1"), Some(55.04));
+    assert_eq!(od("ap-northeast-1"), Some(68.8));
 }

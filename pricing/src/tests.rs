@@ -289,7 +289,7 @@ fn capacity_and_allocatable_follow_the_cloud_formula() {
 
 #[test]
 fn labels_for_a_sample_of_types() {
-    let c = embedded();
+    let c = embedded().in_default_regions();
     let p5 = c.get(Cloud::Aws, "p5.48xlarge").unwrap();
     let l = p5.labels();
     let expect = [
@@ -382,7 +382,7 @@ fn catalog_serializes_as_a_list_of_types() {
 
 #[test]
 fn cheapest_offering_respects_capacity_type_and_availability() {
-    let c = embedded();
+    let c = embedded().in_default_regions();
     let p5 = c.get(Cloud::Aws, "p5.48xlarge").unwrap();
     assert_eq!(p5.cheapest_offering(None).unwrap().price_per_hour, 17.6289);
     assert_eq!(
