@@ -143,6 +143,7 @@ pub mod labels;
 mod model;
 pub mod overhead;
 pub mod resources;
+pub mod sharing;
 
 pub use catalog::{Catalog, EMBEDDED_FILES};
 pub use error::PricingError;
