@@ -189,10 +189,10 @@ fn every_problem_of_a_real_file_is_reported_in_one_run() {
     let out = quartermaster(&["validate", &f]);
     assert_eq!(out.code, 1, "{}", show(&out));
     let expected = [
-        "spec.disruption.consolidationPolicy: unknown variant `WhenEmpyt`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `Balanced`; did you mean \"WhenEmpty\"?",
         "spec.template.spec.nodeClasRef: unknown field; did you mean \"nodeClassRef\"?",
         "spec.template.spec.requirments: unknown field; did you mean \"requirements\"?",
         "spec.template.spec.nodeClassRef: required field is missing",
+        "spec.disruption.consolidationPolicy: unknown variant `WhenEmpyt`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `Balanced`; did you mean \"WhenEmpty\"?",
         "spec.limits[memory]: invalid quantity \"100Gx\"",
         "spec.template.spec.taints[0].effect: unsupported effect \"NoSchedul\": expected one of NoSchedule, PreferNoSchedule, NoExecute",
         "spec.template.spec.expireAfter: invalid duration \"720hh\"",
@@ -267,7 +267,7 @@ fn misspelt_label_keys_operators_and_values_get_a_suggestion() {
     assert_eq!(
         out.stdout.trim_end(),
         format!(
-            "{f}: NodePool/gpu: spec.template.spec.requirements[0].operator: unknown variant `in`, expected one of `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte`, `Lte`; did you mean \"In\"?"
+            "{f}: NodePool/gpu: spec.template.spec.requirements[0].operator: unknown operator \"in\": expected one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte; did you mean \"In\"?"
         ),
         "{}",
         show(&out)

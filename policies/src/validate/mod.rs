@@ -356,26 +356,42 @@ fn typed<T: DeserializeOwned>(
     for _ in 0..MAX_DESERIALISE_RETRIES {
         let err = match serde_path_to_error::deserialize::<_, T>(&doc) {
             Ok(obj) => {
-                let semantic: Vec<FieldError> = check(&obj)
-                    .into_iter()
-                    .filter(|e| !shape.covers(&e.path))
-                    .collect();
+                let mut semantic = Vec::new();
+                for e in check(&obj) {
+                    if let Some(pending) = shape.take_pending(&e.path) {
+                        // The check's own words, with the schema's hint.
+                        semantic.push(FieldError::new(
+                            e.path,
+                            format!("{}{}", e.reason, pending.hint),
+                        ));
+                    } else if !shape.covers(&e.path) {
+                        semantic.push(e);
+                    }
+                }
                 shape.errors.extend(semantic);
+                shape.settle();
                 return Some(obj);
             }
             Err(err) => err,
         };
         let error = serde_error(&err);
         let missing = error.reason == "required field is missing";
-        if !shape.covers(&error.path) {
+        if let Some(pending) = shape.take_pending(&error.path) {
+            shape.errors.push(pending.error);
+        } else if !shape.covers(&error.path) {
             shape.errors.push(error);
         }
         if missing {
+            shape.settle();
             return None;
         }
-        let removed = remove_at(&mut doc, err.path())?;
+        let Some(removed) = remove_at(&mut doc, err.path()) else {
+            shape.settle();
+            return None;
+        };
         shape.tainted.push(removed);
     }
+    shape.settle();
     None
 }
 

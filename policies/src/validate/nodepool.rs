@@ -5,7 +5,7 @@ use super::fields::{self, field, index, key, push};
 use crate::budget::{BudgetNodes, parse_schedule};
 use crate::labels::validate_label_key;
 use crate::limits::{LIMIT_MAX_HOURLY_COST, LIMIT_NODES, parse_hourly_cost};
-use crate::nodepool::NodePool;
+use crate::nodepool::{GpuSharingSpec, GpuSharingStrategy, NodePool};
 use crate::quantity::parse_quantity;
 use crate::requirements::Requirements;
 
@@ -119,6 +119,9 @@ pub fn validate_nodepool(np: &NodePool) -> Vec<FieldError> {
         false,
         &mut errs,
     );
+    if let Some(sharing) = &ts.gpu_sharing {
+        gpu_sharing(sharing, "spec.template.spec.gpuSharing", &mut errs);
+    }
 
     if let Some(d) = &spec.disruption {
         fields::duration(
@@ -163,4 +166,51 @@ pub fn validate_nodepool(np: &NodePool) -> Vec<FieldError> {
         }
     }
     errs
+}
+
+/// A sharing strategy's own fields, and only those.
+fn gpu_sharing(sharing: &GpuSharingSpec, path: &str, errs: &mut Vec<FieldError>) {
+    match sharing.strategy {
+        GpuSharingStrategy::TimeSlicing | GpuSharingStrategy::Mps => {
+            match sharing.replicas {
+                None => push(
+                    errs,
+                    field(path, "replicas"),
+                    "required for time-slicing and mps",
+                ),
+                Some(r) if r < 2 => push(
+                    errs,
+                    field(path, "replicas"),
+                    format!("must be 2 or more to share a GPU, got {r}"),
+                ),
+                Some(_) => {}
+            }
+            if sharing.mig_config.is_some() {
+                push(errs, field(path, "migConfig"), "only with strategy mig");
+            }
+        }
+        GpuSharingStrategy::Mig => {
+            if sharing.mig_config.as_deref().is_none_or(str::is_empty) {
+                push(
+                    errs,
+                    field(path, "migConfig"),
+                    "required for strategy mig (a layout such as all-1g.10gb or all-balanced)",
+                );
+            }
+            if sharing.replicas.is_some() {
+                push(
+                    errs,
+                    field(path, "replicas"),
+                    "only with time-slicing or mps",
+                );
+            }
+            if sharing.rename_by_default.is_some() {
+                push(
+                    errs,
+                    field(path, "renameByDefault"),
+                    "only with time-slicing or mps",
+                );
+            }
+        }
+    }
 }

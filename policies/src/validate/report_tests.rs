@@ -41,13 +41,13 @@ fn unknown_fields_do_not_hide_the_other_problems() {
     assert_eq!(
         shown(&report),
         [
-            "spec.disruption.consolidationPolicy: unknown variant `WhenEmptyOrUnderutilised`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `Balanced`; did you mean \"WhenEmptyOrUnderutilized\"?",
             "spec.template.spec.nodeClasRef: unknown field; did you mean \"nodeClassRef\"?",
-            "spec.template.spec.requirements[0].operator: unknown variant `in`, expected one of `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte`, `Lte`; did you mean \"In\"?",
             "spec.template.spec.requirments: unknown field; did you mean \"requirements\"?",
             "spec.template.spec.nodeClassRef: required field is missing",
             "spec.weigth: unknown field; did you mean \"weight\"?",
+            "spec.disruption.consolidationPolicy: unknown variant `WhenEmptyOrUnderutilised`, expected one of `WhenEmpty`, `WhenEmptyOrUnderutilized`, `Balanced`; did you mean \"WhenEmptyOrUnderutilized\"?",
             "spec.limits[cpu]: \"-1\" must not be negative",
+            "spec.template.spec.requirements[0].operator: unknown operator \"in\": expected one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte; did you mean \"In\"?",
             "spec.template.spec.requirements[1].key: label key name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
             "spec.template.spec.requirements[2].values: operator Exists takes no values",
             "spec.template.spec.taints[0].effect: unsupported effect \"NoSchedul\": expected one of NoSchedule, PreferNoSchedule, NoExecute",

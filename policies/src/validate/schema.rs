@@ -62,11 +62,37 @@ pub(crate) struct Shape {
     pub(crate) tainted: Vec<String>,
     /// The kind checked, for "did you mean" across levels (a field written at the wrong place).
     pub(crate) kind: Option<&'static str>,
+    /// Values the schema does not list in its enum, kept in place and not yet reported: a
+    /// semantic check of the same field says it in its own words (with the hint added), a
+    /// deserialisation failure there is reported in these words, and what neither reports is
+    /// reported as is at the end ([`Shape::settle`]).
+    pub(crate) pending: Vec<Pending>,
+}
+
+/// An unsupported enum value not yet reported.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    /// The problem in the schema's words, hint included.
+    pub(crate) error: FieldError,
+    /// `; did you mean "x"?`, or empty.
+    pub(crate) hint: String,
 }
 
 impl Shape {
     fn error(&mut self, path: &str, reason: impl Into<String>) {
         self.errors.push(FieldError::new(path, reason));
+    }
+
+    /// The pending problem at `path`, taken out of [`Shape::pending`].
+    pub(crate) fn take_pending(&mut self, path: &str) -> Option<Pending> {
+        let i = self.pending.iter().position(|p| p.error.path == path)?;
+        Some(self.pending.remove(i))
+    }
+
+    /// Reports the pending problems nothing else reported.
+    pub(crate) fn settle(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        self.errors.extend(pending.into_iter().map(|p| p.error));
     }
 
     /// Whether a problem at `path` is already covered: reported at the same path, or at or
@@ -152,7 +178,7 @@ fn field_paths(kind: &str) -> &'static BTreeMap<String, Vec<String>> {
 /// Problems inside the value are repaired in place so the object can still be deserialised and
 /// checked further: unknown fields are removed, broken optional fields removed, broken
 /// required fields and list items replaced by a [`placeholder`], missing required fields
-/// filled in. The [`Verdict`] says whether the value itself is broken; the caller removes or
+/// filled in; unsupported enum values are kept and left pending ([`Shape::pending`]). The [`Verdict`] says whether the value itself is broken; the caller removes or
 /// replaces it.
 pub(crate) fn check(
     value: &mut Value,
@@ -212,10 +238,13 @@ pub(crate) fn check(
             .collect::<Vec<_>>()
             .join(", ");
         let hint = did_you_mean(&shown, names.iter().map(String::as_str));
-        shape.error(
-            path,
-            format!("unknown variant `{shown}`, expected one of {list}{hint}"),
-        );
+        shape.pending.push(Pending {
+            error: FieldError::new(
+                path,
+                format!("unknown variant `{shown}`, expected one of {list}{hint}"),
+            ),
+            hint,
+        });
         return Verdict::Unsupported;
     }
     match value {
@@ -242,12 +271,10 @@ pub(crate) fn check(
                     let Some(v) = map.get_mut(&k) else { continue };
                     let required = schema.required.iter().flatten().any(|r| *r == k);
                     match check(v, sub, &p, shape) {
-                        Verdict::Fine => continue,
-                        // A required string with an unsupported value is kept: the semantic
-                        // check of the same field (if any) is then silenced by the path.
-                        Verdict::Unsupported if required => {}
+                        // An unsupported value is kept (see [`Shape::pending`]).
+                        Verdict::Fine | Verdict::Unsupported => continue,
                         Verdict::Broken if required => *v = placeholder(sub),
-                        _ => {
+                        Verdict::Broken => {
                             map.remove(&k);
                         }
                     }
@@ -268,7 +295,7 @@ pub(crate) fn check(
                 for k in keys {
                     let p = key(path, &k);
                     if let Some(v) = map.get_mut(&k)
-                        && check(v, sub, &p, shape) != Verdict::Fine
+                        && check(v, sub, &p, shape) == Verdict::Broken
                     {
                         map.remove(&k);
                         shape.tainted.push(p);
@@ -281,8 +308,7 @@ pub(crate) fn check(
                 for (i, v) in items.iter_mut().enumerate() {
                     let p = index(path, i);
                     match check(v, sub, &p, shape) {
-                        Verdict::Fine => {}
-                        Verdict::Unsupported => shape.tainted.push(p),
+                        Verdict::Fine | Verdict::Unsupported => {}
                         Verdict::Broken => {
                             // Replaced, not removed: later items keep their index in messages.
                             *v = placeholder(sub);
