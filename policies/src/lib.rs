@@ -52,8 +52,8 @@ pub use nodeclass::{
     GCPNodeClassSpec,
 };
 pub use nodepool::{
-    ConsolidationPolicy, Disruption, NodeClaimTemplate, NodeClaimTemplateSpec, NodePool,
-    NodePoolSpec, NodePoolStatus,
+    ConsolidationPolicy, Disruption, GpuSharingSpec, GpuSharingStrategy, NodeClaimTemplate,
+    NodeClaimTemplateSpec, NodePool, NodePoolSpec, NodePoolStatus,
 };
 pub use quantity::{Millis, parse_quantity};
 pub use requirements::{Incompatibility, Operator, Requirement, Requirements};

@@ -144,6 +144,41 @@ pub struct NodeClaimTemplateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(s|m|h))+$"))]
     pub termination_grace_period: Option<String>,
+    /// How the nodes' GPUs are shared (time-slicing, MPS or MIG), so pods asking for shared or
+    /// MIG resources are counted against what the device plugin will advertise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_sharing: Option<GpuSharingSpec>,
+}
+
+/// `spec.template.spec.gpuSharing`: how the GPUs of a NodePool's nodes are shared. The node
+/// gets the label the GPU Operator reads (`nvidia.com/mig.config` for MIG,
+/// `nvidia.com/device-plugin.config` for time-slicing and MPS) at launch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GpuSharingSpec {
+    /// `time-slicing`, `mps` or `mig`.
+    pub strategy: GpuSharingStrategy,
+    /// Time-slicing and MPS: how many pods share one GPU (2 or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+    /// Time-slicing and MPS: advertise `nvidia.com/gpu.shared` instead of `nvidia.com/gpu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_by_default: Option<bool>,
+    /// MIG: the named layout every GPU gets (`all-1g.10gb`, `all-3g.40gb`, `all-balanced`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_config: Option<String>,
+}
+
+/// How GPUs are shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuSharingStrategy {
+    /// CUDA time-slicing (the device plugin advertises each GPU `replicas` times).
+    TimeSlicing,
+    /// CUDA Multi-Process Service.
+    Mps,
+    /// Multi-Instance GPU partitions.
+    Mig,
 }
 
 /// When nodes may be consolidated.

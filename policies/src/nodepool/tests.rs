@@ -151,3 +151,43 @@ fn allowed_disruptions_follow_the_budgets() {
     });
     assert_eq!(np.allowed_disruptions(Empty, 7, wednesday_noon), 7);
 }
+
+fn with_sharing(sharing: serde_json::Value) -> Vec<String> {
+    let mut np = pool();
+    np.spec.template.spec.gpu_sharing =
+        Some(serde_json::from_value(sharing).expect("a GpuSharingSpec"));
+    crate::validate::validate_nodepool(&np)
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
+#[test]
+fn gpu_sharing_takes_each_strategy_with_its_own_fields_only() {
+    assert!(
+        with_sharing(serde_json::json!({"strategy": "time-slicing", "replicas": 4})).is_empty()
+    );
+    assert!(
+        with_sharing(serde_json::json!({"strategy": "mig", "migConfig": "all-1g.10gb"})).is_empty()
+    );
+    let errs = with_sharing(serde_json::json!({"strategy": "mps", "replicas": 1}));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].contains("spec.template.spec.gpuSharing.replicas")
+            && errs[0].contains("must be 2 or more to share a GPU, got 1"),
+        "{errs:?}"
+    );
+    let errs = with_sharing(serde_json::json!({"strategy": "mig", "replicas": 2}));
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("gpuSharing.migConfig") && e.contains("required"))
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("gpuSharing.replicas") && e.contains("only with"))
+    );
+    let bad: Result<GpuSharingSpec, _> =
+        serde_json::from_value(serde_json::json!({"strategy": "timeslicing"}));
+    assert!(bad.is_err());
+}
