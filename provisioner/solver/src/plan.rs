@@ -38,6 +38,10 @@ pub struct NewNode {
     pub requests: Resources,
     /// Requirements for the NodeClaim: the pool's, narrowed by what the pods need.
     pub requirements: Requirements,
+    /// Set when the node is of an accelerator type and none of its pods requests the
+    /// accelerator: why the plan buys it anyway (e.g. the only types offered in a zone a
+    /// topology spread forces pods into).
+    pub accelerator_note: Option<String>,
 }
 
 /// Pods placed on a node that already exists or is already launching.

@@ -11,6 +11,7 @@ use crate::bound::{BoundClass, BoundInput, BoundShape, lower_bound};
 use crate::plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, Unschedulable};
 use crate::pod::ZONE;
 
+use super::accelerator_notes;
 use super::bins::BinKind;
 use super::classes::CompatSet;
 use super::packer::Packer;
@@ -110,6 +111,7 @@ pub fn assemble(
     packer: &Packer<'_>,
     catalog: &Catalog,
     zones: &Zones,
+    pool_shapes: &[Vec<usize>],
     choices: &[Vec<(usize, usize)>],
     notes: Vec<String>,
 ) -> Plan {
@@ -118,6 +120,7 @@ pub fn assemble(
         notes,
         ..Plan::default()
     };
+    let mut accelerated = Vec::new();
     for (b, bin) in packer.bins.iter().enumerate() {
         if bin.pods.is_empty() {
             continue;
@@ -154,6 +157,17 @@ pub fn assemble(
                     requirements.add(Requirement::in_values(ZONE, [chosen.zone.clone()]));
                 }
                 plan.cost_per_hour += chosen.price_per_hour;
+                let accelerator_note =
+                    accelerator_notes::node_note(packer, catalog, zones, pool_shapes, b);
+                if let Some(note) = &accelerator_note {
+                    accelerated.push((
+                        pool.name.clone(),
+                        chosen.instance_type.clone(),
+                        chosen.zone.clone(),
+                        note.clone(),
+                    ));
+                }
+                let accelerator_note = accelerator_note.map(|n| n.sentence());
                 plan.new_nodes.push(NewNode {
                     node_pool: pool.name.clone(),
                     cloud: pool.cloud,
@@ -162,10 +176,13 @@ pub fn assemble(
                     pods,
                     requests: bin.requests,
                     requirements,
+                    accelerator_note,
                 });
             }
         }
     }
+    plan.notes
+        .extend(accelerator_notes::summarise(&accelerated));
     for (pod, reason) in &packer.unschedulable {
         plan.unschedulable.push(Unschedulable {
             pod: snapshot.pending[*pod].id.clone(),

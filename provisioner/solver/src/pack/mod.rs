@@ -6,6 +6,7 @@
 //! then on new nodes chosen by value per dollar; (4) each new node is re-sized to the cheapest
 //! offering that holds its pods; (5) a lower bound is computed for the same pods.
 
+mod accelerator_notes;
 mod bins;
 mod classes;
 mod finish;
@@ -87,5 +88,5 @@ pub fn solve(
         }
     }
     let (packer, choices, _) = best.expect("at least one strategy runs");
-    finish::assemble(&packer, catalog, &zones, &choices, notes)
+    finish::assemble(&packer, catalog, &zones, &pool_shapes, &choices, notes)
 }

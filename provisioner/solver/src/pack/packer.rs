@@ -251,8 +251,14 @@ impl<'a> Packer<'a> {
                 self.place(c, b, k);
             }
         }
-        // 2. New nodes.
+        // 2. New nodes. A node opened here that a zonal rule stopped short (its zone had reached
+        // the skew allowed then) is offered the class again before the next one is opened: each
+        // placement may raise the least-loaded zone's count and with it the allowance.
+        let mut waiting: Vec<usize> = Vec::new();
         while !self.remaining[c].is_empty() {
+            if self.strategy == Strategy::CostOptimal && self.refill(c, &mut waiting) {
+                continue;
+            }
             match self.open_bin(c, later) {
                 Ok(b) => {
                     let k = self.room_on_bin(c, b).unwrap_or(0);
@@ -260,6 +266,7 @@ impl<'a> Packer<'a> {
                         return Some("no node can hold it".to_owned());
                     }
                     self.place(c, b, k);
+                    waiting.push(b);
                     if self.strategy == Strategy::CostOptimal {
                         self.fill(b, later);
                     }
@@ -268,6 +275,29 @@ impl<'a> Packer<'a> {
             }
         }
         None
+    }
+
+    /// Offers class `c` the bins of `waiting` again; keeps only those a zonal rule still holds
+    /// back (every other block lasts: room and per-node counts only fill up). True when a pod
+    /// was placed.
+    fn refill(&mut self, c: usize, waiting: &mut Vec<usize>) -> bool {
+        let mut placed = false;
+        let mut i = 0;
+        while i < waiting.len() && !self.remaining[c].is_empty() {
+            let b = waiting[i];
+            match self.room_on_bin(c, b) {
+                Ok(k) if k > 0 => {
+                    self.place(c, b, k);
+                    placed = true;
+                    i += 1;
+                }
+                Ok(_) | Err(Block::Spread(Topology::Zone, _)) => i += 1,
+                Err(_) => {
+                    waiting.remove(i);
+                }
+            }
+        }
+        placed
     }
 
     /// Static eligibility of a bin for a class.
@@ -534,8 +564,15 @@ impl<'a> Packer<'a> {
     fn open_bin(&mut self, c: usize, later: &[usize]) -> Result<usize, String> {
         let mut last_reason: Option<String> = None;
         // A remembered choice stays best while the last evaluation was not limited by how many
-        // pods were left (the same fill would come out again).
-        if let Some((shape, _)) = self.memo[c]
+        // pods were left (the same fill would come out again), unless a zonal spread rule
+        // applies: each placement moves what each zone allows, so the choice is made afresh (a
+        // zone only an expensive type serves is taken when it must be, not every time after).
+        let zonal = self.classes[c]
+            .spreads
+            .iter()
+            .any(|r| r.active && r.topology == Topology::Zone);
+        if !zonal
+            && let Some((shape, _)) = self.memo[c]
             && let Ok((offering, k)) = self.pick_offering(c, shape)
             && self
                 .within_limits(

@@ -1,5 +1,6 @@
 //! Solver tests: every constraint places or rejects pods exactly.
 
+mod accelerator;
 mod constraints;
 mod cost;
 mod explain;
