@@ -266,3 +266,22 @@ fn the_embedded_aws_catalog_has_the_main_regions() {
     assert_eq!(od("us-east-1"), Some(55.04));
     assert_eq!(od("ap-northeast-1"), Some(68.8));
 }
+
+#[test]
+fn the_added_aws_sizes_carry_their_specs_and_prices() {
+    let c = Catalog::embedded();
+    let t = c.get(Cloud::Aws, "g6e.2xlarge").unwrap();
+    assert_eq!((t.vcpu, t.memory_mib, t.max_pods), (8, 65536, 58));
+    assert_eq!(t.accelerator.as_ref().unwrap().name, "l40s");
+    assert_eq!(
+        t.cheapest_offering(Some(CapacityType::OnDemand))
+            .unwrap()
+            .price_per_hour,
+        2.24208
+    );
+    let g5 = c.get(Cloud::Aws, "g5.24xlarge").unwrap();
+    assert_eq!((g5.accelerator_count(), g5.efa_count), (4, 1));
+    let m7g = c.get(Cloud::Aws, "m7g.large").unwrap();
+    assert_eq!(m7g.arch, crate::Arch::Arm64);
+    assert_eq!(m7g.cheapest_offering(None).unwrap().price_per_hour, 0.0816);
+}
