@@ -113,9 +113,14 @@ pub(crate) fn node_class_ref(r: &NodeClassReference, path: &str, errs: &mut Vec<
             errs,
             field(path, "kind"),
             format!(
-                "unsupported kind {:?} for group {GROUP}: expected one of {}",
+                "unsupported kind {:?} for group {GROUP}: expected one of {}{}",
                 r.kind,
-                NODE_CLASS_KINDS.join(", ")
+                NODE_CLASS_KINDS.join(", "),
+                match r.kind.as_str() {
+                    // Karpenter's name for it (written with our group by hand).
+                    "EC2NodeClass" => "; did you mean \"AWSNodeClass\"?".to_owned(),
+                    kind => super::suggest::did_you_mean(kind, NODE_CLASS_KINDS.iter().copied()),
+                }
             ),
         );
     }
@@ -186,9 +191,10 @@ pub(crate) fn taints(taints: &[Taint], path: &str, errs: &mut Vec<FieldError>) {
                 errs,
                 field(&p, "effect"),
                 format!(
-                    "unsupported effect {:?}: expected one of {}",
+                    "unsupported effect {:?}: expected one of {}{}",
                     t.effect,
-                    TAINT_EFFECTS.join(", ")
+                    TAINT_EFFECTS.join(", "),
+                    super::suggest::did_you_mean(&t.effect, TAINT_EFFECTS)
                 ),
             );
         } else if !seen.insert((t.key.as_str(), t.effect.as_str())) {

@@ -222,7 +222,10 @@ pub fn check_manifest(doc: &Value) -> ManifestReport {
         )),
         Some(Value::String(v)) => errs.push(FieldError::new(
             "apiVersion",
-            format!("unsupported apiVersion {v:?}: expected {API_VERSION:?}"),
+            format!(
+                "unsupported apiVersion {v:?}: expected {API_VERSION:?}{}",
+                suggest::did_you_mean(v, [API_VERSION])
+            ),
         )),
         Some(other) => errs.push(FieldError::new(
             "apiVersion",

@@ -90,8 +90,9 @@ fn ami_alias(alias: &str, path: &str, errs: &mut Vec<FieldError>) {
             errs,
             path,
             format!(
-                "unknown AMI family {family:?} in alias {alias:?}: expected one of {}",
-                AMI_ALIAS_FAMILIES.join(", ")
+                "unknown AMI family {family:?} in alias {alias:?}: expected one of {}{}",
+                AMI_ALIAS_FAMILIES.join(", "),
+                super::suggest::did_you_mean(family, AMI_ALIAS_FAMILIES.iter().copied())
             ),
         );
     } else if version.is_empty() {

@@ -50,7 +50,7 @@ fn unknown_fields_do_not_hide_the_other_problems() {
             "spec.template.spec.requirements[0].operator: unknown operator \"in\": expected one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte; did you mean \"In\"?",
             "spec.template.spec.requirements[1].key: label key name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
             "spec.template.spec.requirements[2].values: operator Exists takes no values",
-            "spec.template.spec.taints[0].effect: unsupported effect \"NoSchedul\": expected one of NoSchedule, PreferNoSchedule, NoExecute",
+            "spec.template.spec.taints[0].effect: unsupported effect \"NoSchedul\": expected one of NoSchedule, PreferNoSchedule, NoExecute; did you mean \"NoSchedule\"?",
             "spec.template.spec.expireAfter: invalid duration \"720hh\": expected a duration such as \"30s\", \"15m\", \"720h\" or \"1h30m\", or \"Never\"",
             "spec.disruption.consolidateAfter: invalid duration \"5x\": expected a duration such as \"30s\", \"15m\", \"720h\" or \"1h30m\", or \"Never\"",
         ]
@@ -199,5 +199,56 @@ spec:
         [
             "spec.disruption.expireAfter: unknown field; did you mean spec.template.spec.expireAfter?"
         ]
+    );
+}
+
+#[test]
+fn kinds_effects_api_versions_and_ami_families_get_a_suggestion() {
+    let report = check_manifest(&yaml(
+        r#"
+apiVersion: quartermaster.dev/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: quartermaster.dev, kind: EC2NodeClass, name: default}
+      taints: [{key: a, effect: NoExecut}]
+"#,
+    ));
+    assert_eq!(
+        shown(&report),
+        [
+            "spec.template.spec.taints[0].effect: unsupported effect \"NoExecut\": expected one of NoSchedule, PreferNoSchedule, NoExecute; did you mean \"NoExecute\"?",
+            "spec.template.spec.nodeClassRef.kind: unsupported kind \"EC2NodeClass\" for group quartermaster.dev: expected one of AWSNodeClass, GCPNodeClass, AzureNodeClass; did you mean \"AWSNodeClass\"?",
+        ]
+    );
+    let report = check_manifest(&yaml(
+        "apiVersion: quartermaster.dve/v1\nkind: NodePool\nmetadata: {name: p}\nspec: {}\n",
+    ));
+    assert_eq!(
+        shown(&report),
+        [
+            "apiVersion: unsupported apiVersion \"quartermaster.dve/v1\": expected \"quartermaster.dev/v1\"; did you mean \"quartermaster.dev/v1\"?"
+        ]
+    );
+    let report = check_manifest(&yaml(
+        r#"
+apiVersion: quartermaster.dev/v1
+kind: AWSNodeClass
+metadata: {name: a}
+spec:
+  role: r
+  amiSelectorTerms: [{alias: al2032@latest}]
+  subnetSelectorTerms: [{id: subnet-1}]
+  securityGroupSelectorTerms: [{id: sg-1}]
+"#,
+    ));
+    assert!(
+        shown(&report)
+            .iter()
+            .any(|e| e.ends_with("; did you mean \"al2023\"?")),
+        "{:?}",
+        report.errors
     );
 }
