@@ -211,6 +211,22 @@ pub fn check_manifest(doc: &Value) -> ManifestReport {
     let mut shape = schema::Shape::default();
     let errs = &mut shape.errors;
 
+    // Another API's object (a Deployment, a Service): one line saying so.
+    if let (Some(Value::String(api)), Some(Value::String(k))) =
+        (obj.get("apiVersion"), obj.get("kind"))
+        && api.split('/').next() != Some(GROUP)
+        && !KINDS.contains(&k.as_str())
+        && suggest::closest(k, KINDS).is_none()
+    {
+        return fail(vec![FieldError::new(
+            "kind",
+            format!(
+                "{api} {k} is not a Quartermaster object: validate checks {} (plan reads workloads)",
+                KINDS.join(", ")
+            ),
+        )]);
+    }
+
     // Route by apiVersion and kind.
     let mut api_ok = false;
     match obj.get("apiVersion") {

@@ -252,3 +252,16 @@ spec:
         report.errors
     );
 }
+
+#[test]
+fn another_apis_object_is_one_line() {
+    let report = check_manifest(&yaml(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {}\n",
+    ));
+    assert_eq!(
+        shown(&report),
+        [
+            "kind: apps/v1 Deployment is not a Quartermaster object: validate checks NodePool, NodeClaim, AWSNodeClass, GCPNodeClass, AzureNodeClass (plan reads workloads)"
+        ]
+    );
+}

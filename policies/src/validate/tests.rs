@@ -180,10 +180,17 @@ fn routing_by_api_version_and_kind() {
         "unsupported kind \"Pod\"",
     );
     only_error(&remove(np(), "/kind"), "kind", "required field is missing");
-    let both = errors(&json!({"apiVersion": "v1", "kind": "ConfigMap"}));
+    // Another API's object: one problem that says so.
+    only_error(
+        &json!({"apiVersion": "v1", "kind": "ConfigMap"}),
+        "kind",
+        "v1 ConfigMap is not a Quartermaster object",
+    );
+    // Another API with a misspelt kind of ours: both named.
+    let both = errors(&json!({"apiVersion": "v1", "kind": "NodePol"}));
     assert_eq!(both.len(), 2);
     has_error(&both, "apiVersion", "unsupported");
-    has_error(&both, "kind", "unsupported");
+    has_error(&both, "kind", "did you mean \"NodePool\"?");
     only_error(&json!([1, 2]), "<root>", "expected an object, got array");
     // The kind picks the schema: a NodeClaim body under kind NodePool fails.
     let claim_as_pool = set(yaml(NODECLAIM), "/kind", json!("NodePool"));
