@@ -97,6 +97,16 @@ fn count(
     Ok(n)
 }
 
+/// Says that a workload asks for no pods at all (Karpenter's examples ship `replicas: 0`), so
+/// an empty plan is not read as "nothing fits".
+fn note_no_replicas(id: &str, field: &str, n: usize, notes: &mut Vec<String>) {
+    if n == 0 {
+        notes.push(format!(
+            "{id}: {field} is 0; no pods planned (scale it up to plan for its pods)"
+        ));
+    }
+}
+
 /// The most pods one workload expands to: far beyond any real cluster's workload, small enough
 /// that a typo (`replicas: 2000000000`) is an error instead of exhausting memory.
 pub(crate) const MAX_PODS_PER_WORKLOAD: usize = 200_000;
@@ -231,6 +241,7 @@ pub(crate) fn expand<'a>(
             continue;
         }
         let n = count(d.spec.replicas, 1, &d.id, "spec.replicas")?;
+        note_no_replicas(&d.id, "spec.replicas", n, notes);
         add(
             template(d, &d.spec.template, "Deployment")?,
             replicas(&d.name, n),
@@ -244,6 +255,7 @@ pub(crate) fn expand<'a>(
             continue;
         }
         let n = count(rs.spec.replicas, 1, &rs.id, "spec.replicas")?;
+        note_no_replicas(&rs.id, "spec.replicas", n, notes);
         let t = rs
             .spec
             .template
@@ -256,6 +268,7 @@ pub(crate) fn expand<'a>(
             continue;
         }
         let n = count(s.spec.replicas, 1, &s.id, "spec.replicas")?;
+        note_no_replicas(&s.id, "spec.replicas", n, notes);
         add(
             template(s, &s.spec.template, "StatefulSet")?,
             replicas(&s.name, n),
@@ -271,6 +284,7 @@ pub(crate) fn expand<'a>(
             continue;
         }
         let parallelism = count(j.spec.parallelism, 1, &j.id, "spec.parallelism")?;
+        note_no_replicas(&j.id, "spec.parallelism", parallelism, notes);
         let n = match j.spec.completions {
             // A work-queue Job (no completions) runs `parallelism` pods.
             None => parallelism,
@@ -391,6 +405,20 @@ mod tests {
       metadata: {labels: {app: web}}
       spec:
         containers: [{name: c, resources: {requests: {cpu: 250m}}}]";
+
+    #[test]
+    fn a_workload_scaled_to_zero_plans_no_pods_and_says_so() {
+        let ingested = ingest(&format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: inflate}}\nspec:\n    replicas: 0\n    selector: {{matchLabels: {{app: web}}}}\n{TEMPLATE}\n"
+        ));
+        assert!(ingested.snapshot.pending.is_empty());
+        assert!(
+            ingested.notes.iter().any(|n| n
+                == "Deployment/default/inflate: spec.replicas is 0; no pods planned (scale it up to plan for its pods)"),
+            "{:?}",
+            ingested.notes
+        );
+    }
 
     #[test]
     fn deployment_expands_to_replicas_of_its_template() {
