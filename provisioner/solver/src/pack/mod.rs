@@ -41,8 +41,9 @@ pub fn solve(
             .any(|s| snapshot.node_pools[s.pool].name == pool.name)
         {
             notes.push(format!(
-                "NodePool {}: no instance type in the catalog satisfies its requirements",
-                pool.name
+                "NodePool {}: no instance type in the catalog satisfies its requirements: {}",
+                pool.name,
+                crate::explain::empty_pool_reason(pool, catalog)
             ));
         }
     }

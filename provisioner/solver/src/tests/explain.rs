@@ -141,3 +141,32 @@ fn a_pod_that_is_not_pending_has_no_explanation() {
     );
     assert!(explain(&s, &catalog(), now(), &PodRef::new("default", "nope")).is_none());
 }
+
+#[test]
+fn an_empty_pool_names_the_requirements_that_empty_it() {
+    // g5.48xlarge has no spot offering: each requirement alone rules out what the other allows.
+    let p = pool(
+        "big-spot",
+        requirements(&[
+            (
+                "node.kubernetes.io/instance-type",
+                Operator::In,
+                &["g5.48xlarge"],
+            ),
+            ("quartermaster.dev/capacity-type", Operator::In, &["spot"]),
+        ]),
+    );
+    let reason = crate::explain::empty_pool_reason(&p, &catalog());
+    assert!(
+        reason.contains("quartermaster.dev/capacity-type In [spot] rules out all 3 offering(s)"),
+        "{reason}"
+    );
+    let plan = solve(&snapshot(vec![pod("a", 100, 128, 0)], vec![p]));
+    assert!(
+        plan.notes.iter().any(|n| n.starts_with(
+            "NodePool big-spot: no instance type in the catalog satisfies its requirements: "
+        )),
+        "{:?}",
+        plan.notes
+    );
+}
