@@ -393,7 +393,13 @@ impl InstanceType {
     /// default `nodefs.available<10%` hard-eviction threshold on ephemeral storage. Other
     /// resources are unchanged.
     pub fn allocatable(&self) -> BTreeMap<String, u64> {
-        let mut a = self.capacity();
+        self.allocatable_from(self.capacity())
+    }
+
+    /// [`InstanceType::allocatable`] of a node whose capacity differs from the type's own (a
+    /// larger root volume, shared GPUs): the same reservations taken from `capacity`.
+    pub fn allocatable_from(&self, capacity: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+        let mut a = capacity;
         if let Some(cpu) = a.get_mut(resources::CPU) {
             *cpu = cpu.saturating_sub(self.overhead.cpu_millis);
         }

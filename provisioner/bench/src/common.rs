@@ -143,6 +143,7 @@ pub fn node_pool(
         limits: PoolLimits::default(),
         usage: PoolUsage::default(),
         node_class_present: true,
+        node_shape: Default::default(),
     }
 }
 

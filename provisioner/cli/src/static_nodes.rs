@@ -87,7 +87,8 @@ fn stand_in(
     labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     labels.insert(NODEPOOL_LABEL.to_owned(), pool.name.clone());
     let overhead = daemonset_overhead(&snapshot.daemonsets, &labels, pool);
-    let room = to_resources(&snapshot.resources, &it.allocatable()).saturating_sub(&overhead);
+    let allocatable = pool.node_shape.allocatable(it)?;
+    let room = to_resources(&snapshot.resources, &allocatable).saturating_sub(&overhead);
     Some(ExistingNode {
         name: format!("{}-static-{ordinal}", pool.name),
         in_flight: true,

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use quartermaster_policies::labels::{API_VERSION, LABEL_REGION};
 use quartermaster_policies::nodeclass::{KIND_AWS, KIND_AZURE, KIND_GCP};
 use quartermaster_policies::{NodePool, Requirement, Requirements};
+use quartermaster_pricing::sharing::GpuSharing;
 use quartermaster_pricing::{Catalog, Cloud};
 use quartermaster_solver::resources::ResourceTable;
-use quartermaster_solver::{NodePoolSpec, PoolLimits, PoolUsage};
+use quartermaster_solver::{NodePoolSpec, NodeShape, PoolLimits, PoolUsage};
 use serde_json::Value;
 
 use crate::error::ClusterError;
@@ -219,7 +220,7 @@ pub(crate) fn node_pool(
         cloud,
         weight: pool.weight(),
         requirements,
-        labels: pool.spec.template.metadata.labels.clone(),
+        labels: node_labels(pool),
         taints: taints(
             &pool.spec.template.spec.taints,
             id,
@@ -233,6 +234,55 @@ pub(crate) fn node_pool(
         limits,
         usage: PoolUsage::default(),
         node_class_present,
+        node_shape: NodeShape {
+            gpu_sharing: pool
+                .spec
+                .template
+                .spec
+                .gpu_sharing
+                .as_ref()
+                .and_then(gpu_sharing),
+            ephemeral_storage_bytes: None,
+        },
+    })
+}
+
+/// The labels a pool's nodes carry: the template's, plus `nvidia.com/mig.config` naming the
+/// MIG layout the GPU Operator's MIG manager applies when the pool shares GPUs by MIG.
+fn node_labels(pool: &NodePool) -> BTreeMap<String, String> {
+    let mut labels = pool.spec.template.metadata.labels.clone();
+    if let Some(sharing) = &pool.spec.template.spec.gpu_sharing
+        && sharing.strategy == quartermaster_policies::GpuSharingStrategy::Mig
+        && let Some(config) = &sharing.mig_config
+    {
+        labels
+            .entry(LABEL_MIG_CONFIG.to_owned())
+            .or_insert_with(|| config.clone());
+    }
+    labels
+}
+
+/// The label the NVIDIA GPU Operator's MIG manager reads for a node's MIG layout.
+pub const LABEL_MIG_CONFIG: &str = "nvidia.com/mig.config";
+
+/// The pricing model of a NodePool's `gpuSharing` (`None` when it is invalid: validation
+/// reports it).
+fn gpu_sharing(spec: &quartermaster_policies::GpuSharingSpec) -> Option<GpuSharing> {
+    use quartermaster_policies::GpuSharingStrategy as S;
+    let replicas = || spec.replicas.and_then(|r| u32::try_from(r).ok());
+    let rename_by_default = spec.rename_by_default.unwrap_or(false);
+    Some(match spec.strategy {
+        S::TimeSlicing => GpuSharing::TimeSlicing {
+            replicas: replicas()?,
+            rename_by_default,
+        },
+        S::Mps => GpuSharing::Mps {
+            replicas: replicas()?,
+            rename_by_default,
+        },
+        S::Mig => GpuSharing::Mig {
+            config: spec.mig_config.clone()?,
+        },
     })
 }
 

@@ -344,7 +344,15 @@ fn reject(
     }
     let table = &snapshot.resources;
     let overhead = daemonset_overhead(&snapshot.daemonsets, &labels, pool);
-    let room = to_resources(table, &it.allocatable()).saturating_sub(&overhead);
+    let Some(allocatable) = pool.node_shape.allocatable(it) else {
+        return Err(Rejection::PoolRequirement {
+            detail: format!(
+                "its GPU sharing does not apply to {} (no GPU, or no such MIG layout)",
+                it.name
+            ),
+        });
+    };
+    let room = to_resources(table, &allocatable).saturating_sub(&overhead);
     if let Some(slot) = pod.requests.first_excess(&room) {
         return Err(Rejection::Resources {
             resource: table.name(slot).to_owned(),
@@ -352,7 +360,7 @@ fn reject(
             available: table.format(slot, room.get(slot)),
         });
     }
-    let capacity = to_resources(table, &it.capacity());
+    let capacity = to_resources(table, &pool.node_shape.capacity(it).unwrap_or_default());
     if let Some(limit) = pool.limits.nodes
         && pool.usage.nodes + 1 > limit
     {

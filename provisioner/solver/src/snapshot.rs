@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use quartermaster_policies::Requirements;
-use quartermaster_pricing::{CapacityType, Cloud};
+use quartermaster_pricing::resources::EPHEMERAL_STORAGE;
+use quartermaster_pricing::sharing::GpuSharing;
+use quartermaster_pricing::{CapacityType, Cloud, InstanceType};
 
 use crate::pod::{Pod, Taint};
 use crate::resources::{ResourceTable, Resources};
@@ -34,6 +36,40 @@ pub struct NodePoolSpec {
     pub usage: PoolUsage,
     /// False when the pool's NodeClass was not supplied: planned against the cloud's defaults.
     pub node_class_present: bool,
+    /// How the pool's nodes differ from their instance type's defaults (shared GPUs, root
+    /// volume size).
+    pub node_shape: NodeShape,
+}
+
+/// What a NodePool (and its NodeClass) change about a node of a given instance type.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeShape {
+    /// How the GPUs are shared (`spec.template.spec.gpuSharing`).
+    pub gpu_sharing: Option<GpuSharing>,
+    /// The node's ephemeral storage in bytes when the NodeClass sets it (the root volume's
+    /// size, or the local NVMe under AWS's `instanceStorePolicy: RAID0`); `None`: the type's
+    /// default (see [`InstanceType::capacity`]).
+    pub ephemeral_storage_bytes: Option<u64>,
+}
+
+impl NodeShape {
+    /// The capacity a node of `it` will have in this pool; `None` when the pool cannot use the
+    /// type at all (GPU sharing the type's GPU does not support).
+    pub fn capacity(&self, it: &InstanceType) -> Option<BTreeMap<String, u64>> {
+        let mut capacity = match &self.gpu_sharing {
+            Some(sharing) => it.shared_capacity(sharing).ok()?,
+            None => it.capacity(),
+        };
+        if let Some(bytes) = self.ephemeral_storage_bytes {
+            capacity.insert(EPHEMERAL_STORAGE.to_owned(), bytes);
+        }
+        Some(capacity)
+    }
+
+    /// The allocatable of a node of `it` in this pool (see [`NodeShape::capacity`]).
+    pub fn allocatable(&self, it: &InstanceType) -> Option<BTreeMap<String, u64>> {
+        self.capacity(it).map(|c| it.allocatable_from(c))
+    }
 }
 
 /// The ceilings of `spec.limits`.

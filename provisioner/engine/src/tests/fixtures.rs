@@ -110,6 +110,7 @@ pub fn setup_with(policy: &str, consolidate_after: &str) -> EngineSetup {
         limits: PoolLimits::default(),
         usage: PoolUsage::default(),
         node_class_present: true,
+        node_shape: Default::default(),
     };
     EngineSetup {
         resources: ResourceTable::default(),

@@ -159,10 +159,10 @@ fn build_shape(
         return None;
     }
     offerings.sort_by(|a, b| a.price.total_cmp(&b.price).then(a.zone.cmp(&b.zone)));
-    let capacity = to_resources(&snapshot.resources, &it.capacity());
+    let capacity = to_resources(&snapshot.resources, &pool.node_shape.capacity(it)?);
     let overhead = daemonset_overhead(&snapshot.daemonsets, &offerings[0].labels, pool);
-    let allocatable =
-        to_resources(&snapshot.resources, &it.allocatable()).saturating_sub(&overhead);
+    let allocatable = to_resources(&snapshot.resources, &pool.node_shape.allocatable(it)?)
+        .saturating_sub(&overhead);
     Some(Shape {
         pool: pool_index,
         instance_type: type_index,

@@ -203,3 +203,25 @@ fn lower_bound_never_exceeds_cost() {
     assert!(plan.lower_bound_per_hour >= 0.0);
     assert_eq!(placed(&plan), 27);
 }
+
+#[test]
+fn time_sliced_gpus_hold_as_many_pods_as_replicas() {
+    // Four 1-GPU pods on a pool that time-slices each GPU four ways: one g5.xlarge, not four
+    // (kubernetes-sigs/karpenter#729).
+    let mut shared = on_demand_pool("shared");
+    shared.node_shape.gpu_sharing = Some(quartermaster_pricing::sharing::GpuSharing::TimeSlicing {
+        replicas: 4,
+        rename_by_default: false,
+    });
+    let plan = solve(&snapshot(pods("infer", 4, 500, 1024, 1), vec![shared]));
+    assert_eq!(types(&plan), ["g5.xlarge"], "{plan:#?}");
+    let plain = solve(&snapshot(
+        pods("infer", 4, 500, 1024, 1),
+        vec![on_demand_pool("plain")],
+    ));
+    assert_eq!(
+        plain.new_nodes.iter().map(|n| n.pods.len()).sum::<usize>(),
+        4
+    );
+    assert!(plain.cost_per_hour > plan.cost_per_hour);
+}

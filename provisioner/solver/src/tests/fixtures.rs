@@ -114,6 +114,7 @@ pub fn pool(name: &str, reqs: Requirements) -> NodePoolSpec {
         limits: PoolLimits::default(),
         usage: PoolUsage::default(),
         node_class_present: true,
+        node_shape: Default::default(),
     }
 }
 
