@@ -39,6 +39,12 @@ impl Engine {
         claim.registered_at = found.registered_at;
         claim.initialized_at = found.initialized_at;
         claim.deleting = found.deleting;
+        if let Some(hash) = found.template_hash {
+            claim
+                .labels
+                .insert(crate::TEMPLATE_HASH_LABEL.to_owned(), hash.clone());
+            claim.template_hash = hash;
+        }
         claim.phase = match (&claim.provider_id, &found.node, found.initialized_at) {
             (None, _, _) => Phase::Launching,
             (Some(_), None, _) => Phase::Launched,

@@ -27,6 +27,16 @@ pub struct EngineConfig {
     /// A replacement must be at least this fraction cheaper than the node it replaces (moving
     /// pods has a cost; no churn for pennies).
     pub consolidation_min_saving: f64,
+    /// A spot node is replaced by another spot node only when at least this many instance types
+    /// have a cheaper spot offering that fits its pods (Karpenter: 15), so that consolidation
+    /// does not climb down a ladder of ever cheaper, ever more interrupted offerings. A NodePool
+    /// overrides it with the annotation `quartermaster.dev/spot-to-spot-min-types`.
+    pub spot_to_spot_min_types: usize,
+    /// The most nodes one consolidation move removes at once (also bounded by budgets).
+    pub max_move_nodes: usize,
+    /// How many single nodes one consolidation pass asks the solver about (besides the
+    /// multi-node moves). Together they bound the solver calls of a pass.
+    pub max_single_candidates: usize,
     /// Put between the NodePool name and the counter in NodeClaim names (`gpu-k3x9q00001`),
     /// so names stay unique across controller restarts. Empty in simulations (`gpu-00001`).
     pub claim_name_tag: String,
@@ -44,6 +54,9 @@ impl Default for EngineConfig {
             max_backoff: TimeDelta::minutes(1),
             consolidation_interval: TimeDelta::minutes(1),
             consolidation_min_saving: 0.05,
+            spot_to_spot_min_types: 15,
+            max_move_nodes: 100,
+            max_single_candidates: 5,
             claim_name_tag: String::new(),
         }
     }

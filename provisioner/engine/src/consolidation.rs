@@ -1,18 +1,33 @@
-//! Consolidation (`consolidationPolicy: WhenEmptyOrUnderutilized`): the same solver, asked a
-//! different question — "if this node were gone, where would its pods go?". When they all fit
-//! on other nodes the node is deleted; when they fit on one new node that is cheaper by at least
-//! `consolidation_min_saving`, that node is launched and the old one goes once its pods run on
-//! it. One move at a time, within each pool's disruption budget.
+//! Consolidation (`consolidationPolicy: WhenEmptyOrUnderutilized` or `Balanced`): the same
+//! solver, asked a different question — "if these nodes were gone, where would their pods go,
+//! and what would that cost?". A move removes N nodes and launches M (M may be 0, and may be
+//! more than N: one large node split into smaller ones) when the total is cheaper by at least
+//! `consolidation_min_saving`. Replacements are launched and initialised before the old nodes
+//! go; the old nodes are deleted once every pod runs elsewhere.
 //!
-//! Pods owned by a Job are never moved: restarting a training or batch job throws its work
-//! away, which no saving in node price pays back.
+//! The search is bounded and deterministic: candidates are sorted by the money they waste
+//! (price × the idle share of their scarcest resource: an accelerator node whose accelerator
+//! pods finished wastes its whole price, so GPU nodes come first), a greedy list of them is cut
+//! by the pools' disruption budgets and the PodDisruptionBudgets, and the solver is asked about
+//! its prefixes of halving length (n, n/2, …, 2) and about the first few single nodes. The move
+//! saving the most wins. At most `log2(max_move_nodes) + max_single_candidates` solves a pass.
+//!
+//! Never moved, never removed: pods owned by a Job (restarting a training or batch job throws
+//! its work away), pods and nodes annotated do-not-disrupt, and moves whose evictions a
+//! PodDisruptionBudget forbids.
+
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_policies::{ConsolidationPolicy, DisruptionReason};
+use quartermaster_pricing::{CapacityType, Catalog};
+use quartermaster_solver::resources::{CPU, MAX_RESOURCES, MEMORY, PODS};
+use quartermaster_solver::{Plan, Pod, PodRef, Resources, to_resources};
 
-use super::Engine;
-use crate::events::Action;
-use crate::state::{Phase, PodState};
+use super::{CONSOLIDATION_BACKOFF, Engine};
+use crate::disruption::{CommandKind, DisruptionCommand, DisruptionStats, SPOT_TO_SPOT_MIN_TYPES};
+use crate::events::{Action, DeleteReason};
+use crate::state::{Claim, Phase, PodState};
 
 /// The least score `Balanced` consolidates at (Karpenter's `1/k` with `k = 2`).
 const BALANCED_MIN_SCORE: f64 = 0.5;
@@ -29,16 +44,145 @@ fn balanced_score(saving: f64, pool_cost: f64, moved: usize, pool_pods: usize) -
     (saving / pool_cost) / (moved as f64 / pool_pods as f64)
 }
 
-/// What consolidation decided for one node.
-enum Move {
-    /// Its pods fit elsewhere: delete it.
-    Delete,
-    /// Its pods fit on one cheaper new node.
-    Replace,
+/// A node consolidation may move pods off.
+#[derive(Debug, Clone)]
+pub(super) struct Candidate {
+    pub name: String,
+    pub pool: usize,
+    /// Money wasted per hour: price × idle share of its scarcest resource.
+    pub waste: f64,
+    pub pods: Vec<PodRef>,
+}
+
+/// A move the solver found.
+pub(super) struct Proposal {
+    pub names: Vec<String>,
+    pub plan: Plan,
+    pub saving: f64,
+    /// Pods it moves.
+    pub moved: usize,
+}
+
+/// The share of `room` that `used` takes, by the resource that matters: the accelerators when
+/// the node has any, else the larger of CPU and memory.
+fn utilisation(used: &Resources, room: &Resources) -> f64 {
+    let share = |slot: usize| {
+        let r = room.get(slot);
+        if r <= 0 {
+            0.0
+        } else {
+            used.get(slot) as f64 / r as f64
+        }
+    };
+    let extended: Vec<usize> = (PODS + 1..MAX_RESOURCES)
+        .filter(|s| room.get(*s) > 0)
+        .collect();
+    let u = if extended.is_empty() {
+        share(CPU).max(share(MEMORY))
+    } else {
+        extended.into_iter().map(share).fold(0.0, f64::max)
+    };
+    u.clamp(0.0, 1.0)
 }
 
 impl Engine {
-    /// Looks for one node to consolidate, when due.
+    // ------------------------------------------------------------------ inputs
+
+    /// A pod's do-not-disrupt annotation changed.
+    pub(super) fn protect_pod(&mut self, pod: PodRef, on: bool) {
+        if on {
+            self.disruption.protected_pods.insert(pod);
+        } else {
+            self.disruption.protected_pods.remove(&pod);
+        }
+    }
+
+    /// A node's (or NodeClaim's) do-not-disrupt annotation changed.
+    pub(super) fn protect_node(&mut self, node: String, on: bool) {
+        if on {
+            self.disruption.protected_nodes.insert(node);
+        } else {
+            self.disruption.protected_nodes.remove(&node);
+        }
+    }
+
+    /// New prices: claims are priced again (what they cost now is what removing them saves).
+    pub(super) fn catalog_changed(&mut self, catalog: Catalog) {
+        self.setup.catalog = catalog;
+        for c in self.claims.values_mut() {
+            let price = |o: &quartermaster_solver::OfferingChoice| {
+                self.setup
+                    .catalog
+                    .get(c.cloud, &o.instance_type)?
+                    .offerings
+                    .iter()
+                    .find(|x| x.zone == o.zone && x.capacity_type == o.capacity_type)
+                    .map(|x| x.price_per_hour)
+            };
+            if let Some(p) = price(&c.offering) {
+                c.offering.price_per_hour = p;
+            }
+            let updated: Vec<Option<f64>> = c.alternatives.iter().map(&price).collect();
+            for (o, p) in c.alternatives.iter_mut().zip(updated) {
+                if let Some(p) = p {
+                    o.price_per_hour = p;
+                }
+            }
+        }
+    }
+
+    /// Disruption counters so far.
+    pub fn disruption_stats(&self) -> &DisruptionStats {
+        &self.disruption.stats
+    }
+
+    /// Whether a node (by claim or node name) is annotated do-not-disrupt.
+    pub(super) fn node_protected(&self, c: &Claim) -> bool {
+        let p = &self.disruption.protected_nodes;
+        p.contains(&c.name) || c.node.as_ref().is_some_and(|n| p.contains(&n.name))
+    }
+
+    /// Whether every PodDisruptionBudget allows evicting `pods` at once.
+    pub(super) fn pdbs_allow<'a>(&self, pods: impl IntoIterator<Item = &'a Pod>) -> bool {
+        let pdbs = &self.disruption.pdbs;
+        if pdbs.is_empty() {
+            return true;
+        }
+        let mut used = vec![0u32; pdbs.len()];
+        for pod in pods {
+            for (i, pdb) in pdbs.iter().enumerate() {
+                if pdb.selects(pod) {
+                    used[i] += 1;
+                    if used[i] > pdb.disruptions_allowed {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Announces the removal of an empty node.
+    pub(super) fn announce_empty(&mut self, name: &str) {
+        let Some(c) = self.claims.get(name) else {
+            return;
+        };
+        let command = DisruptionCommand {
+            kind: CommandKind::Empty,
+            reason: DeleteReason::Empty,
+            claims: vec![c.name.clone()],
+            nodes: c.node.iter().map(|n| n.name.clone()).collect(),
+            replacements: Vec::new(),
+            pods: 0,
+            saving_per_hour: c.offering.price_per_hour,
+        };
+        self.disruption.stats.record(&command);
+        self.actions.push(Action::Disrupt(command));
+    }
+
+    // ------------------------------------------------------------------ the pass
+
+    /// Looks for one move (drift first, then consolidation), when due.
     pub(super) fn consolidate(&mut self, now: DateTime<Utc>) {
         let changed = self.consolidation_seen != Some(self.version);
         let matured = self.consolidation_wake.is_some_and(|t| now >= t);
@@ -62,11 +206,18 @@ impl Engine {
         self.consolidation_seen = Some(self.version);
         let (candidates, wake) = self.consolidation_candidates(now);
         self.consolidation_wake = wake;
-        for name in candidates {
-            if let Some(m) = self.evaluate(now, &name) {
-                self.execute(now, &name, m);
-                return;
-            }
+        if self.replace_drifted(now) {
+            return;
+        }
+        // Candidates a budget holds back now are looked at again later (a budget window ends
+        // without any event saying so).
+        let left = self.budget_left(DisruptionReason::Underutilized, now);
+        if candidates.iter().any(|c| left[c.pool] == 0) {
+            let again = now + self.config.consolidation_interval;
+            self.consolidation_wake = Some(self.consolidation_wake.map_or(again, |w| w.min(again)));
+        }
+        if let Some(p) = self.best_move(now, &candidates) {
+            self.execute(now, p, DeleteReason::Underutilized, true);
         }
     }
 
@@ -80,40 +231,92 @@ impl Engine {
         })
     }
 
-    /// Nodes that may be consolidated now, the least disruptive first (fewest pods, then the
-    /// most expensive), and when the next node becomes old enough to be one.
-    fn consolidation_candidates(&self, now: DateTime<Utc>) -> (Vec<String>, Option<DateTime<Utc>>) {
-        let mut pods_on: std::collections::BTreeMap<&str, (usize, bool)> =
-            std::collections::BTreeMap::new();
-        for e in self.pods.values() {
+    /// Pods bound to each claim.
+    fn bound_pods(&self) -> BTreeMap<&str, Vec<&PodRef>> {
+        let mut on: BTreeMap<&str, Vec<&PodRef>> = BTreeMap::new();
+        for (id, e) in &self.pods {
             if let PodState::Bound { claim } = &e.state {
-                let entry = pods_on.entry(claim.as_str()).or_default();
-                entry.0 += 1;
-                entry.1 |= e
-                    .pod
+                on.entry(claim.as_str()).or_default().push(id);
+            }
+        }
+        on
+    }
+
+    /// Whether a pod may be moved voluntarily (not a Job's, not do-not-disrupt).
+    pub(super) fn pod_movable(&self, id: &PodRef) -> bool {
+        !self.disruption.protected_pods.contains(id)
+            && !self.pods.get(id).is_some_and(|e| {
+                e.pod
                     .owner
                     .as_deref()
-                    .is_some_and(|o| o.starts_with("Job/"));
-            }
-        }
-        let mut per_pool = vec![(0usize, 0usize); self.setup.pools.len()];
-        for c in self.claims.values() {
-            per_pool[c.pool].0 += 1;
-            if c.deleting || c.consolidating {
-                per_pool[c.pool].1 += 1;
-            }
-        }
-        let mut wake: Option<DateTime<Utc>> = None;
-        let mut candidates: Vec<(usize, f64, String)> = self
-            .claims
+                    .is_some_and(|o| o.starts_with("Job/"))
+            })
+    }
+
+    /// Nodes whose pods may be moved voluntarily now (any policy): initialized, schedulable,
+    /// not static, not do-not-disrupt, with pods that may all move.
+    pub(super) fn movable_nodes(&self, now: DateTime<Utc>) -> Vec<Candidate> {
+        let on = self.bound_pods();
+        self.claims
             .values()
             .filter(|c| c.phase == Phase::Initialized && c.schedulable())
             .filter(|c| c.consolidation_backoff.is_none_or(|t| now >= t))
-            .filter(|c| {
-                let policy = &self.setup.pools[c.pool];
-                if policy.replicas.is_some() {
-                    return false;
+            .filter(|c| self.setup.pools[c.pool].replicas.is_none())
+            .filter(|c| !self.node_protected(c))
+            .filter_map(|c| {
+                let pods = on.get(c.name.as_str()).cloned().unwrap_or_default();
+                if pods.iter().any(|p| !self.pod_movable(p)) {
+                    return None;
                 }
+                let mut used = Resources::ZERO;
+                for p in &pods {
+                    used += self.pods[*p].pod.requests;
+                }
+                let waste = c.offering.price_per_hour * (1.0 - utilisation(&used, &c.room));
+                Some(Candidate {
+                    name: c.name.clone(),
+                    pool: c.pool,
+                    waste,
+                    pods: pods.into_iter().cloned().collect(),
+                })
+            })
+            .collect()
+    }
+
+    /// Per pool: how many more nodes may be disrupted for `reason` now.
+    pub(super) fn budget_left(&self, reason: DisruptionReason, now: DateTime<Utc>) -> Vec<usize> {
+        let mut per_pool = vec![(0usize, 0usize); self.setup.pools.len()];
+        for c in self.claims.values() {
+            per_pool[c.pool].0 += 1;
+            if c.deleting || c.vacating() {
+                per_pool[c.pool].1 += 1;
+            }
+        }
+        per_pool
+            .iter()
+            .enumerate()
+            .map(|(pool, (total, disrupting))| {
+                self.setup.pools[pool]
+                    .allowed_disruptions(reason, *total, now)
+                    .saturating_sub(*disrupting)
+            })
+            .collect()
+    }
+
+    /// Nodes that may be consolidated now, the most wasteful first, and when the next node
+    /// becomes old enough to be one.
+    fn consolidation_candidates(
+        &self,
+        now: DateTime<Utc>,
+    ) -> (Vec<Candidate>, Option<DateTime<Utc>>) {
+        let mut wake: Option<DateTime<Utc>> = None;
+        let mut candidates: Vec<Candidate> = self
+            .movable_nodes(now)
+            .into_iter()
+            .filter(|cand| !cand.pods.is_empty())
+            .filter(|cand| {
+                let c = &self.claims[&cand.name];
+                let policy = &self.setup.pools[c.pool];
                 if !matches!(
                     policy.node_pool.consolidation_policy(),
                     ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
@@ -132,130 +335,405 @@ impl Engine {
                 }
                 now >= ripe
             })
-            .filter_map(|c| {
-                let (pods, has_job) = pods_on.get(c.name.as_str()).copied().unwrap_or_default();
-                (pods > 0 && !has_job).then(|| (pods, c.offering.price_per_hour, c.name.clone()))
-            })
-            .filter(|(_, _, name)| {
-                let c = &self.claims[name];
-                let (total, disrupting) = per_pool[c.pool];
-                disrupting
-                    < self.setup.pools[c.pool].allowed_disruptions(
-                        DisruptionReason::Underutilized,
-                        total,
-                        now,
-                    )
-            })
             .collect();
-        candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(&b.2)));
-        (
-            candidates
-                .into_iter()
-                .take(MAX_CANDIDATES)
-                .map(|(_, _, name)| name)
-                .collect(),
-            wake,
-        )
+        candidates.sort_by(|a, b| {
+            b.waste
+                .total_cmp(&a.waste)
+                .then(a.pods.len().cmp(&b.pods.len()))
+                .then(a.name.cmp(&b.name))
+        });
+        (candidates, wake)
     }
 
-    /// Asks the solver where the pods of `name` would go without it.
-    fn evaluate(&mut self, now: DateTime<Utc>, name: &str) -> Option<Move> {
-        let (snapshot, _) = self.snapshot_without(now, Some(name));
+    /// The move saving the most among the bounded set of questions (see the module docs).
+    fn best_move(&mut self, now: DateTime<Utc>, candidates: &[Candidate]) -> Option<Proposal> {
+        let left = self.budget_left(DisruptionReason::Underutilized, now);
+        // The greedy list: within budgets and PodDisruptionBudgets, together.
+        let mut remaining = left.clone();
+        let mut list: Vec<String> = Vec::new();
+        let mut pods: Vec<&Pod> = Vec::new();
+        for cand in candidates {
+            if list.len() >= self.config.max_move_nodes {
+                break;
+            }
+            if remaining[cand.pool] == 0 {
+                continue;
+            }
+            let mut with = pods.clone();
+            with.extend(cand.pods.iter().map(|p| &self.pods[p].pod));
+            if !self.pdbs_allow(with.iter().copied()) {
+                continue;
+            }
+            pods = with;
+            remaining[cand.pool] -= 1;
+            list.push(cand.name.clone());
+        }
+        // Prefixes n, n-1 (the whole list may buy one node where all but one would buy none),
+        // then halving.
+        let mut sizes: Vec<usize> = Vec::new();
+        let n = list.len();
+        if n >= 2 {
+            sizes.push(n);
+        }
+        if n >= 3 {
+            sizes.push(n - 1);
+        }
+        let mut k = n / 2;
+        while k >= 2 {
+            if !sizes.contains(&k) {
+                sizes.push(k);
+            }
+            k /= 2;
+        }
+        let mut questions: Vec<Vec<String>> =
+            sizes.into_iter().map(|k| list[..k].to_vec()).collect();
+        let singles = candidates
+            .iter()
+            .filter(|c| left[c.pool] > 0)
+            .filter(|c| self.pdbs_allow(c.pods.iter().map(|p| &self.pods[p].pod)))
+            .take(self.config.max_single_candidates);
+        for c in singles {
+            questions.push(vec![c.name.clone()]);
+        }
+        let mut best: Option<Proposal> = None;
+        for q in questions {
+            // The most saved; for the same saving, the fewest pods moved and nodes bought.
+            if let Some(p) = self.evaluate(now, q, true)
+                && best.as_ref().is_none_or(|b| {
+                    p.saving > b.saving + 1e-9
+                        || (p.saving > b.saving - 1e-9
+                            && (p.moved, p.plan.new_nodes.len())
+                                < (b.moved, b.plan.new_nodes.len()))
+                })
+            {
+                best = Some(p);
+            }
+        }
+        best
+    }
+
+    /// Asks the solver where the pods of `names` would go without them. With `require_saving`
+    /// (consolidation), the move must be cheaper by the configured margin, Balanced must approve
+    /// and spot-to-spot rules hold; without (drift), any plan that places every pod will do.
+    pub(super) fn evaluate(
+        &mut self,
+        now: DateTime<Utc>,
+        names: Vec<String>,
+        require_saving: bool,
+    ) -> Option<Proposal> {
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let (snapshot, _) = self.snapshot_without(now, &refs);
         self.stats.solves += 1;
         let plan = quartermaster_solver::solve(&snapshot, &self.setup.catalog, now);
         if !plan.unschedulable.is_empty() {
             return None;
         }
+        let moved = snapshot.pending.len();
         // Moving onto nodes that are still launching would leave the pods without a node for a
-        // while: only initialized targets count for a delete.
-        let onto_settled = plan.existing.iter().all(|p| !p.in_flight);
-        let price = self.claims[name].offering.price_per_hour;
-        let (m, saving) = match plan.new_nodes.len() {
-            0 if onto_settled => (Move::Delete, price),
-            1 if onto_settled
-                && plan.new_nodes[0].offering.price_per_hour
-                    < price * (1.0 - self.config.consolidation_min_saving) =>
-            {
-                (
-                    Move::Replace,
-                    price - plan.new_nodes[0].offering.price_per_hour,
-                )
-            }
-            _ => return None,
-        };
-        let pool = self.claims[name].pool;
-        if self.setup.pools[pool].node_pool.consolidation_policy() == ConsolidationPolicy::Balanced
-            && !self.balanced_approves(pool, name, saving)
-        {
+        // while: only initialized targets count.
+        if plan.existing.iter().any(|p| p.in_flight) {
             return None;
         }
-        self.consolidation_plan = Some(plan);
-        Some(m)
+        let old: f64 = names
+            .iter()
+            .map(|n| self.claims[n].offering.price_per_hour)
+            .sum();
+        let new: f64 = plan
+            .new_nodes
+            .iter()
+            .map(|n| n.offering.price_per_hour)
+            .sum();
+        let saving = old - new;
+        if require_saving {
+            if new >= old * (1.0 - self.config.consolidation_min_saving) {
+                return None;
+            }
+            if !self.spot_to_spot_allowed(&names, &plan, old) {
+                return None;
+            }
+            if !self.balanced_approves(&names, saving) {
+                return None;
+            }
+        }
+        Some(Proposal {
+            names,
+            plan,
+            saving,
+            moved,
+        })
     }
 
-    /// Karpenter's `Balanced` rule: a move is worth it when its share of the pool's cost saved is
-    /// at least half its share of the pool's running pods disrupted (score
-    /// `(saving / pool cost) / (pods moved / pool pods) >= 1/2`; each pod counts 1).
-    fn balanced_approves(&self, pool: usize, name: &str, saving: f64) -> bool {
+    /// A spot node is replaced by spot only when enough instance types have a cheaper spot
+    /// offering that holds the replacement's pods (no ladder of ever cheaper replacements).
+    fn spot_to_spot_allowed(&self, names: &[String], plan: &Plan, old: f64) -> bool {
+        let any_spot_old = names
+            .iter()
+            .any(|n| self.claims[n].offering.capacity_type == CapacityType::Spot);
+        if !any_spot_old {
+            return true;
+        }
+        for new in &plan.new_nodes {
+            if new.offering.capacity_type != CapacityType::Spot {
+                continue;
+            }
+            let Some(pool) = self
+                .setup
+                .pools
+                .iter()
+                .position(|p| p.spec.name == new.node_pool)
+            else {
+                return false;
+            };
+            let policy = &self.setup.pools[pool];
+            let min = policy
+                .node_pool
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SPOT_TO_SPOT_MIN_TYPES))
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(self.config.spot_to_spot_min_types);
+            let table = &self.setup.resources;
+            let cheaper = self
+                .setup
+                .catalog
+                .instance_types()
+                .iter()
+                .filter(|it| it.cloud == policy.spec.cloud)
+                .filter(|it| {
+                    new.requests
+                        .fits_in(&to_resources(table, &it.allocatable()))
+                })
+                .filter(|it| {
+                    it.offerings.iter().any(|o| {
+                        o.available
+                            && o.capacity_type == CapacityType::Spot
+                            && o.price_per_hour < old
+                            && policy.spec.requirements.matches(&it.offering_labels(o))
+                    })
+                })
+                .count();
+            if cheaper < min {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Karpenter's `Balanced` rule, for moves touching a Balanced pool: worth it when the share
+    /// of the pools' cost saved is at least half the share of their running pods disrupted
+    /// (score `(saving / pool cost) / (pods moved / pool pods) >= 1/2`; each pod counts 1).
+    fn balanced_approves(&self, names: &[String], saving: f64) -> bool {
+        let pools: Vec<usize> = names.iter().map(|n| self.claims[n].pool).collect();
+        if !pools.iter().any(|p| {
+            self.setup.pools[*p].node_pool.consolidation_policy() == ConsolidationPolicy::Balanced
+        }) {
+            return true;
+        }
         let pool_cost: f64 = self
             .claims
             .values()
-            .filter(|c| c.pool == pool && !c.deleting)
+            .filter(|c| pools.contains(&c.pool) && !c.deleting)
             .map(|c| c.offering.price_per_hour)
             .sum();
         let (mut moved, mut pool_pods) = (0usize, 0usize);
         for e in self.pods.values() {
             if let PodState::Bound { claim } = &e.state
                 && let Some(c) = self.claims.get(claim)
-                && c.pool == pool
+                && pools.contains(&c.pool)
             {
                 pool_pods += 1;
-                moved += usize::from(claim == name);
+                moved += usize::from(names.contains(claim));
             }
         }
         balanced_score(saving, pool_cost, moved, pool_pods) >= BALANCED_MIN_SCORE
     }
 
-    /// Carries out a move: cordon, place the pods, and let the vacated node go.
-    fn execute(&mut self, now: DateTime<Utc>, name: &str, m: Move) {
-        let Some(plan) = self.consolidation_plan.take() else {
+    /// Carries out a move: announce, cordon, place the pods (bound at once on initialized nodes,
+    /// nominated to replacements), and let the vacated nodes go once their pods run elsewhere.
+    pub(super) fn execute(
+        &mut self,
+        now: DateTime<Utc>,
+        p: Proposal,
+        reason: DeleteReason,
+        require_saving: bool,
+    ) {
+        let id = self.disruption.next_move;
+        self.disruption.next_move += 1;
+        let announce_at = self.actions.len();
+        let m = p.plan.new_nodes.len();
+        let old: f64 = p
+            .names
+            .iter()
+            .map(|n| self.claims[n].offering.price_per_hour)
+            .sum();
+        let new: f64 = p
+            .plan
+            .new_nodes
+            .iter()
+            .map(|n| n.offering.price_per_hour)
+            .sum();
+        let mut nodes = Vec::new();
+        let mut moved = 0;
+        for name in &p.names {
+            let displaced: Vec<PodRef> = self
+                .pods
+                .iter()
+                .filter(|(_, e)| matches!(&e.state, PodState::Bound { claim } if claim == name))
+                .map(|(id, _)| id.clone())
+                .collect();
+            moved += displaced.len();
+            let c = self.claims.get_mut(name).expect("candidate exists");
+            c.consolidating = true;
+            c.consolidation_replaced = m > 0;
+            c.displaced = displaced;
+            c.move_id = Some(id);
+            c.disruption_reason = Some(reason);
+            if let Some(node) = &c.node {
+                nodes.push(node.name.clone());
+                self.actions.push(Action::Cordon {
+                    node: node.name.clone(),
+                });
+            }
+        }
+        let refs: Vec<&str> = p.names.iter().map(String::as_str).collect();
+        let (_, targets) = self.snapshot_without(now, &refs);
+        // A replacement may only fall back to offerings that keep the move worth it.
+        let slack = if require_saving && m > 0 {
+            ((old * (1.0 - self.config.consolidation_min_saving) - new) / m as f64).max(0.0)
+        } else {
+            f64::INFINITY
+        };
+        let created = self.apply(now, p.plan, &targets);
+        for new in &created {
+            if let Some(c) = self.claims.get_mut(new) {
+                c.replaces = Some(p.names[0].clone());
+                c.move_id = Some(id);
+                let ceiling = c.offering.price_per_hour + slack;
+                c.alternatives.retain(|o| o.price_per_hour < ceiling);
+            }
+        }
+        let command = DisruptionCommand {
+            kind: CommandKind::of(reason, p.names.len(), m),
+            reason,
+            claims: p.names,
+            nodes,
+            replacements: created,
+            pods: moved,
+            saving_per_hour: p.saving,
+        };
+        self.disruption.stats.record(&command);
+        self.actions.insert(announce_at, Action::Disrupt(command));
+    }
+
+    // ------------------------------------------------------------------ calling off
+
+    /// `failed` (a replacement of the move `old` belongs to) cannot do its part: the whole
+    /// move is called off — old nodes uncordoned with their pods where they run, the other
+    /// replacements deleted. False when there is no move in progress to call off.
+    pub(super) fn call_off_move(&mut self, now: DateTime<Utc>, failed: &str, old: &str) -> bool {
+        let Some(id) = self.claims.get(old).and_then(|c| c.move_id) else {
+            return false;
+        };
+        let olds: Vec<String> = self
+            .claims
+            .values()
+            .filter(|c| c.move_id == Some(id) && c.consolidating && !c.deleting)
+            .map(|c| c.name.clone())
+            .collect();
+        if olds.is_empty() {
+            return false;
+        }
+        let replacements: Vec<String> = self
+            .claims
+            .values()
+            .filter(|c| c.move_id == Some(id) && !c.consolidating && c.name != failed)
+            .map(|c| c.name.clone())
+            .collect();
+        for o in &olds {
+            let c = self.claims.get_mut(o).expect("old node exists");
+            c.consolidating = false;
+            c.consolidation_replaced = false;
+            c.move_id = None;
+            c.disruption_reason = None;
+            c.consolidation_backoff = Some(now + CONSOLIDATION_BACKOFF);
+            let displaced = std::mem::take(&mut c.displaced);
+            if let Some(node) = &c.node {
+                self.actions.push(Action::Uncordon {
+                    node: node.name.clone(),
+                });
+            }
+            for pod in displaced {
+                if let Some(e) = self.pods.get_mut(&pod)
+                    && let PodState::Nominated { claim } = &e.state
+                    && (claim == failed || replacements.contains(claim))
+                {
+                    e.state = PodState::Bound { claim: o.clone() };
+                }
+            }
+        }
+        for r in replacements {
+            if let Some(c) = self.claims.get_mut(&r) {
+                c.move_id = None;
+                c.replaces = None;
+                if !c.deleting {
+                    self.delete(now, &r, DeleteReason::Underutilized);
+                }
+            }
+        }
+        self.stats.consolidations_cancelled += 1;
+        self.disruption.stats.called_off += 1;
+        true
+    }
+
+    /// A replacement came up: before its pods move, the move is checked again. Pods that became
+    /// do-not-disrupt, a node annotated do-not-disrupt, or a PodDisruptionBudget that no longer
+    /// allows the evictions call the move off (the replacement then stands empty and goes as
+    /// an empty node).
+    pub(super) fn revalidate_move(&mut self, now: DateTime<Utc>, name: &str) {
+        let Some(c) = self.claims.get(name) else {
             return;
         };
-        let displaced: Vec<_> = self
+        let (Some(_), Some(old)) = (c.move_id, c.replaces.clone()) else {
+            return;
+        };
+        if c.consolidating {
+            return;
+        }
+        let Some(old_claim) = self.claims.get(&old) else {
+            return;
+        };
+        if !old_claim.consolidating
+            || old_claim.deleting
+            || old_claim.disruption_reason == Some(DeleteReason::Expired)
+        {
+            return;
+        }
+        let moving: Vec<&PodEntry> = self
             .pods
-            .iter()
-            .filter(|(_, e)| matches!(&e.state, PodState::Bound { claim } if claim == name))
-            .map(|(id, _)| id.clone())
+            .values()
+            .filter(|e| matches!(&e.state, PodState::Nominated { claim } if claim == name))
             .collect();
-        let c = self.claims.get_mut(name).expect("candidate exists");
-        c.consolidating = true;
-        c.displaced = displaced;
-        if let Some(node) = &c.node {
-            self.actions.push(Action::Cordon {
-                node: node.name.clone(),
-            });
-        }
-        if let (Move::Replace, Some(c)) = (m, self.claims.get_mut(name)) {
-            c.consolidation_replaced = true;
-        }
-        // The pods keep running where they are until their new place is ready; the plan
-        // nominates them (binding at once on initialized nodes), and the node is deleted once
-        // they all run elsewhere.
-        let (_, targets) = self.snapshot_without(now, Some(name));
-        let ceiling = self.claims[name].offering.price_per_hour
-            * (1.0 - self.config.consolidation_min_saving);
-        // The replacement may only fall back to offerings that still save money.
-        for new in self.apply(now, plan, &targets) {
-            if let Some(c) = self.claims.get_mut(&new) {
-                c.replaces = Some(name.to_owned());
-                c.alternatives.retain(|o| o.price_per_hour < ceiling);
+        let move_id = old_claim.move_id;
+        let old_nodes_protected = self
+            .claims
+            .values()
+            .filter(|c| c.move_id == move_id && c.consolidating)
+            .any(|c| self.node_protected(c));
+        let still_valid = !old_nodes_protected
+            && moving.iter().all(|e| self.pod_movable(&e.pod.id))
+            && self.pdbs_allow(moving.iter().map(|e| &e.pod));
+        if !still_valid {
+            self.call_off_move(now, name, &old);
+            if let Some(c) = self.claims.get_mut(name) {
+                c.move_id = None;
+                c.replaces = None;
             }
         }
     }
 }
 
-/// How many nodes one consolidation round asks the solver about.
-const MAX_CANDIDATES: usize = 5;
+use crate::state::PodEntry;
 
 #[cfg(test)]
 mod balanced_tests {
@@ -269,5 +747,20 @@ mod balanced_tests {
         assert!(balanced_score(0.2, 10.0, 5, 10) < super::BALANCED_MIN_SCORE);
         // Nothing disrupted: always worth it.
         assert!(balanced_score(0.01, 10.0, 0, 10).is_infinite());
+    }
+
+    #[test]
+    fn utilisation_is_the_accelerators_share_on_accelerator_nodes() {
+        use quartermaster_solver::Resources;
+        use quartermaster_solver::resources::{CPU, MEMORY};
+        let mut room = Resources::ZERO;
+        room.set(CPU, 4000);
+        room.set(MEMORY, 16 << 30);
+        let mut used = Resources::ZERO;
+        used.set(CPU, 3000);
+        assert!((super::utilisation(&used, &room) - 0.75).abs() < 1e-9);
+        room.set(4, 1);
+        // A GPU node whose GPU is idle is idle, whatever CPU pods it holds.
+        assert_eq!(super::utilisation(&used, &room), 0.0);
     }
 }

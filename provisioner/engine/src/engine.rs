@@ -16,6 +16,8 @@ use quartermaster_solver::{
 mod adopt;
 #[path = "consolidation.rs"]
 mod consolidation;
+#[path = "drift.rs"]
+mod drift;
 #[path = "static_pools.rs"]
 mod static_pools;
 
@@ -23,6 +25,7 @@ mod static_pools;
 const CONSOLIDATION_BACKOFF: TimeDelta = TimeDelta::minutes(15);
 
 use crate::config::EngineConfig;
+use crate::disruption::DisruptionState;
 use crate::events::{Action, DeleteReason, Event};
 use crate::pools::PoolPolicy;
 use crate::state::{Claim, Phase, PodEntry, PodState};
@@ -101,6 +104,9 @@ pub struct ClaimView {
     pub labels: BTreeMap<String, String>,
     /// Whether its deletion was asked for.
     pub deleting: bool,
+    /// Hash of the NodePool template it was created from (label
+    /// `quartermaster.dev/nodepool-hash`, also in `labels`).
+    pub template_hash: String,
 }
 
 /// Batching of pending pods.
@@ -130,9 +136,10 @@ pub struct Engine {
     consolidation_seen: Option<u64>,
     consolidation_next: Option<DateTime<Utc>>,
     consolidation_wake: Option<DateTime<Utc>>,
-    consolidation_plan: Option<Plan>,
     /// Per pool: when a static pool that could not get a node tries again.
     static_retry_at: Vec<Option<DateTime<Utc>>>,
+    /// Do-not-disrupt annotations, PodDisruptionBudgets, moves in progress, counters.
+    disruption: DisruptionState,
 }
 
 impl Engine {
@@ -155,8 +162,8 @@ impl Engine {
             consolidation_seen: None,
             consolidation_next: None,
             consolidation_wake: None,
-            consolidation_plan: None,
             static_retry_at,
+            disruption: DisruptionState::default(),
         }
     }
 
@@ -187,6 +194,7 @@ impl Engine {
             initialized_at: c.initialized_at,
             labels: c.labels.clone(),
             deleting: c.deleting,
+            template_hash: c.template_hash.clone(),
         })
     }
 
@@ -275,6 +283,11 @@ impl Engine {
             Event::ClaimFound(found) => self.adopt(now, found),
             Event::PodBound { pod, node } => self.pod_bound(now, pod, &node),
             Event::ClaimDeleting { claim } => self.deleting_elsewhere(now, &claim),
+            Event::PodDoNotDisrupt { pod, on } => self.protect_pod(pod, on),
+            Event::NodeDoNotDisrupt { node, on } => self.protect_node(node, on),
+            Event::DisruptionBudgets(pdbs) => self.disruption.pdbs = pdbs,
+            Event::CatalogChanged(catalog) => self.catalog_changed(catalog),
+            Event::PoolsChanged(pools) => self.pools_changed(pools),
         }
     }
 
@@ -291,6 +304,7 @@ impl Engine {
             self.solve(now);
         }
         self.remove_empty(now);
+        self.expire(now);
         self.consolidate(now);
         std::mem::take(&mut self.actions)
     }
@@ -334,6 +348,7 @@ impl Engine {
         }
         times.extend(self.consolidation_wake);
         times.extend(self.static_deadlines());
+        times.extend(self.disruption_deadline());
         // What was due at the last poll and is still here is blocked (a disruption budget):
         // it is looked at again when something happens, not in a busy loop.
         times
@@ -377,15 +392,15 @@ impl Engine {
     }
 
     fn snapshot(&self, now: DateTime<Utc>) -> (ClusterSnapshot, BTreeMap<String, String>) {
-        self.snapshot_without(now, None)
+        self.snapshot_without(now, &[])
     }
 
-    /// The solver's snapshot of the waiting pods; with `without`, of that claim's pods only, as
-    /// if its node were gone (the question consolidation asks).
+    /// The solver's snapshot of the waiting pods; with `without`, of those claims' pods only, as
+    /// if their nodes were gone (the question consolidation asks).
     fn snapshot_without(
         &self,
         now: DateTime<Utc>,
-        without: Option<&str>,
+        without: &[&str],
     ) -> (ClusterSnapshot, BTreeMap<String, String>) {
         let mut pools: Vec<_> = self.setup.pools.iter().map(|p| p.spec.clone()).collect();
         for pool in &mut pools {
@@ -407,7 +422,7 @@ impl Engine {
             usage.resources += c.capacity;
             usage.nodes += 1;
             usage.hourly_cost += c.offering.price_per_hour;
-            if !c.schedulable() || Some(c.name.as_str()) == without {
+            if !c.schedulable() || without.contains(&c.name.as_str()) {
                 continue;
             }
             let mut labels = c.labels.clone();
@@ -435,12 +450,11 @@ impl Engine {
         let pending = self
             .pods
             .values()
-            .filter(|e| match (&e.state, without) {
-                (PodState::Waiting { .. }, None) => true,
-                (PodState::Bound { claim } | PodState::Nominated { claim }, Some(gone)) => {
-                    claim == gone
+            .filter(|e| match &e.state {
+                PodState::Waiting { .. } => without.is_empty(),
+                PodState::Bound { claim } | PodState::Nominated { claim } => {
+                    without.contains(&claim.as_str())
                 }
-                _ => false,
             })
             .map(|e| e.pod.clone())
             .collect();
@@ -567,7 +581,7 @@ impl Engine {
     ) -> Option<Claim> {
         let policy = &self.setup.pools[pool];
         let (labels, capacity, room) = self.offering_room(pool, &offering)?;
-        let _ = policy;
+        let template_hash = policy.template_hash.clone();
         Some(Claim {
             name: name.to_owned(),
             pool,
@@ -594,6 +608,10 @@ impl Engine {
             consolidation_replaced: false,
             consolidation_backoff: None,
             replaces: None,
+            move_id: None,
+            disruption_reason: None,
+            template_hash,
+            forced_at: None,
             last_change: now,
         })
     }
@@ -616,6 +634,10 @@ impl Engine {
         let mut labels = it.offering_labels(o);
         labels.extend(spec.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         labels.insert(NODEPOOL_LABEL.to_owned(), spec.name.clone());
+        labels.insert(
+            crate::disruption::TEMPLATE_HASH_LABEL.to_owned(),
+            self.setup.pools[pool].template_hash.clone(),
+        );
         // Karpenter's, the cloud's and the GPU Operator's labels for the same facts, so
         // workloads written for them schedule here (NodePool annotation to opt out).
         let annotations = self.setup.pools[pool]
@@ -781,6 +803,9 @@ impl Engine {
             return;
         }
         let node_name = node.name.clone();
+        // A replacement that comes up is where a move's pods go now: the move is checked again
+        // first (pods may have become do-not-disrupt, a PDB may no longer allow it).
+        self.revalidate_move(now, name);
         let c = self.claims.get_mut(name).expect("claim exists");
         c.phase = Phase::Initialized;
         c.initialized_at = Some(now);
@@ -865,29 +890,8 @@ impl Engine {
     /// the pods stay where they run.
     fn release_pods(&mut self, now: DateTime<Utc>, name: &str, replaces: Option<&str>) {
         if let Some(old) = replaces
-            && let Some(c) = self.claims.get_mut(old)
-            && c.consolidating
-            && !c.deleting
+            && self.call_off_move(now, name, old)
         {
-            c.consolidating = false;
-            c.consolidation_replaced = false;
-            c.displaced.clear();
-            c.consolidation_backoff = Some(now + CONSOLIDATION_BACKOFF);
-            if let Some(node) = &c.node {
-                self.actions.push(Action::Uncordon {
-                    node: node.name.clone(),
-                });
-            }
-            for e in self.pods.values_mut() {
-                if let PodState::Nominated { claim } = &e.state
-                    && claim == name
-                {
-                    e.state = PodState::Bound {
-                        claim: old.to_owned(),
-                    };
-                }
-            }
-            self.stats.consolidations_cancelled += 1;
             return;
         }
         let mut any = false;
@@ -1013,6 +1017,11 @@ impl Engine {
             let c = &self.claims[&name];
             let reason = if c.interrupted_at.is_some() {
                 DeleteReason::Interrupted
+            } else if let Some(reason) = c
+                .disruption_reason
+                .filter(|r| matches!(r, DeleteReason::Drifted | DeleteReason::Expired))
+            {
+                reason
             } else if c.consolidation_replaced {
                 self.stats.consolidation_replacements += 1;
                 DeleteReason::Underutilized
@@ -1036,6 +1045,7 @@ impl Engine {
             .values()
             .filter(|c| !c.deleting && c.phase == Phase::Initialized && !c.vacating())
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
+            .filter(|c| !self.node_protected(c))
             .filter_map(|c| {
                 let after = self.setup.pools[c.pool].consolidate_after?;
                 let since = c.empty_since?;
@@ -1051,6 +1061,7 @@ impl Engine {
             }
             per_pool.entry(pool).or_default().1 += 1;
             self.stats.empty_deletions += 1;
+            self.announce_empty(&name);
             self.delete(now, &name, DeleteReason::Empty);
         }
     }

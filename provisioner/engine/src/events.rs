@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use quartermaster_cloud::{CloudError, Instance, LaunchRequest};
+use quartermaster_pricing::Catalog;
 use quartermaster_solver::pod::Taint;
 use quartermaster_solver::{OfferingChoice, Pod, PodRef, Resources};
+
+use crate::disruption::{DisruptionCommand, PodDisruptionBudgetView};
 
 /// A node as it registered with the cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +94,30 @@ pub enum Event {
         /// NodeClaim name.
         claim: String,
     },
+    /// A pod's `quartermaster.dev/do-not-disrupt` (or `karpenter.sh/do-not-disrupt`) annotation
+    /// was set (`on`) or removed: while set, no voluntary disruption moves it or removes its node.
+    PodDoNotDisrupt {
+        /// The pod.
+        pod: PodRef,
+        /// Whether the annotation is set to `"true"`.
+        on: bool,
+    },
+    /// The same annotation on a Node or NodeClaim (`node` is the node's or the claim's name).
+    NodeDoNotDisrupt {
+        /// Node or NodeClaim name.
+        node: String,
+        /// Whether the annotation is set to `"true"`.
+        on: bool,
+    },
+    /// The PodDisruptionBudgets of the cluster, all of them (replaces what was known).
+    DisruptionBudgets(Vec<PodDisruptionBudgetView>),
+    /// New prices (a new catalog, live spot prices): running nodes are priced again and
+    /// consolidation takes a look.
+    CatalogChanged(Catalog),
+    /// NodePools changed (template, NodeClass spec, budgets…): each is matched by name and
+    /// replaces the one the engine has; new ones are added. Claims of a pool whose template
+    /// hash changed have drifted.
+    PoolsChanged(Vec<crate::PoolPolicy>),
 }
 
 /// A NodeClaim as the cluster records it (the durable memory of what was decided and launched).
@@ -116,6 +143,9 @@ pub struct FoundClaim {
     pub initialized_at: Option<DateTime<Utc>>,
     /// Whether its deletion was already asked for.
     pub deleting: bool,
+    /// The template hash it records (label `quartermaster.dev/nodepool-hash`); `None` when it
+    /// has none (created before drift detection: taken as the pool's current one).
+    pub template_hash: Option<String>,
 }
 
 /// Why the engine deletes a node.
@@ -133,6 +163,11 @@ pub enum DeleteReason {
     Underutilized,
     /// A static NodePool's `replicas` went down and this node is one too many.
     ScaledDown,
+    /// Its NodePool template (or NodeClass spec) changed since it was created.
+    Drifted,
+    /// Older than its pool's `expireAfter` (forceful: after `terminationGracePeriod` its pods
+    /// go too, do-not-disrupt or not).
+    Expired,
 }
 
 impl std::fmt::Display for DeleteReason {
@@ -144,6 +179,8 @@ impl std::fmt::Display for DeleteReason {
             Self::Interrupted => "interrupted",
             Self::Underutilized => "underutilized",
             Self::ScaledDown => "scaled down",
+            Self::Drifted => "drifted",
+            Self::Expired => "expired",
         })
     }
 }
@@ -185,6 +222,9 @@ pub enum Action {
         /// Node name.
         node: String,
     },
+    /// A voluntary disruption was decided (what, why, and what it saves): for events, logs and
+    /// metrics. The work itself follows as `Cordon`, `Launch`, `Bind` and `Delete` actions.
+    Disrupt(DisruptionCommand),
     /// Evict the pods still on a node that is going away (they come back as `PodPending`
     /// unless already placed elsewhere).
     Drain {

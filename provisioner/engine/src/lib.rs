@@ -12,6 +12,7 @@
 //! No I/O and no clock: the simulator and the in-cluster controller drive the same engine.
 
 mod config;
+mod disruption;
 mod engine;
 mod events;
 mod pools;
@@ -19,6 +20,10 @@ mod state;
 mod unavailable;
 
 pub use config::EngineConfig;
+pub use disruption::{
+    CommandKind, DO_NOT_DISRUPT, DisruptionCommand, DisruptionStats, KARPENTER_DO_NOT_DISRUPT,
+    PodDisruptionBudgetView, SPOT_TO_SPOT_MIN_TYPES, TEMPLATE_HASH_LABEL, do_not_disrupt,
+};
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, FoundClaim, NodeView};
 pub use pools::{EngineError, PoolPolicy};

@@ -33,6 +33,24 @@ pub struct PoolPolicy {
     /// `spec.replicas` of a static NodePool: the node count the engine keeps, whatever the pods
     /// need. `None` for the usual, pod-driven pools.
     pub replicas: Option<u64>,
+    /// Hash of the template (and NodeClass spec, see [`PoolPolicy::with_node_class_spec`]):
+    /// claims created from another hash have drifted.
+    pub template_hash: String,
+    /// `template.spec.expireAfter`; `None` for `Never`.
+    pub expire_after: Option<Duration>,
+    /// `template.spec.terminationGracePeriod`: how long an expired node's pods may take to move.
+    pub termination_grace_period: Option<Duration>,
+}
+
+/// Two policies are equal when they come from the same NodePool object, NodeClass and template
+/// hash (the solver's spec is derived from them).
+impl PartialEq for PoolPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec.name == other.spec.name
+            && self.node_pool == other.node_pool
+            && self.node_class == other.node_class
+            && self.template_hash == other.template_hash
+    }
 }
 
 impl PoolPolicy {
@@ -54,13 +72,30 @@ impl PoolPolicy {
             }
             r => r.map(|r| r as u64),
         };
+        let invalid = |e: quartermaster_policies::PolicyError| EngineError::InvalidPool {
+            pool: spec.name.clone(),
+            reason: e.to_string(),
+        };
+        let expire_after = node_pool.expire_after().map_err(invalid)?;
+        let termination_grace_period = node_pool.termination_grace_period().map_err(invalid)?;
+        let template_hash = template_hash(&node_pool, None);
         Ok(Self {
+            template_hash,
+            expire_after,
+            termination_grace_period,
             node_class: node_pool.node_class_ref().name.clone(),
             replicas,
             consolidate_after,
             spec,
             node_pool,
         })
+    }
+
+    /// The same pool, with its NodeClass spec (any JSON form) counted in the template hash: a
+    /// NodeClass change drifts the pool's claims too.
+    pub fn with_node_class_spec(mut self, spec: &serde_json::Value) -> Self {
+        self.template_hash = template_hash(&self.node_pool, Some(spec));
+        self
     }
 
     /// How many of `total` nodes may be disrupted for `reason` at `now` (disruption budgets).
@@ -72,4 +107,15 @@ impl PoolPolicy {
     ) -> usize {
         self.node_pool.allowed_disruptions(reason, total, now)
     }
+}
+
+/// The hash of a pool's template (requirements, labels, taints, NodeClass reference, …) and
+/// NodeClass spec, stable across builds.
+fn template_hash(node_pool: &NodePool, node_class_spec: Option<&serde_json::Value>) -> String {
+    let mut bytes = serde_json::to_vec(&node_pool.spec.template).unwrap_or_default();
+    if let Some(spec) = node_class_spec {
+        bytes.push(0);
+        bytes.extend(serde_json::to_vec(spec).unwrap_or_default());
+    }
+    crate::disruption::stable_hash(&bytes)
 }

@@ -81,9 +81,19 @@ pub(crate) struct Claim {
     pub consolidation_replaced: bool,
     /// A consolidation of this node was called off: not tried again before this time.
     pub consolidation_backoff: Option<DateTime<Utc>>,
-    /// For a consolidation replacement: the node it replaces. Its offerings are limited to
-    /// those cheaper than that node; if none can launch, the consolidation is called off.
+    /// For a consolidation replacement: a node of the move it belongs to (the first it
+    /// replaces). Its offerings are limited to those that keep the move cheaper; if none can
+    /// launch, the whole move is called off.
     pub replaces: Option<String>,
+    /// The disruption move this claim is part of (a node that goes, or a replacement).
+    pub move_id: Option<u64>,
+    /// Why it is being vacated (the reason its Delete will carry).
+    pub disruption_reason: Option<crate::events::DeleteReason>,
+    /// Hash of the NodePool template and NodeClass spec it was created from (drift).
+    pub template_hash: String,
+    /// An expired node is deleted at this time whatever still runs on it
+    /// (`terminationGracePeriod` after its expiry).
+    pub forced_at: Option<DateTime<Utc>>,
     /// When a pod last started or stopped running on it (consolidation waits `consolidateAfter`
     /// from here).
     pub last_change: DateTime<Utc>,

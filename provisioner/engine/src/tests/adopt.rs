@@ -25,6 +25,7 @@ fn found(name: &str, provider_id: Option<&str>, node: bool, initialized: bool) -
         registered_at: node.then(|| t(-60)),
         initialized_at: initialized.then(|| t(-50)),
         deleting: false,
+        template_hash: None,
     }
 }
 

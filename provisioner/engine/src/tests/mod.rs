@@ -3,6 +3,8 @@
 mod adopt;
 mod alias_labels;
 mod consolidation;
+mod disruption;
 mod fixtures;
+mod fleet;
 mod lifecycle;
 mod static_pools;

@@ -32,6 +32,7 @@ fn found(name: &str) -> FoundClaim {
         registered_at: Some(t(-60)),
         initialized_at: Some(t(-50)),
         deleting: false,
+        template_hash: None,
     }
 }
 

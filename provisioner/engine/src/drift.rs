@@ -1,0 +1,163 @@
+//! Drift and expiry.
+//!
+//! Drift: every claim records the hash of its NodePool template and NodeClass spec
+//! ([`crate::TEMPLATE_HASH_LABEL`]); a claim whose hash is not its pool's current one is replaced
+//! (replacement first, within the pool's `Drifted` budget, never a do-not-disrupt pod or node,
+//! never a Job's pod, never past a PodDisruptionBudget), one move per pass, before consolidation.
+//!
+//! Expiry: a node older than its pool's `expireAfter` is cordoned and its pods planned again at
+//! once (they keep running until their new place is ready, as after a spot interruption
+//! notice). It is forceful, as Karpenter's: no budget holds it back, and once
+//! `terminationGracePeriod` has passed the node is deleted whatever still runs on it,
+//! do-not-disrupt pods included.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_policies::DisruptionReason;
+
+use super::Engine;
+use crate::disruption::{CommandKind, DisruptionCommand};
+use crate::events::{Action, DeleteReason};
+use crate::state::{Phase, PodState};
+
+impl Engine {
+    /// Replaces one drifted node, if any may be; true when a move started.
+    pub(super) fn replace_drifted(&mut self, now: DateTime<Utc>) -> bool {
+        let left = self.budget_left(DisruptionReason::Drifted, now);
+        let drifted: Vec<_> = self
+            .movable_nodes(now)
+            .into_iter()
+            .filter(|cand| {
+                let c = &self.claims[&cand.name];
+                c.template_hash != self.setup.pools[c.pool].template_hash
+            })
+            .collect();
+        // Held back by a budget: looked at again later (its window ends without an event).
+        if drifted.iter().any(|cand| left[cand.pool] == 0) {
+            let again = now + self.config.consolidation_interval;
+            self.consolidation_wake = Some(self.consolidation_wake.map_or(again, |w| w.min(again)));
+        }
+        let drifted: Vec<String> = drifted
+            .into_iter()
+            .filter(|cand| left[cand.pool] > 0)
+            .filter(|cand| self.pdbs_allow(cand.pods.iter().map(|p| &self.pods[p].pod)))
+            .map(|cand| cand.name)
+            .collect();
+        for name in drifted {
+            if let Some(p) = self.evaluate(now, vec![name], false) {
+                self.execute(now, p, DeleteReason::Drifted, false);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// NodePools changed: matched by name, replaced; new ones added.
+    pub(super) fn pools_changed(&mut self, pools: Vec<crate::PoolPolicy>) {
+        for p in pools {
+            match self
+                .setup
+                .pools
+                .iter()
+                .position(|q| q.spec.name == p.spec.name)
+            {
+                Some(i) => self.setup.pools[i] = p,
+                None => {
+                    self.setup.pools.push(p);
+                    self.static_retry_at.push(None);
+                }
+            }
+        }
+    }
+
+    /// Starts the replacement of expired nodes and deletes those past their grace period.
+    pub(super) fn expire(&mut self, now: DateTime<Utc>) {
+        let forced: Vec<String> = self
+            .claims
+            .values()
+            .filter(|c| !c.deleting && c.forced_at.is_some_and(|t| now >= t))
+            .map(|c| c.name.clone())
+            .collect();
+        for name in forced {
+            self.delete(now, &name, DeleteReason::Expired);
+        }
+        let expired: Vec<String> = self
+            .claims
+            .values()
+            .filter(|c| c.phase == Phase::Initialized && !c.deleting && !c.vacating())
+            .filter(|c| self.setup.pools[c.pool].replicas.is_none())
+            .filter(|c| self.expires_at(c).is_some_and(|t| now >= t))
+            .map(|c| c.name.clone())
+            .collect();
+        for name in expired {
+            self.start_expiry(now, &name);
+        }
+    }
+
+    /// When a claim expires (`expireAfter` after its creation).
+    fn expires_at(&self, c: &crate::state::Claim) -> Option<DateTime<Utc>> {
+        let after = self.setup.pools[c.pool].expire_after?;
+        Some(c.created_at + TimeDelta::from_std(after).ok()?)
+    }
+
+    fn start_expiry(&mut self, now: DateTime<Utc>, name: &str) {
+        let grace = {
+            let c = &self.claims[name];
+            self.setup.pools[c.pool]
+                .termination_grace_period
+                .and_then(|d| TimeDelta::from_std(d).ok())
+        };
+        let mut displaced = Vec::new();
+        for (id, e) in self.pods.iter_mut() {
+            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state
+                && claim == name
+            {
+                e.state = PodState::Waiting {
+                    since: now,
+                    reason: None,
+                };
+                displaced.push(id.clone());
+            }
+        }
+        let c = self.claims.get_mut(name).expect("claim exists");
+        c.consolidating = true;
+        c.disruption_reason = Some(DeleteReason::Expired);
+        c.forced_at = grace.map(|g| now + g);
+        let command = DisruptionCommand {
+            kind: CommandKind::Expire,
+            reason: DeleteReason::Expired,
+            claims: vec![c.name.clone()],
+            nodes: c.node.iter().map(|n| n.name.clone()).collect(),
+            replacements: Vec::new(),
+            pods: displaced.len(),
+            saving_per_hour: 0.0,
+        };
+        c.displaced = displaced;
+        let node = c.node.as_ref().map(|n| n.name.clone());
+        self.disruption.stats.record(&command);
+        self.actions.push(Action::Disrupt(command));
+        if let Some(node) = node {
+            self.actions.push(Action::Cordon { node });
+        }
+        self.arrive(now);
+        self.batch.force = true;
+    }
+
+    /// The next expiry or forced deletion.
+    pub(super) fn disruption_deadline(&self) -> Option<DateTime<Utc>> {
+        self.claims
+            .values()
+            .filter(|c| !c.deleting)
+            .filter_map(|c| {
+                if c.vacating() {
+                    c.forced_at
+                } else if c.phase == Phase::Initialized
+                    && self.setup.pools[c.pool].replicas.is_none()
+                {
+                    self.expires_at(c)
+                } else {
+                    None
+                }
+            })
+            .min()
+    }
+}
