@@ -154,6 +154,7 @@ fn ingest_into(
 
     // NodePools: their limits may register resources no pod asks for.
     let regions = nodepool::node_class_regions(objects);
+    let storage = nodepool::node_class_storage(objects);
     let mut static_pools = BTreeMap::new();
     for (id, pool) in &inventory.node_pools {
         if let (Some(name), Some(replicas)) = (&pool.metadata.name, pool.spec.replicas) {
@@ -165,7 +166,7 @@ fn ingest_into(
             .node_classes
             .contains(&key)
             .then(|| regions.get(&key).cloned().flatten());
-        snapshot.node_pools.push(nodepool::node_pool(
+        let mut spec = nodepool::node_pool(
             id,
             pool,
             node_class.as_ref().map(Option::as_deref),
@@ -173,7 +174,9 @@ fn ingest_into(
             catalog,
             &mut snapshot.resources,
             &mut notes,
-        )?);
+        )?;
+        spec.node_shape.ephemeral_storage = storage.get(&key).copied();
+        snapshot.node_pools.push(spec);
     }
 
     // Nodes and claims in flight.

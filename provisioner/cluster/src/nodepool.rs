@@ -4,11 +4,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use quartermaster_policies::labels::{API_VERSION, LABEL_REGION};
 use quartermaster_policies::nodeclass::{KIND_AWS, KIND_AZURE, KIND_GCP};
+use quartermaster_policies::quantity::{Millis, parse_quantity};
 use quartermaster_policies::{NodePool, Requirement, Requirements};
 use quartermaster_pricing::sharing::GpuSharing;
 use quartermaster_pricing::{Catalog, Cloud};
 use quartermaster_solver::resources::ResourceTable;
-use quartermaster_solver::{NodePoolSpec, NodeShape, PoolLimits, PoolUsage};
+use quartermaster_solver::{EphemeralStorage, NodePoolSpec, NodeShape, PoolLimits, PoolUsage};
 use serde_json::Value;
 
 use crate::error::ClusterError;
@@ -47,6 +48,82 @@ pub(crate) fn node_class_regions(objects: &[Value]) -> BTreeMap<(String, String)
             .map(str::to_owned);
         if let Some(name) = name {
             out.insert((kind.to_owned(), name.to_owned()), region);
+        }
+    }
+    out
+}
+
+/// What the NodeClasses given say about their nodes' ephemeral storage, by `(kind, name)`:
+/// the root volume (AWSNodeClass: the `blockDeviceMappings` entry with `rootVolume: true`, else
+/// the only one; GCPNodeClass `disk.sizeGiB`; AzureNodeClass `osDiskSizeGB`) and, for AWS,
+/// whether local NVMe holds it (`instanceStorePolicy: RAID0`), as Karpenter computes a node's
+/// ephemeral-storage. A NodeClass that says nothing is left out (the type's default stands).
+pub(crate) fn node_class_storage(
+    objects: &[Value],
+) -> BTreeMap<(String, String), EphemeralStorage> {
+    const GIB: u64 = 1 << 30;
+    let mut out = BTreeMap::new();
+    for o in objects {
+        if o.get("apiVersion").and_then(Value::as_str) != Some(API_VERSION) {
+            continue;
+        }
+        let (Some(kind), Some(name)) = (
+            o.get("kind").and_then(Value::as_str),
+            o.pointer("/metadata/name").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        let spec = o.get("spec");
+        let storage = match kind {
+            KIND_AWS => {
+                let mappings = spec
+                    .and_then(|s| s.get("blockDeviceMappings"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let root = mappings
+                    .iter()
+                    .find(|m| m.get("rootVolume").and_then(Value::as_bool) == Some(true))
+                    .or_else(|| (mappings.len() == 1).then(|| &mappings[0]));
+                let root_volume_bytes = root
+                    .and_then(|m| m.pointer("/ebs/volumeSize"))
+                    .and_then(|q| match q {
+                        Value::String(t) => parse_quantity(t).ok(),
+                        Value::Number(n) => n
+                            .as_i64()
+                            .map(|g| Millis::from_whole(g.saturating_mul(GIB as i64))),
+                        _ => None,
+                    })
+                    .and_then(|m| u64::try_from(m.to_whole_floor()).ok());
+                let raid0 = spec
+                    .and_then(|s| s.get("instanceStorePolicy"))
+                    .and_then(Value::as_str)
+                    == Some("RAID0");
+                (root_volume_bytes.is_some() || raid0 || spec.is_some()).then_some(
+                    EphemeralStorage {
+                        root_volume_bytes,
+                        local_nvme: raid0,
+                    },
+                )
+            }
+            KIND_GCP => spec
+                .and_then(|s| s.pointer("/disk/sizeGiB"))
+                .and_then(Value::as_u64)
+                .map(|g| EphemeralStorage {
+                    root_volume_bytes: Some(g * GIB),
+                    local_nvme: false,
+                }),
+            KIND_AZURE => spec
+                .and_then(|s| s.get("osDiskSizeGB"))
+                .and_then(Value::as_u64)
+                .map(|g| EphemeralStorage {
+                    root_volume_bytes: Some(g * GIB),
+                    local_nvme: false,
+                }),
+            _ => None,
+        };
+        if let Some(storage) = storage {
+            out.insert((kind.to_owned(), name.to_owned()), storage);
         }
     }
     out
@@ -242,7 +319,7 @@ pub(crate) fn node_pool(
                 .gpu_sharing
                 .as_ref()
                 .and_then(gpu_sharing),
-            ephemeral_storage_bytes: None,
+            ephemeral_storage: None,
         },
     })
 }
@@ -600,5 +677,63 @@ spec:
                 .starts_with("NodePool/broken: spec.template.spec.requirements[0].operator: "),
             "{e}"
         );
+    }
+}
+
+#[cfg(test)]
+mod storage_tests {
+    use super::*;
+    use crate::testing::objects;
+
+    #[test]
+    fn node_classes_say_where_ephemeral_storage_lives() {
+        let storage = node_class_storage(&objects(
+            "apiVersion: quartermaster.dev/v1
+kind: AWSNodeClass
+metadata: {name: raid}
+spec: {instanceStorePolicy: RAID0}
+---
+apiVersion: quartermaster.dev/v1
+kind: AWSNodeClass
+metadata: {name: big-root}
+spec:
+  blockDeviceMappings:
+  - {deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 200Gi}}
+  - {deviceName: /dev/xvdb, ebs: {volumeSize: 1Ti}}
+---
+apiVersion: quartermaster.dev/v1
+kind: GCPNodeClass
+metadata: {name: gke}
+spec: {disk: {sizeGiB: 300}}
+---
+apiVersion: quartermaster.dev/v1
+kind: AzureNodeClass
+metadata: {name: aks}
+spec: {osDiskSizeGB: 256}
+---
+apiVersion: quartermaster.dev/v1
+kind: GCPNodeClass
+metadata: {name: silent}
+spec: {}
+",
+        ));
+        let get = |k: &str, n: &str| storage.get(&(k.to_owned(), n.to_owned())).copied();
+        assert_eq!(
+            get(KIND_AWS, "raid"),
+            Some(EphemeralStorage {
+                root_volume_bytes: None,
+                local_nvme: true
+            })
+        );
+        assert_eq!(
+            get(KIND_AWS, "big-root"),
+            Some(EphemeralStorage {
+                root_volume_bytes: Some(200 << 30),
+                local_nvme: false
+            })
+        );
+        assert_eq!(get(KIND_GCP, "gke").unwrap().root_volume_bytes, Some(300 << 30));
+        assert_eq!(get(KIND_AZURE, "aks").unwrap().root_volume_bytes, Some(256 << 30));
+        assert_eq!(get(KIND_GCP, "silent"), None);
     }
 }

@@ -22,7 +22,7 @@ pub use plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, Uns
 pub use pod::{Pod, PodRef};
 pub use resources::{ResourceTable, Resources};
 pub use snapshot::{
-    ClusterSnapshot, ExistingNode, NodePoolSpec, NodeShape, OfferingKey, PoolLimits, PoolUsage,
+    ClusterSnapshot, ExistingNode, EphemeralStorage, NodePoolSpec, NodeShape, OfferingKey, PoolLimits, PoolUsage,
 };
 
 /// Label naming the NodePool that owns a node.

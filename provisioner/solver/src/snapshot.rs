@@ -46,10 +46,21 @@ pub struct NodePoolSpec {
 pub struct NodeShape {
     /// How the GPUs are shared (`spec.template.spec.gpuSharing`).
     pub gpu_sharing: Option<GpuSharing>,
-    /// The node's ephemeral storage in bytes when the NodeClass sets it (the root volume's
-    /// size, or the local NVMe under AWS's `instanceStorePolicy: RAID0`); `None`: the type's
-    /// default (see [`InstanceType::capacity`]).
-    pub ephemeral_storage_bytes: Option<u64>,
+    /// Where the node's ephemeral storage comes from, when its NodeClass says; `None`: the
+    /// type's default (its local NVMe if it has any, else the cloud's default root volume; see
+    /// [`InstanceType::capacity`]).
+    pub ephemeral_storage: Option<EphemeralStorage>,
+}
+
+/// A NodeClass's word on ephemeral storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EphemeralStorage {
+    /// The root volume's size in bytes (AWSNodeClass root `blockDeviceMappings` volume,
+    /// GCPNodeClass `disk.sizeGiB`, AzureNodeClass `osDiskSizeGB`); `None`: the cloud's default.
+    pub root_volume_bytes: Option<u64>,
+    /// Local NVMe disks hold ephemeral storage when the type has any (AWS
+    /// `instanceStorePolicy: RAID0`); otherwise the root volume does.
+    pub local_nvme: bool,
 }
 
 impl NodeShape {
@@ -60,7 +71,14 @@ impl NodeShape {
             Some(sharing) => it.shared_capacity(sharing).ok()?,
             None => it.capacity(),
         };
-        if let Some(bytes) = self.ephemeral_storage_bytes {
+        if let Some(e) = self.ephemeral_storage {
+            let bytes = if e.local_nvme && it.local_nvme_gb > 0 {
+                it.local_nvme_gb * quartermaster_pricing::resources::GB
+            } else {
+                e.root_volume_bytes.unwrap_or_else(|| {
+                    quartermaster_pricing::resources::default_root_volume_bytes(it.cloud)
+                })
+            };
             capacity.insert(EPHEMERAL_STORAGE.to_owned(), bytes);
         }
         Some(capacity)

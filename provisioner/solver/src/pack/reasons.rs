@@ -77,6 +77,14 @@ pub fn static_reason(snapshot: &ClusterSnapshot, shapes: &[Shape], class: &Class
                     "requests {} {name}; no compatible instance type has any",
                     table.format(slot, need)
                 )
+            } else if name == quartermaster_pricing::resources::EPHEMERAL_STORAGE {
+                format!(
+                    "requests {} {name}; the largest compatible instance type has {} (its root \
+                     volume: give the NodeClass a larger one: AWSNodeClass blockDeviceMappings \
+                     rootVolume, GCPNodeClass disk.sizeGiB, AzureNodeClass osDiskSizeGB)",
+                    table.format(slot, need),
+                    table.format(slot, most)
+                )
             } else {
                 format!(
                     "requests {} {name}; the largest compatible instance type has {}",

@@ -225,3 +225,29 @@ fn time_sliced_gpus_hold_as_many_pods_as_replicas() {
     );
     assert!(plain.cost_per_hour > plan.cost_per_hour);
 }
+
+#[test]
+fn a_nodeclass_root_volume_decides_ephemeral_storage() {
+    // 120 GiB of ephemeral storage: more than the default root volume gives; the reason says
+    // which NodeClass field to raise, and a pool whose NodeClass sets a 200 GiB root fits it.
+    let mut p = pod("vllm", 2000, 8192, 1);
+    p.requests
+        .set(crate::resources::EPHEMERAL_STORAGE, 120 << 30);
+    let plan = solve(&snapshot(vec![p.clone()], vec![on_demand_pool("gpu")]));
+    assert_eq!(plan.unschedulable.len(), 1, "{plan:#?}");
+    assert!(
+        plan.unschedulable[0]
+            .reason
+            .contains("GCPNodeClass disk.sizeGiB"),
+        "{}",
+        plan.unschedulable[0].reason
+    );
+    let mut big = on_demand_pool("gpu");
+    big.node_shape.ephemeral_storage = Some(crate::EphemeralStorage {
+        root_volume_bytes: Some(200 << 30),
+        local_nvme: false,
+    });
+    let plan = solve(&snapshot(vec![p], vec![big]));
+    assert!(plan.unschedulable.is_empty(), "{plan:#?}");
+    assert_eq!(types(&plan), ["g5.xlarge"]);
+}
