@@ -433,6 +433,33 @@ pub fn empty_pool_reason(pool: &NodePoolSpec, catalog: &Catalog) -> String {
     if offerings.is_empty() {
         return format!("the catalog has no {} offering", pool.cloud);
     }
+    if let Some(sharing) = &pool.node_shape.gpu_sharing {
+        let allowed: Vec<&InstanceType> = catalog
+            .for_cloud(pool.cloud)
+            .filter(|it| {
+                it.offerings.iter().filter(|o| o.available).any(|o| {
+                    let mut labels = it.offering_labels(o);
+                    labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    labels.insert(NODEPOOL_LABEL.to_owned(), pool.name.clone());
+                    pool.requirements.matches(&labels)
+                })
+            })
+            .collect();
+        if !allowed.is_empty() {
+            let why: Vec<String> = allowed
+                .iter()
+                .filter_map(|it| it.shared_capacity(sharing).err())
+                .take(3)
+                .map(|e| e.to_string())
+                .collect();
+            return format!(
+                "its gpuSharing applies to none of the {} instance type(s) its requirements allow ({}{})",
+                allowed.len(),
+                why.join("; "),
+                if allowed.len() > 3 { "; ..." } else { "" }
+            );
+        }
+    }
     let reqs: Vec<_> = pool.requirements.iter().collect();
     let holds = |r: &quartermaster_policies::Requirement, l: &BTreeMap<String, String>| {
         r.matches(l.get(r.key()).map(String::as_str))

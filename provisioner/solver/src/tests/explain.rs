@@ -170,3 +170,16 @@ fn an_empty_pool_names_the_requirements_that_empty_it() {
         plan.notes
     );
 }
+
+#[test]
+fn a_pool_whose_gpu_sharing_fits_none_of_its_types_says_so() {
+    let mut p = on_demand_pool("mig");
+    p.node_shape.gpu_sharing = Some(quartermaster_pricing::sharing::GpuSharing::Mig {
+        config: "all-1g.10gb".into(),
+    });
+    let reason = crate::explain::empty_pool_reason(&p, &catalog());
+    assert!(
+        reason.starts_with("its gpuSharing applies to none of the 6 instance type(s) its requirements allow (g5.xlarge: a10g (22888 MiB) has no MIG"),
+        "{reason}"
+    );
+}
