@@ -86,6 +86,16 @@ pub struct Driver {
     last_pass: Option<DateTime<Utc>>,
     /// The resource table of the engine in use.
     table: ResourceTable,
+    /// Do-not-disrupt pods and nodes and PDBs last told to the engine (told again on change).
+    disruption_inputs: DisruptionInputs,
+}
+
+/// What voluntary disruption must respect, as last told to the engine.
+#[derive(Debug, Default, PartialEq)]
+struct DisruptionInputs {
+    pods: BTreeSet<PodRef>,
+    nodes: BTreeSet<String>,
+    pdbs: Vec<quartermaster_engine::PodDisruptionBudgetView>,
 }
 
 impl Driver {
@@ -114,6 +124,7 @@ impl Driver {
             next_events: None,
             last_pass: None,
             table: ResourceTable::default(),
+            disruption_inputs: DisruptionInputs::default(),
         }
     }
 
@@ -294,6 +305,72 @@ impl Driver {
         }
         self.feed_claims(now, &claims, &nodes);
         self.feed_pods(now, &observed);
+        self.feed_disruption_inputs(now, &claims, &nodes);
+    }
+
+    /// Do-not-disrupt annotations (pods, nodes, NodeClaims) and PDBs, told on change.
+    fn feed_disruption_inputs(
+        &mut self,
+        now: DateTime<Utc>,
+        claims: &[Arc<NodeClaim>],
+        nodes: &[Arc<k8s_openapi::api::core::v1::Node>],
+    ) {
+        let Some(engine) = &mut self.engine else {
+            return;
+        };
+        let stores = &self.ctx.stores;
+        let next = DisruptionInputs {
+            pods: stores
+                .pods
+                .state()
+                .iter()
+                .filter(|p| crate::translate::annotated_do_not_disrupt(&p.metadata))
+                .filter_map(|p| {
+                    Some(PodRef::new(
+                        p.metadata.namespace.clone()?,
+                        p.metadata.name.clone()?,
+                    ))
+                })
+                .collect(),
+            nodes: nodes
+                .iter()
+                .map(|n| &n.metadata)
+                .chain(claims.iter().map(|c| &c.metadata))
+                .filter(|m| crate::translate::annotated_do_not_disrupt(m))
+                .filter_map(|m| m.name.clone())
+                .collect(),
+            pdbs: stores
+                .pdbs
+                .state()
+                .iter()
+                .filter_map(|p| crate::translate::pdb_view(p))
+                .collect(),
+        };
+        let last = &self.disruption_inputs;
+        for pod in next.pods.symmetric_difference(&last.pods) {
+            let on = next.pods.contains(pod);
+            engine.handle(
+                now,
+                Event::PodDoNotDisrupt {
+                    pod: pod.clone(),
+                    on,
+                },
+            );
+        }
+        for node in next.nodes.symmetric_difference(&last.nodes) {
+            let on = next.nodes.contains(node);
+            engine.handle(
+                now,
+                Event::NodeDoNotDisrupt {
+                    node: node.clone(),
+                    on,
+                },
+            );
+        }
+        if next.pdbs != last.pdbs {
+            engine.handle(now, Event::DisruptionBudgets(next.pdbs.clone()));
+        }
+        self.disruption_inputs = next;
     }
 
     /// Builds the engine anew from the cluster: every NodeClaim is adopted as it stands.
@@ -311,6 +388,7 @@ impl Driver {
         );
         let mut engine = Engine::new(observed.setup.clone(), self.config.clone());
         self.table = observed.setup.resources.clone();
+        self.disruption_inputs = DisruptionInputs::default();
         self.reported.clear();
         self.registered.clear();
         self.deleting.clear();
@@ -594,6 +672,31 @@ impl Driver {
             Action::Uncordon { node } => lifecycle::cordon(&self.ctx, node, false),
             // Pods leave a node through its NodeClaim's termination (evictions honour PDBs).
             Action::Drain { .. } => {}
+            Action::Disrupt(command) => {
+                tracing::info!(
+                    kind = %command.kind,
+                    reason = %command.reason,
+                    saving_per_hour = command.saving_per_hour,
+                    nodeclaims = ?command.claims,
+                    replacements = ?command.replacements,
+                    pods = command.pods,
+                    "disruption decided"
+                );
+                let labels = vec![
+                    ("kind", command.kind.to_string()),
+                    ("reason", command.reason.to_string()),
+                ];
+                self.ctx
+                    .metrics
+                    .disruption_commands
+                    .get_or_create(&labels)
+                    .inc();
+                self.ctx
+                    .metrics
+                    .disruption_expected_savings
+                    .get_or_create(&labels)
+                    .inc_by(command.saving_per_hour);
+            }
         }
     }
 

@@ -27,6 +27,10 @@ pub fn claim_object(request: &LaunchRequest, pool: &NodePool) -> NodeClaim {
     let mut labels: BTreeMap<String, String> = template.metadata.labels.clone();
     labels.insert(LABEL_NODEPOOL.to_owned(), request.node_pool.clone());
     labels.extend(offering_labels(request));
+    // The template hash the claim is made from: drift is judged against it after restarts.
+    if let Some(hash) = request.labels.get(quartermaster_engine::TEMPLATE_HASH_LABEL) {
+        labels.insert(quartermaster_engine::TEMPLATE_HASH_LABEL.to_owned(), hash.clone());
+    }
     let mut annotations = template.metadata.annotations.clone();
     annotations.insert(
         ANNOTATION_PRICE.to_owned(),

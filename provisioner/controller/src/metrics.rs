@@ -43,6 +43,10 @@ pub struct Metrics {
     pub gpu_seconds_not_allocatable: Counter<f64, AtomicU64>,
     /// Hourly cost removed by consolidation (deleted or replaced nodes), dollars per hour.
     pub consolidation_savings: Counter<f64, AtomicU64>,
+    /// Voluntary disruption commands decided, by kind and reason.
+    pub disruption_commands: Family<Labels, Counter>,
+    /// Expected saving of those commands, dollars per hour, by kind and reason.
+    pub disruption_expected_savings: Family<Labels, Counter<f64, AtomicU64>>,
     /// Per-node hourly cost (labels: node, nodeclaim, nodepool, cloud, region, zone,
     /// instance_type, capacity_type, accelerator, accelerator_count, price_source).
     pub node_hourly_cost: Family<Labels, FloatGauge>,
@@ -75,6 +79,18 @@ impl Metrics {
         let gpu_seconds_not_allocatable = Counter::<f64, AtomicU64>::default();
         let consolidation_savings = Counter::<f64, AtomicU64>::default();
         let node_hourly_cost = Family::<Labels, FloatGauge>::default();
+        let disruption_commands = Family::<Labels, Counter>::default();
+        let disruption_expected_savings = Family::<Labels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "disruption_commands",
+            "Voluntary disruption commands decided, by kind and reason",
+            disruption_commands.clone(),
+        );
+        registry.register(
+            "disruption_expected_savings_dollars_per_hour",
+            "Expected saving of the disruption commands decided, dollars per hour, by kind and reason",
+            disruption_expected_savings.clone(),
+        );
         let pod_allocated_hourly_cost = Family::<Labels, FloatGauge>::default();
         let leader = Gauge::default();
         registry.register(
@@ -160,6 +176,8 @@ impl Metrics {
             fleet_hourly_cost,
             gpu_seconds_not_allocatable,
             consolidation_savings,
+            disruption_commands,
+            disruption_expected_savings,
             node_hourly_cost,
             pod_allocated_hourly_cost,
             leader,
@@ -189,6 +207,14 @@ mod tests {
             .get_or_create(&vec![("nodepool", "gpu".to_owned())])
             .inc();
         m.solve_seconds.observe(0.01);
+        let disruption = vec![
+            ("kind", "multi_delete".to_owned()),
+            ("reason", "underutilized".to_owned()),
+        ];
+        m.disruption_commands.get_or_create(&disruption).inc();
+        m.disruption_expected_savings
+            .get_or_create(&disruption)
+            .inc_by(0.6);
         let text = m.encode();
         for name in [
             "quartermaster_pods_pending ",
@@ -199,6 +225,8 @@ mod tests {
             "quartermaster_node_hourly_cost_dollars{node=\"n1\"} 1.5",
             "quartermaster_gpu_seconds_paid_not_allocatable_total",
             "quartermaster_consolidation_savings_dollars_per_hour_total",
+            "quartermaster_disruption_commands_total{kind=\"multi_delete\",reason=\"underutilized\"} 1",
+            "quartermaster_disruption_expected_savings_dollars_per_hour_total{kind=\"multi_delete\",reason=\"underutilized\"} 0.6",
             "# EOF",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");

@@ -413,5 +413,105 @@ pub fn found_claim(claim: &NodeClaim, node: Option<NodeView>) -> Option<FoundCla
         initialized_at: node.as_ref().and(condition_time("Initialized")),
         node,
         deleting: claim.metadata.deletion_timestamp.is_some(),
+        template_hash: claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(quartermaster_engine::TEMPLATE_HASH_LABEL))
+            .cloned(),
     })
+}
+
+/// Whether an object's annotations ask for no voluntary disruption (`quartermaster.dev/` or
+/// `karpenter.sh/do-not-disrupt: "true"`).
+pub fn annotated_do_not_disrupt(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    meta.annotations
+        .as_ref()
+        .is_some_and(quartermaster_engine::do_not_disrupt)
+}
+
+/// A PodDisruptionBudget as the engine weighs voluntary disruption: its selector as
+/// requirements and `status.disruptionsAllowed` (0 until the PDB controller computed it). A
+/// selector the engine cannot read selects every pod of the namespace (the safe side).
+pub fn pdb_view(
+    pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget,
+) -> Option<quartermaster_engine::PodDisruptionBudgetView> {
+    use quartermaster_policies::{Operator, Requirement, Requirements};
+    let selector = pdb.spec.as_ref()?.selector.as_ref();
+    let mut requirements = selector
+        .and_then(|s| s.match_labels.as_ref())
+        .map(Requirements::from_labels)
+        .unwrap_or_default();
+    for e in selector
+        .and_then(|s| s.match_expressions.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let parsed = e.operator.parse::<Operator>().ok().and_then(|op| {
+            Requirement::new(e.key.as_str(), op, e.values.clone().unwrap_or_default()).ok()
+        });
+        match parsed {
+            Some(r) => requirements.add(r),
+            None => {
+                requirements = Requirements::default();
+                break;
+            }
+        }
+    }
+    Some(quartermaster_engine::PodDisruptionBudgetView {
+        namespace: pdb.metadata.namespace.clone()?,
+        name: pdb.metadata.name.clone()?,
+        selector: requirements,
+        disruptions_allowed: pdb
+            .status
+            .as_ref()
+            .map_or(0, |s| s.disruptions_allowed.max(0) as u32),
+    })
+}
+
+#[cfg(test)]
+mod disruption_input_tests {
+    use super::*;
+
+    #[test]
+    fn pdbs_and_do_not_disrupt_annotations_reach_the_engine_terms() {
+        let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget =
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web", "namespace": "shop"},
+                "spec": {"maxUnavailable": 1, "selector": {
+                    "matchLabels": {"app": "web"},
+                    "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["canary"]}]
+                }},
+                "status": {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3}
+            }))
+            .expect("a PDB");
+        let view = pdb_view(&pdb).expect("a view");
+        assert_eq!(view.disruptions_allowed, 1);
+        let mut pod = Pod::new(PodRef::new("shop", "web-1"), Resources::ZERO);
+        pod.labels.insert("app".into(), "web".into());
+        assert!(view.selects(&pod));
+        pod.labels.insert("tier".into(), "canary".into());
+        assert!(!view.selects(&pod));
+        let elsewhere = Pod::new(PodRef::new("other", "web-1"), Resources::ZERO);
+        assert!(!view.selects(&elsewhere));
+
+        let meta = |k: &str, v: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            annotations: Some([(k.to_owned(), v.to_owned())].into()),
+            ..Default::default()
+        };
+        assert!(annotated_do_not_disrupt(&meta(
+            "karpenter.sh/do-not-disrupt",
+            "true"
+        )));
+        assert!(annotated_do_not_disrupt(&meta(
+            "quartermaster.dev/do-not-disrupt",
+            "true"
+        )));
+        assert!(!annotated_do_not_disrupt(&meta(
+            "quartermaster.dev/do-not-disrupt",
+            "false"
+        )));
+    }
 }
