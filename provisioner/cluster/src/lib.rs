@@ -16,6 +16,7 @@ mod error;
 mod node;
 mod nodepool;
 mod objects;
+mod overlay;
 mod pod;
 mod quantities;
 mod selectors;
@@ -176,6 +177,7 @@ fn ingest_into(
             &mut notes,
         )?;
         spec.node_shape.ephemeral_storage = storage.get(&key).copied();
+        spec.node_shape.overlays = inventory.overlays.clone();
         snapshot.node_pools.push(spec);
     }
 

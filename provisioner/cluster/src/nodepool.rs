@@ -320,6 +320,7 @@ pub(crate) fn node_pool(
                 .as_ref()
                 .and_then(gpu_sharing),
             ephemeral_storage: None,
+            overlays: Vec::new(),
         },
     })
 }
@@ -732,8 +733,14 @@ spec: {}
                 local_nvme: false
             })
         );
-        assert_eq!(get(KIND_GCP, "gke").unwrap().root_volume_bytes, Some(300 << 30));
-        assert_eq!(get(KIND_AZURE, "aks").unwrap().root_volume_bytes, Some(256 << 30));
+        assert_eq!(
+            get(KIND_GCP, "gke").unwrap().root_volume_bytes,
+            Some(300 << 30)
+        );
+        assert_eq!(
+            get(KIND_AZURE, "aks").unwrap().root_volume_bytes,
+            Some(256 << 30)
+        );
         assert_eq!(get(KIND_GCP, "silent"), None);
     }
 }

@@ -80,6 +80,8 @@ pub(crate) struct Inventory {
     pub node_classes: BTreeSet<(String, String)>,
     /// Workload custom resources (PyTorchJob, LeaderWorkerSet, RayService…), read into pod groups.
     pub custom: Vec<CustomWorkload>,
+    /// Karpenter NodeOverlays: capacity the catalog cannot know.
+    pub overlays: Vec<quartermaster_solver::CapacityOverlay>,
     /// Kinds skipped (`Kind`, or `Kind.group` outside the core group), with how many objects of
     /// each.
     pub skipped: BTreeMap<String, usize>,
@@ -181,6 +183,17 @@ impl Inventory {
                 .iter()
                 .any(|(g, k)| *k == kind && (*g == api_group || api_version.is_empty()));
             let custom_kind = custom::kind_of(api_group, kind);
+            if api_group == crate::overlay::GROUP && kind == crate::overlay::KIND {
+                let id = format!(
+                    "{kind}/{}",
+                    value
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                );
+                inv.overlays.push(crate::overlay::read(&id, value, notes)?);
+                continue;
+            }
             let used =
                 built_in || custom_kind.is_some() || (is_quartermaster && KINDS.contains(&kind));
             let name = value

@@ -22,7 +22,8 @@ pub use plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, Uns
 pub use pod::{Pod, PodRef};
 pub use resources::{ResourceTable, Resources};
 pub use snapshot::{
-    ClusterSnapshot, ExistingNode, EphemeralStorage, NodePoolSpec, NodeShape, OfferingKey, PoolLimits, PoolUsage,
+    CapacityOverlay, ClusterSnapshot, EphemeralStorage, ExistingNode, NodePoolSpec, NodeShape,
+    OfferingKey, PoolLimits, PoolUsage,
 };
 
 /// Label naming the NodePool that owns a node.

@@ -50,6 +50,24 @@ pub struct NodeShape {
     /// type's default (its local NVMe if it has any, else the cloud's default root volume; see
     /// [`InstanceType::capacity`]).
     pub ephemeral_storage: Option<EphemeralStorage>,
+    /// Capacity the cluster's NodeOverlays declare for matching instance types (Karpenter's
+    /// `karpenter.sh/v1alpha1` NodeOverlay: GPU time-slicing set up in the NodeClass's user
+    /// data, a device plugin's extended resources).
+    pub overlays: Vec<CapacityOverlay>,
+}
+
+/// One NodeOverlay's capacity: the extended resources a node of a matching instance type will
+/// advertise, replacing the type's own figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapacityOverlay {
+    /// NodeOverlay name.
+    pub name: String,
+    /// `spec.weight`: of several matching overlays, the heaviest sets a resource.
+    pub weight: i64,
+    /// `spec.requirements`, matched against the instance type's labels.
+    pub requirements: Requirements,
+    /// `spec.capacity`, whole units.
+    pub capacity: BTreeMap<String, u64>,
 }
 
 /// A NodeClass's word on ephemeral storage.
@@ -71,6 +89,7 @@ impl NodeShape {
             Some(sharing) => it.shared_capacity(sharing).ok()?,
             None => it.capacity(),
         };
+        self.apply_overlays(it, &mut capacity);
         if let Some(e) = self.ephemeral_storage {
             let bytes = if e.local_nvme && it.local_nvme_gb > 0 {
                 it.local_nvme_gb * quartermaster_pricing::resources::GB
@@ -82,6 +101,30 @@ impl NodeShape {
             capacity.insert(EPHEMERAL_STORAGE.to_owned(), bytes);
         }
         Some(capacity)
+    }
+
+    /// Sets the resources of every matching overlay, heaviest first (ties: by name).
+    fn apply_overlays(&self, it: &InstanceType, capacity: &mut BTreeMap<String, u64>) {
+        if self.overlays.is_empty() {
+            return;
+        }
+        let Some(labels) = it.offerings.first().map(|o| it.offering_labels(o)) else {
+            return;
+        };
+        let mut matching: Vec<&CapacityOverlay> = self
+            .overlays
+            .iter()
+            .filter(|o| o.requirements.matches(&labels))
+            .collect();
+        matching.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
+        let mut set: BTreeSet<&str> = BTreeSet::new();
+        for overlay in matching {
+            for (resource, amount) in &overlay.capacity {
+                if set.insert(resource.as_str()) {
+                    capacity.insert(resource.clone(), *amount);
+                }
+            }
+        }
     }
 
     /// The allocatable of a node of `it` in this pool (see [`NodeShape::capacity`]).

@@ -251,3 +251,21 @@ fn a_nodeclass_root_volume_decides_ephemeral_storage() {
     assert!(plan.unschedulable.is_empty(), "{plan:#?}");
     assert_eq!(types(&plan), ["g5.xlarge"]);
 }
+
+#[test]
+fn a_node_overlay_gives_matching_types_the_capacity_it_declares() {
+    // Karpenter's GPU time-slicing blueprint: one-GPU types advertise 4 GPUs.
+    let mut p = on_demand_pool("slices");
+    p.node_shape.overlays.push(crate::CapacityOverlay {
+        name: "gpu-slices-1gpu".into(),
+        weight: 10,
+        requirements: requirements(&[(
+            "karpenter.k8s.aws/instance-gpu-count",
+            Operator::In,
+            &["1"],
+        )]),
+        capacity: [("nvidia.com/gpu".to_owned(), 4)].into(),
+    });
+    let plan = solve(&snapshot(pods("infer", 4, 500, 1024, 1), vec![p]));
+    assert_eq!(types(&plan), ["g5.xlarge"], "{plan:#?}");
+}
