@@ -83,6 +83,7 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
                 offering: o_new,
             };
             packer.bins[b].zone = new.offerings[o_new].zone;
+            packer.bins[b].free = new.allocatable.saturating_sub(&packer.bins[b].requests);
         }
         choices[b] = list;
     }

@@ -10,6 +10,7 @@ mod accelerator_notes;
 mod bins;
 mod classes;
 mod finish;
+mod improve;
 mod packer;
 mod reasons;
 pub(crate) mod shapes;
@@ -88,6 +89,12 @@ pub fn solve(
             best = Some((packer, choices, score));
         }
     }
-    let (packer, choices, _) = best.expect("at least one strategy runs");
+    let (mut packer, mut choices, _) = best.expect("at least one strategy runs");
+    // The improvement phase works on the better construction (not on the baseline strategy,
+    // whose job is to stand for Karpenter's greedy packing).
+    if options.strategy == Strategy::CostOptimal {
+        improve::improve(&mut packer, &pool_shapes);
+        choices = finish::right_size(&mut packer, &pool_shapes);
+    }
     finish::assemble(&packer, catalog, &zones, &pool_shapes, &choices, notes)
 }

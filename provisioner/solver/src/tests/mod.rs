@@ -5,3 +5,4 @@ mod constraints;
 mod cost;
 mod explain;
 pub(crate) mod fixtures;
+mod improve;
