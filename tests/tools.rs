@@ -17,6 +17,17 @@ use crate::workspace_root;
 /// with a ctypes binding. The wheel holds no `helm` executable, so [`helm`] writes one.
 pub const HELM_REQUIREMENTS: &[&str] = &["helm-python-sdk==0.2.2"];
 
+/// moto, the AWS emulator, with its HTTP server (the `clouds` tests run the real AWS SDK
+/// against it).
+pub const MOTO_REQUIREMENTS: &[&str] = &["moto[server]==5.2.5"];
+
+/// The Python interpreter of the venv `target/test-tools/moto` (moto's server is started
+/// through it, see `tests/clouds/moto.rs`).
+pub fn moto_python() -> Result<PathBuf, String> {
+    let venv = python_venv("moto", "python3", MOTO_REQUIREMENTS)?;
+    venv_executable(&venv, "python")
+}
+
 /// The build directory: `CARGO_TARGET_DIR` when set (relative to the workspace root when
 /// relative), else `<workspace>/target`.
 pub fn target_dir() -> PathBuf {

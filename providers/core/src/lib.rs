@@ -13,7 +13,9 @@ mod types;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::CloudError;
-pub use types::{CloudEvent, Instance, InstanceState, LaunchRequest};
+pub use types::{
+    CloudEvent, Instance, InstanceState, LaunchOffering, LaunchRequest, NodeClassSpec,
+};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use quartermaster_policies::{AWSNodeClassSpec, AzureNodeClassSpec, GCPNodeClassSpec};
 use quartermaster_pricing::CapacityType;
 
 /// Everything a provider needs to launch one node for a NodeClaim.
@@ -26,6 +27,69 @@ pub struct LaunchRequest {
     pub labels: BTreeMap<String, String>,
     /// Tags for the cloud resource (owner, cluster, pool, claim).
     pub tags: BTreeMap<String, String>,
+    /// The offerings to try after the primary one, in order, within the same launch. A
+    /// provider that can try several offerings in one call (AWS `CreateFleet`) tries them when
+    /// the primary has no capacity, and its [`CloudError::InsufficientCapacity`] then names the
+    /// last offering it tried: every offering up to that one failed. Providers that launch one
+    /// offering at a time ignore them (the engine falls back).
+    ///
+    /// [`CloudError::InsufficientCapacity`]: crate::CloudError::InsufficientCapacity
+    pub fallbacks: Vec<LaunchOffering>,
+    /// The NodeClass `node_class` names, resolved by the driver (`None` when the driver has no
+    /// NodeClass objects: simulations, kwok).
+    pub node_class_spec: Option<NodeClassSpec>,
+}
+
+impl LaunchRequest {
+    /// The primary offering.
+    pub fn primary(&self) -> LaunchOffering {
+        LaunchOffering {
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+            capacity_type: self.capacity_type,
+            price_per_hour: self.price_per_hour,
+        }
+    }
+
+    /// The primary offering, then the fallbacks, in the order they are tried.
+    pub fn offerings(&self) -> Vec<LaunchOffering> {
+        std::iter::once(self.primary())
+            .chain(self.fallbacks.iter().cloned())
+            .collect()
+    }
+}
+
+/// One (instance type, zone, capacity type) a launch may use, with the price the plan assumed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchOffering {
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// Capacity type.
+    pub capacity_type: CapacityType,
+    /// Dollars per hour.
+    pub price_per_hour: f64,
+}
+
+impl LaunchOffering {
+    /// Whether `instance` runs on this offering.
+    pub fn matches(&self, instance: &Instance) -> bool {
+        self.instance_type == instance.instance_type
+            && self.zone == instance.zone
+            && self.capacity_type == instance.capacity_type
+    }
+}
+
+/// A NodeClass's spec, by kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeClassSpec {
+    /// `AWSNodeClass` (or a converted Karpenter `EC2NodeClass`).
+    Aws(Box<AWSNodeClassSpec>),
+    /// `GCPNodeClass`.
+    Gcp(Box<GCPNodeClassSpec>),
+    /// `AzureNodeClass`.
+    Azure(Box<AzureNodeClassSpec>),
 }
 
 /// Where an instance is in its life.

@@ -97,6 +97,8 @@ fn request(claim: &str, ty: &str, zone: &str, ct: CapacityType) -> LaunchRequest
         price_per_hour: 1.0,
         labels: BTreeMap::from([("karpenter.sh/nodepool".to_owned(), "gpu".to_owned())]),
         tags: BTreeMap::from([("owner".to_owned(), "quartermaster".to_owned())]),
+        fallbacks: Vec::new(),
+        node_class_spec: None,
     }
 }
 

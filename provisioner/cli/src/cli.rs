@@ -149,6 +149,26 @@ pub struct ControllerArgs {
     /// region when `AWS_REGION` is unset).
     #[arg(long, env = "CLUSTER_REGION", value_name = "REGION")]
     pub region: Option<String>,
+    /// What nodes need to join the cluster (boxed: clap's arguments stay small).
+    #[command(flatten)]
+    pub join: Box<ClusterJoinArgs>,
+}
+
+/// What nodes need to join the cluster (Karpenter's settings of the same names).
+#[derive(Debug, Args)]
+pub struct ClusterJoinArgs {
+    /// The cluster's API server endpoint that nodes join (`https://…`; AWS: written into the
+    /// nodes' `nodeadm` NodeConfig).
+    #[arg(long, env = "CLUSTER_ENDPOINT", value_name = "URL")]
+    pub cluster_endpoint: Option<String>,
+    /// The cluster's CA bundle, base64, as `aws eks describe-cluster` prints it (AWS: the nodes'
+    /// NodeConfig).
+    #[arg(long, env = "CLUSTER_CA_BUNDLE", value_name = "BASE64")]
+    pub cluster_ca_bundle: Option<String>,
+    /// The cluster's service CIDR (AWS: the nodes' NodeConfig; default `10.100.0.0/16`, EKS's
+    /// default).
+    #[arg(long, env = "CLUSTER_CIDR", value_name = "CIDR")]
+    pub cluster_cidr: Option<String>,
 }
 
 /// Output formats for listings.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use quartermaster_cloud::{CloudError, LaunchRequest};
+use quartermaster_cloud::{CloudError, LaunchRequest, NodeClassSpec};
 use quartermaster_engine::Event;
 use quartermaster_policies::labels::{LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE};
 use quartermaster_policies::{
@@ -165,7 +165,62 @@ async fn launch_inner(
         .ok_or_else(|| CloudError::InvalidRequest {
             message: format!("no cloud provider for {cloud} is configured"),
         })?;
-    provider.create(request).await
+    let mut request = request.clone();
+    request.node_class_spec = node_class_spec(ctx, cloud, &request.node_class);
+    let instance = provider.create(&request).await?;
+    // The provider fell back to another of the claim's offerings within the launch: the
+    // NodeClaim records the offering the instance runs on.
+    if !request.primary().matches(&instance) {
+        let price = request
+            .offerings()
+            .into_iter()
+            .find(|o| o.matches(&instance))
+            .map_or(instance.price_per_hour, |o| o.price_per_hour);
+        let patch = json!({"metadata": {
+            "labels": {
+                LABEL_INSTANCE_TYPE: instance.instance_type,
+                LABEL_ZONE: instance.zone,
+                LABEL_CAPACITY_TYPE: instance.capacity_type.to_string(),
+            },
+            "annotations": {ANNOTATION_PRICE: price.to_string()},
+        }});
+        if let Err(e) = ctx
+            .writer
+            .patch_claim_metadata(&request.claim_name, patch)
+            .await
+        {
+            tracing::warn!(nodeclaim = %request.claim_name, error = %e, "could not record the offering the instance was launched on");
+        }
+    }
+    Ok(instance)
+}
+
+/// The spec of the NodeClass `name` of `cloud`'s kind, from the watched objects.
+fn node_class_spec(ctx: &Context, cloud: Cloud, name: &str) -> Option<NodeClassSpec> {
+    let named = |n: Option<&String>| n.map(String::as_str) == Some(name);
+    match cloud {
+        Cloud::Aws => ctx
+            .stores
+            .aws_node_classes
+            .state()
+            .into_iter()
+            .find(|c| named(c.metadata.name.as_ref()))
+            .map(|c| NodeClassSpec::Aws(Box::new(c.spec.clone()))),
+        Cloud::Gcp => ctx
+            .stores
+            .gcp_node_classes
+            .state()
+            .into_iter()
+            .find(|c| named(c.metadata.name.as_ref()))
+            .map(|c| NodeClassSpec::Gcp(Box::new(c.spec.clone()))),
+        Cloud::Azure => ctx
+            .stores
+            .azure_node_classes
+            .state()
+            .into_iter()
+            .find(|c| named(c.metadata.name.as_ref()))
+            .map(|c| NodeClassSpec::Azure(Box::new(c.spec.clone()))),
+    }
 }
 
 /// The label value of a cloud error's kind (`launch_failures` metric, conditions' reasons).

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use quartermaster_cloud::{CloudError, LaunchRequest};
+use quartermaster_cloud::{CloudError, Instance, LaunchOffering, LaunchRequest};
 use quartermaster_policies::DisruptionReason;
 use quartermaster_pricing::{CapacityType, Catalog, Cloud};
 use quartermaster_solver::resources::PODS;
@@ -242,13 +242,7 @@ impl Engine {
                     c.last_change = now;
                 }
             }
-            Event::Launched { claim, instance } => {
-                if let Some(c) = self.claims.get_mut(&claim) {
-                    c.phase = Phase::Launched;
-                    c.provider_id = Some(instance.provider_id);
-                    c.launched_at = Some(now);
-                }
-            }
+            Event::Launched { claim, instance } => self.launched(now, &claim, instance),
             Event::LaunchFailed { claim, error } => self.launch_failed(now, &claim, &error),
             Event::NodeRegistered { claim, node } => {
                 if let Some(c) = self.claims.get_mut(&claim) {
@@ -679,6 +673,17 @@ impl Engine {
             price_per_hour: c.offering.price_per_hour,
             labels: c.labels.clone(),
             tags,
+            fallbacks: c
+                .alternatives
+                .iter()
+                .map(|o| LaunchOffering {
+                    instance_type: o.instance_type.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                    price_per_hour: o.price_per_hour,
+                })
+                .collect(),
+            node_class_spec: None,
         };
         self.stats.launches += 1;
         self.actions.push(Action::Launch {
@@ -711,6 +716,39 @@ impl Engine {
         }
     }
 
+    /// The cloud accepted the launch. A provider that tried the request's fallbacks itself
+    /// may have launched one of them: the claim then takes that offering (labels, capacity,
+    /// room) and the alternatives before it, which the provider found without capacity, go.
+    fn launched(&mut self, now: DateTime<Utc>, name: &str, instance: Instance) {
+        let Some(c) = self.claims.get_mut(name) else {
+            return;
+        };
+        let on = |o: &OfferingChoice| {
+            o.instance_type == instance.instance_type
+                && o.zone == instance.zone
+                && o.capacity_type == instance.capacity_type
+        };
+        if !on(&c.offering)
+            && let Some(at) = c.alternatives.iter().position(on)
+        {
+            let pool = c.pool;
+            let chosen = c.alternatives[at].clone();
+            if let Some((labels, capacity, room)) = self.offering_room(pool, &chosen) {
+                let c = self.claims.get_mut(name).expect("claim exists");
+                c.alternatives.drain(..=at);
+                c.offering = chosen;
+                c.labels = labels;
+                c.capacity = capacity;
+                c.room = room;
+                self.stats.fallbacks += 1;
+            }
+        }
+        let c = self.claims.get_mut(name).expect("claim exists");
+        c.phase = Phase::Launched;
+        c.provider_id = Some(instance.provider_id);
+        c.launched_at = Some(now);
+    }
+
     fn launch_failed(&mut self, now: DateTime<Utc>, name: &str, error: &CloudError) {
         let Some(c) = self.claims.get_mut(name) else {
             return;
@@ -739,6 +777,26 @@ impl Engine {
         let cloud = c.cloud;
         self.unavailable
             .mark(Self::key(cloud, &failed), now + self.config.unavailable_ttl);
+        // A provider that tried the fallbacks itself names the last one it tried: every
+        // alternative up to that one failed too.
+        if let CloudError::InsufficientCapacity {
+            instance_type,
+            zone,
+            capacity_type,
+            ..
+        } = error
+            && let Some(at) = c.alternatives.iter().position(|o| {
+                &o.instance_type == instance_type
+                    && &o.zone == zone
+                    && o.capacity_type == *capacity_type
+            })
+        {
+            let tried: Vec<OfferingChoice> = c.alternatives.drain(..=at).collect();
+            for o in &tried {
+                self.unavailable
+                    .mark(Self::key(cloud, o), now + self.config.unavailable_ttl);
+            }
+        }
         loop {
             let c = self.claims.get_mut(name).expect("claim exists");
             let Some(next) = c.alternatives.pop_front() else {

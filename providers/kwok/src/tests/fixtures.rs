@@ -45,6 +45,8 @@ pub(crate) fn gpu_request() -> LaunchRequest {
             "quartermaster.dev/nodeclaim".to_owned(),
             "gpu-abc12".to_owned(),
         )]),
+        fallbacks: Vec::new(),
+        node_class_spec: None,
     }
 }
 

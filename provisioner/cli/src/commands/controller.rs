@@ -57,11 +57,22 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
     };
     match args.cloud_provider {
         CloudProviderArg::Kwok => {}
+        #[cfg(feature = "aws")]
+        CloudProviderArg::Aws => {}
+        #[cfg(not(feature = "aws"))]
+        CloudProviderArg::Aws => bail!(
+            "--cloud-provider aws: this build has no AWS support (built without the `aws` feature)"
+        ),
         other => bail!(
-            "--cloud-provider {}: that provider is not built yet (it lands with the real-clouds issue); use --cloud-provider kwok",
+            "--cloud-provider {}: that provider is not built yet (it lands with the real-clouds issue); use --cloud-provider kwok or aws",
             format!("{other:?}").to_lowercase()
         ),
     }
+    #[cfg(feature = "aws")]
+    let aws_settings = match args.cloud_provider {
+        CloudProviderArg::Aws => Some(aws_settings(args)?),
+        _ => None,
+    };
     init_logging(args)?;
     let identity = args.identity.clone().unwrap_or_else(|| {
         std::env::var("HOSTNAME")
@@ -92,34 +103,91 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let catalog = Catalog::embedded();
         let mut providers = Providers::new();
-        for cloud in [Cloud::Aws, Cloud::Gcp, Cloud::Azure] {
-            let kwok = KwokCloud::new(
-                client.clone(),
-                cloud,
-                catalog.clone(),
-                kwok_config.clone(),
-                clock.clone(),
-            )?;
-            providers.insert(cloud, Arc::new(kwok) as Arc<dyn CloudProvider>);
+        let mut while_leading: Vec<quartermaster_controller::run::LeaderTask> = Vec::new();
+        #[cfg(feature = "aws")]
+        if let Some(aws) = aws_settings {
+            let cloud =
+                quartermaster_aws::AwsCloud::connect(aws, catalog.clone(), clock.clone()).await;
+            tracing::info!(region = ?cloud.region(), "AWS cloud provider ready");
+            providers.insert(Cloud::Aws, Arc::new(cloud) as Arc<dyn CloudProvider>);
         }
-        let kubelet_client = client.clone();
-        let kubelet_clock = clock.clone();
-        let while_leading: quartermaster_controller::run::LeaderTask = Box::new(move |stop| {
-            Box::pin(KwokKubelet::new(kubelet_client.clone(), kubelet_clock.clone()).run(stop))
-        });
+        if args.cloud_provider == CloudProviderArg::Kwok {
+            add_kwok(
+                &mut providers,
+                &mut while_leading,
+                &client,
+                &catalog,
+                &kwok_config,
+                &clock,
+            )?;
+        }
         quartermaster_controller::run(
             settings,
             client,
             providers,
             catalog,
             clock,
-            vec![while_leading],
+            while_leading,
             shutdown_signal(),
         )
         .await?;
         anyhow::Ok(())
     })?;
     Ok(crate::EXIT_OK)
+}
+
+/// The kwok cloud for every cloud, and its kubelet while leading.
+fn add_kwok(
+    providers: &mut Providers,
+    while_leading: &mut Vec<quartermaster_controller::run::LeaderTask>,
+    client: &kube::Client,
+    catalog: &Catalog,
+    kwok_config: &KwokConfig,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<()> {
+    for cloud in [Cloud::Aws, Cloud::Gcp, Cloud::Azure] {
+        let kwok = KwokCloud::new(
+            client.clone(),
+            cloud,
+            catalog.clone(),
+            kwok_config.clone(),
+            clock.clone(),
+        )?;
+        providers.insert(cloud, Arc::new(kwok) as Arc<dyn CloudProvider>);
+    }
+    let kubelet_client = client.clone();
+    let kubelet_clock = clock.clone();
+    while_leading.push(Box::new(move |stop| {
+        Box::pin(KwokKubelet::new(kubelet_client.clone(), kubelet_clock.clone()).run(stop))
+    }));
+    Ok(())
+}
+
+/// The AWS provider's settings from the flags: the cluster nodes join, the region (else the
+/// SDK's chain); the endpoint comes from the SDK's `AWS_ENDPOINT_URL(_EC2)` and credentials
+/// only from its default chain.
+#[cfg(feature = "aws")]
+fn aws_settings(args: &ControllerArgs) -> anyhow::Result<quartermaster_aws::AwsSettings> {
+    let endpoint = args.join.cluster_endpoint.clone().with_context(|| {
+        "--cloud-provider aws needs --cluster-endpoint (CLUSTER_ENDPOINT): the API server nodes join"
+    })?;
+    let ca_bundle = args.join.cluster_ca_bundle.clone().with_context(|| {
+        "--cloud-provider aws needs --cluster-ca-bundle (CLUSTER_CA_BUNDLE): the cluster's CA, base64"
+    })?;
+    Ok(quartermaster_aws::AwsSettings {
+        cluster: quartermaster_aws::ClusterInfo {
+            name: args.cluster_name.clone(),
+            endpoint,
+            ca_bundle,
+            cidr: args
+                .join
+                .cluster_cidr
+                .clone()
+                .unwrap_or_else(|| "10.100.0.0/16".to_owned()),
+        },
+        region: args.region.clone(),
+        ..quartermaster_aws::AwsSettings::default()
+    })
 }
 
 /// Five lowercase letters and digits, new at every start: NodeClaim names stay unique across

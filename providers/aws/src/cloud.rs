@@ -1,0 +1,569 @@
+//! [`AwsCloud`]: the [`CloudProvider`] over the EC2 port.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use quartermaster_cloud::{
+    Clock, CloudError, CloudEvent, CloudFuture, CloudProvider, Instance, InstanceState,
+    LaunchOffering, LaunchRequest, NodeClassSpec,
+};
+use quartermaster_policies::AWSNodeClassSpec;
+use quartermaster_pricing::{Arch, CapacityType, Catalog, Cloud, InstanceType};
+
+use crate::config::{AwsSettings, client_region, ec2_client};
+use crate::errors::map_api_error;
+use crate::fleet::{FleetInputs, FleetOutcome, plan, read};
+use crate::port::{ApiError, Ec2, Ec2Instance, Filter};
+use crate::rate::RateLimits;
+use crate::resolve::{self, ResolveError};
+use crate::sdk::SdkEc2;
+use crate::template::{TAG_CLUSTER, launch_template};
+use crate::userdata::ClusterInfo;
+
+/// The tag naming the NodeClaim an instance was launched for.
+pub const TAG_NODECLAIM: &str = "quartermaster.dev/nodeclaim";
+/// The tag naming the NodePool.
+pub const TAG_NODEPOOL: &str = "quartermaster.dev/nodepool";
+
+/// Instance states that still hold (or will hold) a machine.
+const LIVE_STATES: [&str; 5] = ["pending", "running", "stopping", "stopped", "shutting-down"];
+
+/// The AWS cloud.
+pub struct AwsCloud {
+    ec2: Arc<dyn Ec2>,
+    cluster: ClusterInfo,
+    region: Option<String>,
+    catalog: Catalog,
+    clock: Arc<dyn Clock>,
+    /// Launch template name -> id, for templates known to exist.
+    templates: Mutex<BTreeMap<String, String>>,
+}
+
+impl std::fmt::Debug for AwsCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsCloud")
+            .field("cluster", &self.cluster.name)
+            .field("region", &self.region)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AwsCloud {
+    /// The AWS cloud through the SDK, configured by `settings` (credentials from the default
+    /// chain unless the settings say otherwise).
+    pub async fn connect(settings: AwsSettings, catalog: Catalog, clock: Arc<dyn Clock>) -> Self {
+        let client = ec2_client(&settings).await;
+        let region = client_region(&client);
+        let ec2 = Arc::new(SdkEc2::new(client, RateLimits::new(settings.rate_limits)));
+        Self::with_port(ec2, settings.cluster, region, catalog, clock)
+    }
+
+    /// The AWS cloud over any implementation of the port (tests fake it).
+    pub fn with_port(
+        ec2: Arc<dyn Ec2>,
+        cluster: ClusterInfo,
+        region: Option<String>,
+        catalog: Catalog,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            ec2,
+            cluster,
+            region,
+            catalog,
+            clock,
+            templates: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The region the client uses, if known.
+    pub fn region(&self) -> Option<&str> {
+        self.region.as_deref()
+    }
+
+    fn cluster_filter(&self) -> Filter {
+        Filter::new(format!("tag:{TAG_CLUSTER}"), [self.cluster.name.clone()])
+    }
+
+    fn live_filter() -> Filter {
+        Filter::new("instance-state-name", LIVE_STATES)
+    }
+
+    fn price(&self, instance_type: &str, zone: &str, capacity_type: CapacityType) -> f64 {
+        self.catalog
+            .get(Cloud::Aws, instance_type)
+            .and_then(|t| {
+                t.offerings
+                    .iter()
+                    .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+                    .or_else(|| {
+                        t.offerings
+                            .iter()
+                            .find(|o| o.capacity_type == capacity_type)
+                    })
+            })
+            .map_or(0.0, |o| o.price_per_hour)
+    }
+
+    fn instance(&self, i: &Ec2Instance) -> Instance {
+        Instance {
+            provider_id: provider_id(&i.zone, &i.id),
+            claim_name: i.tags.get(TAG_NODECLAIM).cloned().unwrap_or_default(),
+            instance_type: i.instance_type.clone(),
+            zone: i.zone.clone(),
+            capacity_type: i.capacity_type,
+            price_per_hour: self.price(&i.instance_type, &i.zone, i.capacity_type),
+            state: state(&i.state),
+            launched_at: i.launch_time.unwrap_or_else(|| self.clock.now()),
+            tags: i.tags.clone(),
+        }
+    }
+
+    /// The EC2 architecture of an instance type (the catalog's; `x86_64` when unknown).
+    fn architecture(&self, instance_type: &str) -> String {
+        match self.catalog.get(Cloud::Aws, instance_type).map(|t| t.arch) {
+            Some(Arch::Arm64) => "arm64".to_owned(),
+            _ => "x86_64".to_owned(),
+        }
+    }
+
+    /// The id of the launch template `spec` describes, creating it when missing.
+    async fn ensure_template(
+        &self,
+        spec: crate::port::LaunchTemplateSpec,
+    ) -> Result<String, ApiError> {
+        if let Some(id) = self.known_template(&spec.name) {
+            return Ok(id);
+        }
+        let id = match self.ec2.find_launch_template(spec.name.clone()).await? {
+            Some(id) => id,
+            None => {
+                let name = spec.name.clone();
+                match self.ec2.create_launch_template(spec).await {
+                    Ok(id) => id,
+                    // Created by a concurrent launch since we looked.
+                    Err(e)
+                        if e.code
+                            .as_deref()
+                            .is_some_and(|c| c.contains("AlreadyExists")) =>
+                    {
+                        self.ec2
+                            .find_launch_template(name.clone())
+                            .await?
+                            .ok_or(e)?
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        Ok(id)
+    }
+
+    fn known_template(&self, name: &str) -> Option<String> {
+        self.templates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    fn remember_template(&self, name: String, id: String) {
+        self.templates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, id);
+    }
+
+    /// The live instance already launched for `claim`, if any.
+    async fn existing(&self, claim: &str) -> Result<Option<Ec2Instance>, CloudError> {
+        let found = self
+            .ec2
+            .describe_instances(vec![
+                self.cluster_filter(),
+                Filter::new(format!("tag:{TAG_NODECLAIM}"), [claim.to_owned()]),
+                Self::live_filter(),
+            ])
+            .await
+            .map_err(|e| map_api_error(&e, None))?;
+        Ok(found.into_iter().find(|i| i.state != "shutting-down"))
+    }
+
+    async fn launch(&self, request: &LaunchRequest) -> Result<Instance, CloudError> {
+        let spec = match &request.node_class_spec {
+            Some(NodeClassSpec::Aws(spec)) => spec,
+            Some(_) => {
+                return Err(CloudError::InvalidRequest {
+                    message: format!(
+                        "NodeClass {} is not an AWSNodeClass; the AWS cloud cannot launch it",
+                        request.node_class
+                    ),
+                });
+            }
+            None => {
+                return Err(CloudError::InvalidRequest {
+                    message: format!("AWSNodeClass {} was not found", request.node_class),
+                });
+            }
+        };
+        // A retried or restarted launch finds the instance it already has: never a second one.
+        if let Some(i) = self.existing(&request.claim_name).await? {
+            tracing::info!(nodeclaim = %request.claim_name, instance = %i.id, "instance already launched");
+            return Ok(self.instance(&i));
+        }
+        let (subnets, templates) = self.resolve(&request.node_class, spec).await?;
+        let tags = self.instance_tags(request, spec);
+        let inputs = FleetInputs {
+            cluster: &self.cluster.name,
+            claim: &request.claim_name,
+            subnets: &subnets,
+            templates: &templates,
+            tags: &tags,
+            context: spec.context.as_deref(),
+        };
+        let offerings = request.offerings();
+        let fleet_plan = plan(&inputs, &offerings, |t| self.architecture(t));
+        if fleet_plan.attempts.is_empty() {
+            let reasons: Vec<String> = fleet_plan
+                .skipped
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} ({}): {}",
+                        s.offering.instance_type, s.offering.zone, s.reason
+                    )
+                })
+                .collect();
+            return Err(CloudError::InvalidRequest {
+                message: format!(
+                    "AWSNodeClass {} can launch none of the offerings: {}",
+                    request.node_class,
+                    reasons.join("; ")
+                ),
+            });
+        }
+        let mut failures: Vec<CloudError> = Vec::new();
+        for attempt in &fleet_plan.attempts {
+            let outcome = match self.ec2.create_fleet(attempt.request.clone()).await {
+                Ok(result) => read(attempt, &result),
+                Err(e) => {
+                    // A whole-fleet error: about every override of the fleet.
+                    let last = attempt.offerings.last();
+                    FleetOutcome::Failed(vec![map_api_error(&e, last)])
+                }
+            };
+            match outcome {
+                FleetOutcome::Launched {
+                    instance,
+                    offering,
+                    extra,
+                } => {
+                    if !extra.is_empty() {
+                        tracing::warn!(nodeclaim = %request.claim_name, extra = ?extra, "the fleet launched more than one instance; terminating the others");
+                        if let Err(e) = self.ec2.terminate_instances(extra).await {
+                            tracing::warn!(error = %e.message, "could not terminate extra fleet instances");
+                        }
+                    }
+                    let capacity_type = instance.capacity_type.unwrap_or(offering.capacity_type);
+                    return Ok(Instance {
+                        provider_id: provider_id(&offering.zone, &instance.id),
+                        claim_name: request.claim_name.clone(),
+                        instance_type: offering.instance_type.clone(),
+                        zone: offering.zone.clone(),
+                        capacity_type,
+                        price_per_hour: offering.price_per_hour,
+                        state: InstanceState::Pending,
+                        launched_at: self.clock.now(),
+                        tags,
+                    });
+                }
+                FleetOutcome::Failed(errors) => {
+                    // Capacity and quota errors fall through to the next run of offerings;
+                    // anything else ends the launch as it is.
+                    if let Some(e) = errors.iter().find(|e| {
+                        !matches!(
+                            e,
+                            CloudError::InsufficientCapacity { .. }
+                                | CloudError::QuotaExceeded { .. }
+                        )
+                    }) {
+                        return Err(e.clone());
+                    }
+                    failures.extend(errors);
+                }
+            }
+        }
+        Err(exhausted(&offerings, &failures))
+    }
+
+    /// Subnets per zone and launch template ids per architecture for a NodeClass.
+    async fn resolve(
+        &self,
+        class_name: &str,
+        spec: &AWSNodeClassSpec,
+    ) -> Result<
+        (
+            BTreeMap<String, crate::port::Subnet>,
+            BTreeMap<String, String>,
+        ),
+        CloudError,
+    > {
+        let fail = |e: ResolveError| match e {
+            ResolveError::NodeClass(e) => CloudError::from(e),
+            ResolveError::Api(e) => map_api_error(&e, None),
+        };
+        let ec2 = self.ec2.as_ref();
+        let subnets = resolve::subnets(ec2, &spec.subnet_selector_terms)
+            .await
+            .map_err(fail)?;
+        if subnets.is_empty() {
+            return Err(CloudError::InvalidRequest {
+                message: format!("AWSNodeClass {class_name}: subnetSelectorTerms select no subnet"),
+            });
+        }
+        let groups = resolve::security_groups(ec2, &spec.security_group_selector_terms)
+            .await
+            .map_err(fail)?;
+        if groups.is_empty() {
+            return Err(CloudError::InvalidRequest {
+                message: format!(
+                    "AWSNodeClass {class_name}: securityGroupSelectorTerms select no security group"
+                ),
+            });
+        }
+        let images = resolve::images(ec2, spec).await.map_err(fail)?;
+        if images.is_empty() {
+            return Err(CloudError::InvalidRequest {
+                message: format!("AWSNodeClass {class_name}: amiSelectorTerms select no AMI"),
+            });
+        }
+        let group_ids: Vec<String> = groups.into_iter().map(|g| g.id).collect();
+        let mut templates = BTreeMap::new();
+        for (arch, image) in resolve::newest_by_architecture(images) {
+            let template = launch_template(
+                &self.cluster,
+                class_name,
+                spec,
+                &image.id,
+                group_ids.clone(),
+            )?;
+            let name = template.name.clone();
+            let id = self
+                .ensure_template(template)
+                .await
+                .map_err(|e| map_api_error(&e, None))?;
+            self.remember_template(name, id.clone());
+            templates.insert(arch, id);
+        }
+        Ok((resolve::subnet_per_zone(&subnets), templates))
+    }
+
+    fn instance_tags(
+        &self,
+        request: &LaunchRequest,
+        spec: &AWSNodeClassSpec,
+    ) -> BTreeMap<String, String> {
+        let mut tags = spec.tags.clone();
+        tags.extend(request.tags.clone());
+        tags.insert(TAG_CLUSTER.to_owned(), self.cluster.name.clone());
+        tags.insert(
+            format!("kubernetes.io/cluster/{}", self.cluster.name),
+            "owned".to_owned(),
+        );
+        tags.insert(TAG_NODEPOOL.to_owned(), request.node_pool.clone());
+        tags.insert(TAG_NODECLAIM.to_owned(), request.claim_name.clone());
+        tags.insert("Name".to_owned(), request.claim_name.clone());
+        tags
+    }
+
+    async fn describe_one(&self, provider_id: &str) -> Result<Ec2Instance, CloudError> {
+        let not_found = || CloudError::NotFound {
+            provider_id: provider_id.to_owned(),
+        };
+        let id = instance_id(provider_id).ok_or_else(|| CloudError::InvalidRequest {
+            message: format!("{provider_id:?} is not an AWS provider id (aws:///ZONE/i-…)"),
+        })?;
+        let found = match self.ec2.describe_instances_by_id(vec![id.to_owned()]).await {
+            Ok(found) => found,
+            Err(e) => {
+                return Err(match map_api_error(&e, None) {
+                    CloudError::NotFound { .. } => not_found(),
+                    other => other,
+                });
+            }
+        };
+        found
+            .into_iter()
+            .find(|i| i.id == id && i.state != "terminated")
+            .ok_or_else(not_found)
+    }
+}
+
+/// `aws:///ZONE/ID`, as the AWS cloud controller manager writes a Node's providerID.
+pub fn provider_id(zone: &str, id: &str) -> String {
+    format!("aws:///{zone}/{id}")
+}
+
+/// The instance id of a provider id.
+pub fn instance_id(provider_id: &str) -> Option<&str> {
+    let rest = provider_id.strip_prefix("aws://")?;
+    let id = rest.rsplit('/').next()?;
+    id.starts_with("i-").then_some(id)
+}
+
+fn state(s: &str) -> InstanceState {
+    match s {
+        "pending" => InstanceState::Pending,
+        "running" => InstanceState::Running,
+        "terminated" => InstanceState::Terminated,
+        _ => InstanceState::ShuttingDown,
+    }
+}
+
+/// The error when every run of offerings failed: capacity naming the last offering (so the
+/// engine knows every offering of the request was tried), or quota when only quotas stopped it.
+fn exhausted(offerings: &[LaunchOffering], failures: &[CloudError]) -> CloudError {
+    let words: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    let message = if words.is_empty() {
+        "no offering could be tried".to_owned()
+    } else {
+        words.join("; ")
+    };
+    if !failures.is_empty()
+        && failures
+            .iter()
+            .all(|e| matches!(e, CloudError::QuotaExceeded { .. }))
+    {
+        return CloudError::QuotaExceeded { message };
+    }
+    let last = offerings.last().expect("a launch has a primary offering");
+    CloudError::InsufficientCapacity {
+        instance_type: last.instance_type.clone(),
+        zone: last.zone.clone(),
+        capacity_type: last.capacity_type,
+        message,
+    }
+}
+
+impl CloudProvider for AwsCloud {
+    fn cloud(&self) -> Cloud {
+        Cloud::Aws
+    }
+
+    fn create<'a>(&'a self, request: &'a LaunchRequest) -> CloudFuture<'a, Instance> {
+        Box::pin(self.launch(request))
+    }
+
+    fn delete<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
+        Box::pin(async move {
+            let instance = self.describe_one(provider_id).await?;
+            if instance.state == "shutting-down" {
+                return Ok(());
+            }
+            self.ec2
+                .terminate_instances(vec![instance.id])
+                .await
+                .map_err(|e| match map_api_error(&e, None) {
+                    CloudError::NotFound { .. } => CloudError::NotFound {
+                        provider_id: provider_id.to_owned(),
+                    },
+                    other => other,
+                })
+        })
+    }
+
+    fn get<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, Instance> {
+        Box::pin(async move {
+            let i = self.describe_one(provider_id).await?;
+            Ok(self.instance(&i))
+        })
+    }
+
+    fn list(&self) -> CloudFuture<'_, Vec<Instance>> {
+        Box::pin(async move {
+            let found = self
+                .ec2
+                .describe_instances(vec![
+                    self.cluster_filter(),
+                    Filter::new("tag-key", [TAG_NODECLAIM]),
+                    Self::live_filter(),
+                ])
+                .await
+                .map_err(|e| map_api_error(&e, None))?;
+            Ok(found.iter().map(|i| self.instance(i)).collect())
+        })
+    }
+
+    fn instance_types(&self) -> CloudFuture<'_, Vec<InstanceType>> {
+        Box::pin(async move {
+            let types = self
+                .ec2
+                .describe_instance_types()
+                .await
+                .map_err(|e| map_api_error(&e, None))?;
+            let offerings = self
+                .ec2
+                .describe_instance_type_offerings()
+                .await
+                .map_err(|e| map_api_error(&e, None))?;
+            Ok(crate::instance_types::merge(
+                &self.catalog,
+                self.region.as_deref(),
+                &types,
+                &offerings,
+            ))
+        })
+    }
+
+    fn is_drifted<'a>(&'a self, _instance: &'a Instance) -> CloudFuture<'a, Option<String>> {
+        // Drift needs the NodeClass the instance was launched from; not built yet.
+        Box::pin(async { Ok(None) })
+    }
+
+    fn poll_events(&self) -> CloudFuture<'_, Vec<CloudEvent>> {
+        // The EventBridge -> SQS interruption queue is not consumed yet.
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_ids_round_trip() {
+        let p = provider_id("us-east-1a", "i-0abc");
+        assert_eq!(p, "aws:///us-east-1a/i-0abc");
+        assert_eq!(instance_id(&p), Some("i-0abc"));
+        assert_eq!(instance_id("gce://p/z/n"), None);
+        assert_eq!(instance_id("aws:///us-east-1a/vol-1"), None);
+    }
+
+    #[test]
+    fn exhausted_names_the_last_offering() {
+        let o = |t: &str| LaunchOffering {
+            instance_type: t.into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::Spot,
+            price_per_hour: 1.0,
+        };
+        let quota = CloudError::QuotaExceeded {
+            message: "VcpuLimitExceeded".into(),
+        };
+        match exhausted(&[o("a"), o("b")], std::slice::from_ref(&quota)) {
+            CloudError::QuotaExceeded { .. } => {}
+            other => panic!("{other:?}"),
+        }
+        let capacity = CloudError::InsufficientCapacity {
+            instance_type: "a".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::Spot,
+            message: "none".into(),
+        };
+        match exhausted(&[o("a"), o("b")], &[capacity, quota]) {
+            CloudError::InsufficientCapacity { instance_type, .. } => {
+                assert_eq!(instance_type, "b")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Quartermaster's AWS cloud: a [`quartermaster_cloud::CloudProvider`] over EC2.
+//!
+//! A launch looks for an instance already tagged with its NodeClaim (so a retried or
+//! restarted launch never creates a second one), resolves the AWSNodeClass (subnets, security
+//! groups, AMIs), ensures a launch template per NodeClass and AMI (AL2023 `nodeadm` user data
+//! that joins the cluster, IMDSv2 required), then runs `CreateFleet type=instant` over the
+//! claim's ordered offerings, one fleet per run of one capacity type, falling through to the
+//! next run when a run has no capacity. Instances and errors of a fleet are read together.
+//!
+//! SDK types stop in `sdk.rs` and `config.rs`: the provider talks to the [`port::Ec2`] trait.
+
+mod cloud;
+mod config;
+mod error;
+pub mod errors;
+pub mod fleet;
+pub mod instance_types;
+pub mod port;
+mod rate;
+pub mod resolve;
+mod sdk;
+pub mod template;
+pub mod userdata;
+
+pub use cloud::{AwsCloud, TAG_NODECLAIM, TAG_NODEPOOL, instance_id, provider_id};
+pub use config::{AwsSettings, CallLimits, CredentialSource};
+pub use error::AwsError;
+pub use rate::RateLimitSettings;
+pub use template::TAG_CLUSTER;
+pub use userdata::ClusterInfo;

@@ -1,0 +1,515 @@
+//! The AWS provider through the real SDK against moto (behind the fault proxy): launch, get,
+//! list, delete; capacity fallback within one launch; no second instance after a lost
+//! response; leaks collected; throttling; dead and slow endpoints.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_ec2::types as t;
+use base64::Engine as _;
+use quartermaster_aws::{AwsCloud, AwsSettings, CallLimits, ClusterInfo, CredentialSource};
+use quartermaster_cloud::{
+    CloudError, CloudProvider, InstanceState, LaunchOffering, LaunchRequest, NodeClassSpec,
+    SystemClock,
+};
+use quartermaster_policies::AWSNodeClassSpec;
+use quartermaster_pricing::{CapacityType, Catalog};
+
+use crate::fault_proxy::{Fault, FaultProxy};
+use crate::moto::{Moto, MotoTurn};
+
+const SPOT: CapacityType = CapacityType::Spot;
+const OD: CapacityType = CapacityType::OnDemand;
+
+/// One test's world: moto (reset), the proxy in front of it, the provider talking to the
+/// proxy, and an SDK client talking to moto directly (setup and checks).
+struct World {
+    _moto: MotoTurn,
+    proxy: FaultProxy,
+    cloud: Arc<AwsCloud>,
+    ec2: aws_sdk_ec2::Client,
+    spec: AWSNodeClassSpec,
+}
+
+fn settings(endpoint: String) -> AwsSettings {
+    AwsSettings {
+        cluster: ClusterInfo {
+            name: "test-cluster".into(),
+            endpoint: "https://api.test-cluster.example".into(),
+            ca_bundle: "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t".into(),
+            cidr: "10.100.0.0/16".into(),
+        },
+        region: Some("us-east-1".into()),
+        endpoint_url: Some(endpoint),
+        credentials: CredentialSource::Static {
+            access_key_id: "testing".into(),
+            secret_access_key: "testing".into(),
+        },
+        call_limits: CallLimits {
+            connect_timeout: Duration::from_secs(2),
+            attempt_timeout: Duration::from_secs(5),
+            operation_timeout: Duration::from_secs(15),
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(500),
+        },
+        ..AwsSettings::default()
+    }
+}
+
+async fn sdk_client(endpoint: String) -> aws_sdk_ec2::Client {
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .load()
+        .await;
+    aws_sdk_ec2::Client::new(&config)
+}
+
+fn tag(key: &str, value: &str) -> t::Tag {
+    t::Tag::builder().key(key).value(value).build()
+}
+
+fn tagged(resource: t::ResourceType) -> t::TagSpecification {
+    t::TagSpecification::builder()
+        .resource_type(resource)
+        .tags(tag("discovery", "test-cluster"))
+        .build()
+}
+
+async fn world() -> World {
+    let moto = Moto::lock().await;
+    let proxy = FaultProxy::start(moto.addr).await;
+    let ec2 = sdk_client(format!("http://{}", moto.addr)).await;
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.0.0.0/16")
+        .send()
+        .await
+        .expect("CreateVpc");
+    let vpc = vpc
+        .vpc()
+        .and_then(|v| v.vpc_id())
+        .expect("vpc id")
+        .to_owned();
+    for (cidr, zone) in [("10.0.1.0/24", "us-east-1a"), ("10.0.2.0/24", "us-east-1b")] {
+        ec2.create_subnet()
+            .vpc_id(&vpc)
+            .cidr_block(cidr)
+            .availability_zone(zone)
+            .tag_specifications(tagged(t::ResourceType::Subnet))
+            .send()
+            .await
+            .expect("CreateSubnet");
+    }
+    ec2.create_security_group()
+        .group_name("nodes")
+        .description("nodes")
+        .vpc_id(&vpc)
+        .tag_specifications(tagged(t::ResourceType::SecurityGroup))
+        .send()
+        .await
+        .expect("CreateSecurityGroup");
+    let images = ec2
+        .describe_images()
+        .owners("amazon")
+        .send()
+        .await
+        .expect("DescribeImages");
+    let ami = images
+        .images()
+        .iter()
+        .find(|i| i.architecture() == Some(&t::ArchitectureValues::X8664))
+        .and_then(|i| i.image_id())
+        .expect("moto has an x86_64 AMI")
+        .to_owned();
+    let spec: AWSNodeClassSpec = serde_json::from_value(serde_json::json!({
+        "subnetSelectorTerms": [{"tags": {"discovery": "test-cluster"}}],
+        "securityGroupSelectorTerms": [{"tags": {"discovery": "test-cluster"}}],
+        "amiSelectorTerms": [{"id": ami}],
+        "instanceProfile": "test-nodes",
+        "userData": "#!/bin/bash\necho from-the-node-class\n",
+        "tags": {"team": "ml"},
+    }))
+    .expect("AWSNodeClass spec");
+    let cloud = Arc::new(
+        AwsCloud::connect(
+            settings(proxy.url()),
+            Catalog::embedded(),
+            Arc::new(SystemClock),
+        )
+        .await,
+    );
+    World {
+        _moto: moto,
+        proxy,
+        cloud,
+        ec2,
+        spec,
+    }
+}
+
+fn offering(instance_type: &str, zone: &str, capacity_type: CapacityType) -> LaunchOffering {
+    LaunchOffering {
+        instance_type: instance_type.into(),
+        zone: zone.into(),
+        capacity_type,
+        price_per_hour: 1.0,
+    }
+}
+
+fn request(world: &World, claim: &str, offerings: &[LaunchOffering]) -> LaunchRequest {
+    let primary = &offerings[0];
+    LaunchRequest {
+        claim_name: claim.into(),
+        node_pool: "gpu".into(),
+        node_class: "default".into(),
+        instance_type: primary.instance_type.clone(),
+        zone: primary.zone.clone(),
+        capacity_type: primary.capacity_type,
+        price_per_hour: primary.price_per_hour,
+        labels: BTreeMap::new(),
+        tags: BTreeMap::from([
+            ("quartermaster.dev/nodepool".into(), "gpu".into()),
+            ("quartermaster.dev/nodeclaim".into(), claim.into()),
+        ]),
+        fallbacks: offerings[1..].to_vec(),
+        node_class_spec: Some(NodeClassSpec::Aws(Box::new(world.spec.clone()))),
+    }
+}
+
+/// The instances moto holds for `claim`, not terminated.
+async fn instances_of(world: &World, claim: &str) -> Vec<t::Instance> {
+    let out = world
+        .ec2
+        .describe_instances()
+        .filters(
+            t::Filter::builder()
+                .name("tag:quartermaster.dev/nodeclaim")
+                .values(claim)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeInstances");
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| i.state().and_then(|s| s.name()) != Some(&t::InstanceStateName::Terminated))
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn launch_get_list_and_delete_through_the_sdk() {
+    let w = world().await;
+    let r = request(
+        &w,
+        "gpu-launch1",
+        &[offering("g5.xlarge", "us-east-1a", OD)],
+    );
+    let instance = w.cloud.create(&r).await.expect("launch");
+    assert!(
+        instance.provider_id.starts_with("aws:///us-east-1a/i-"),
+        "{}",
+        instance.provider_id
+    );
+    assert_eq!(
+        (
+            instance.instance_type.as_str(),
+            instance.zone.as_str(),
+            instance.capacity_type
+        ),
+        ("g5.xlarge", "us-east-1a", OD)
+    );
+
+    // Tags: cluster, NodePool, NodeClaim, Name, and the NodeClass's own.
+    let found = instances_of(&w, "gpu-launch1").await;
+    assert_eq!(found.len(), 1);
+    let tags: BTreeMap<&str, &str> = found[0]
+        .tags()
+        .iter()
+        .filter_map(|t| Some((t.key()?, t.value()?)))
+        .collect();
+    assert_eq!(tags.get("quartermaster.dev/cluster"), Some(&"test-cluster"));
+    assert_eq!(tags.get("quartermaster.dev/nodepool"), Some(&"gpu"));
+    assert_eq!(tags.get("Name"), Some(&"gpu-launch1"));
+    assert_eq!(tags.get("team"), Some(&"ml"));
+
+    // The launch template: IMDSv2 required, user data that joins the cluster after the
+    // NodeClass's script.
+    let templates = w
+        .ec2
+        .describe_launch_templates()
+        .send()
+        .await
+        .expect("DescribeLaunchTemplates");
+    let lt = templates
+        .launch_templates()
+        .iter()
+        .find(|t| {
+            t.launch_template_name()
+                .is_some_and(|n| n.starts_with("quartermaster/test-cluster/default/"))
+        })
+        .expect("a launch template for the NodeClass");
+    let data = w
+        .ec2
+        .describe_launch_template_versions()
+        .launch_template_id(lt.launch_template_id().expect("id"))
+        .send()
+        .await
+        .expect("DescribeLaunchTemplateVersions");
+    let data = data.launch_template_versions()[0]
+        .launch_template_data()
+        .expect("template data")
+        .clone();
+    assert_eq!(
+        data.metadata_options().and_then(|m| m.http_tokens()),
+        Some(&t::LaunchTemplateHttpTokensState::Required)
+    );
+    let user_data = base64::engine::general_purpose::STANDARD
+        .decode(data.user_data().expect("user data"))
+        .expect("base64 user data");
+    let user_data = String::from_utf8(user_data).expect("UTF-8 user data");
+    let ours = user_data.find("kind: NodeConfig").expect("a NodeConfig");
+    let theirs = user_data
+        .find("from-the-node-class")
+        .expect("the NodeClass's script");
+    assert!(theirs < ours, "{user_data}");
+    assert!(user_data.contains("apiServerEndpoint: https://api.test-cluster.example"));
+
+    let got = w.cloud.get(&instance.provider_id).await.expect("get");
+    assert_eq!(got.claim_name, "gpu-launch1");
+    assert!(matches!(
+        got.state,
+        InstanceState::Pending | InstanceState::Running
+    ));
+    let listed = w.cloud.list().await.expect("list");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|i| i.provider_id.as_str())
+            .collect::<Vec<_>>(),
+        [instance.provider_id.as_str()]
+    );
+
+    w.cloud.delete(&instance.provider_id).await.expect("delete");
+    assert!(matches!(
+        w.cloud.get(&instance.provider_id).await,
+        Err(CloudError::NotFound { .. })
+    ));
+    assert!(matches!(
+        w.cloud.delete(&instance.provider_id).await,
+        Err(CloudError::NotFound { .. })
+    ));
+    assert!(w.cloud.list().await.expect("list").is_empty());
+}
+
+#[tokio::test]
+async fn a_capacity_error_as_a_500_falls_through_to_the_next_offering_in_the_same_launch() {
+    let w = world().await;
+    w.proxy.inject("CreateFleet", Fault::CapacityError500);
+    let r = request(
+        &w,
+        "gpu-ice500",
+        &[
+            offering("g5.xlarge", "us-east-1a", SPOT),
+            offering("g5.xlarge", "us-east-1b", OD),
+        ],
+    );
+    let instance = w.cloud.create(&r).await.expect("launch on the fallback");
+    assert_eq!(
+        (instance.zone.as_str(), instance.capacity_type),
+        ("us-east-1b", OD)
+    );
+    // Tried once (no SDK retry of a capacity error), then the next offering.
+    assert_eq!(w.proxy.calls("CreateFleet"), 2);
+    assert_eq!(instances_of(&w, "gpu-ice500").await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_capacity_error_inside_a_200_fleet_response_falls_through_to_the_next_offering() {
+    let w = world().await;
+    w.proxy
+        .inject("CreateFleet", Fault::CapacityInFleetResponse);
+    let r = request(
+        &w,
+        "gpu-ice200",
+        &[
+            offering("g5.xlarge", "us-east-1a", SPOT),
+            offering("g5.2xlarge", "us-east-1a", OD),
+        ],
+    );
+    let instance = w.cloud.create(&r).await.expect("launch on the fallback");
+    assert_eq!(
+        (instance.instance_type.as_str(), instance.capacity_type),
+        ("g5.2xlarge", OD)
+    );
+    assert_eq!(w.proxy.calls("CreateFleet"), 2);
+}
+
+#[tokio::test]
+async fn every_offering_out_of_capacity_names_the_last_one() {
+    let w = world().await;
+    w.proxy
+        .inject("CreateFleet", Fault::CapacityInFleetResponse);
+    w.proxy.inject("CreateFleet", Fault::CapacityError500);
+    let r = request(
+        &w,
+        "gpu-noice",
+        &[
+            offering("g5.xlarge", "us-east-1a", SPOT),
+            offering("g5.xlarge", "us-east-1b", OD),
+        ],
+    );
+    match w.cloud.create(&r).await {
+        Err(CloudError::InsufficientCapacity {
+            zone,
+            capacity_type,
+            ..
+        }) => assert_eq!((zone.as_str(), capacity_type), ("us-east-1b", OD)),
+        other => panic!("{other:?}"),
+    }
+    assert!(instances_of(&w, "gpu-noice").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_launch_retried_after_a_lost_response_creates_no_second_instance() {
+    let w = world().await;
+    w.proxy.inject("CreateFleet", Fault::LoseResponse);
+    let r = request(&w, "gpu-crash1", &[offering("g5.xlarge", "us-east-1a", OD)]);
+    let first = w.cloud.create(&r).await;
+    assert!(
+        matches!(first, Err(CloudError::Transient { .. })),
+        "{first:?}"
+    );
+    // moto launched it; the controller restarts and launches the same claim again.
+    let created = instances_of(&w, "gpu-crash1").await;
+    assert_eq!(created.len(), 1);
+    let again = w.cloud.create(&r).await.expect("the retried launch");
+    assert!(
+        again
+            .provider_id
+            .ends_with(created[0].instance_id().expect("id"))
+    );
+    assert_eq!(instances_of(&w, "gpu-crash1").await.len(), 1);
+    assert_eq!(
+        w.proxy.calls("CreateFleet"),
+        1,
+        "found by its tag, not launched again"
+    );
+}
+
+#[tokio::test]
+async fn a_leaked_instance_is_collected_by_the_sweep() {
+    let w = world().await;
+    let leaked = w
+        .cloud
+        .create(&request(
+            &w,
+            "gpu-leak1",
+            &[offering("g5.xlarge", "us-east-1a", OD)],
+        ))
+        .await
+        .expect("launch");
+    let kept = w
+        .cloud
+        .create(&request(
+            &w,
+            "gpu-kept1",
+            &[offering("g5.xlarge", "us-east-1b", OD)],
+        ))
+        .await
+        .expect("launch");
+    let known = BTreeSet::from(["gpu-kept1".to_owned()]);
+    let later = chrono::Utc::now() + chrono::TimeDelta::minutes(5);
+    quartermaster_controller::sweep::delete_leaks(w.cloud.clone(), known, later).await;
+    assert!(matches!(
+        w.cloud.get(&leaked.provider_id).await,
+        Err(CloudError::NotFound { .. })
+    ));
+    w.cloud
+        .get(&kept.provider_id)
+        .await
+        .expect("a claimed instance stays");
+}
+
+#[tokio::test]
+async fn throttling_is_mapped_with_the_retry_after_and_describe_calls_are_retried() {
+    let w = world().await;
+    w.proxy.inject(
+        "CreateFleet",
+        Fault::Throttle {
+            retry_after_secs: 7,
+        },
+    );
+    let r = request(
+        &w,
+        "gpu-throttle",
+        &[offering("g5.xlarge", "us-east-1a", OD)],
+    );
+    assert_eq!(
+        w.cloud.create(&r).await,
+        Err(CloudError::Throttled {
+            retry_after: Some(Duration::from_secs(7))
+        })
+    );
+    // A throttled Describe is retried by the SDK (with backoff) and the launch goes on.
+    w.proxy.inject(
+        "DescribeInstances",
+        Fault::Throttle {
+            retry_after_secs: 1,
+        },
+    );
+    w.cloud.create(&r).await.expect("launch after throttling");
+    assert_eq!(instances_of(&w, "gpu-throttle").await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_slow_endpoint_times_out_and_a_dead_one_fails_in_seconds() {
+    let w = world().await;
+    for _ in 0..3 {
+        w.proxy
+            .inject("DescribeInstances", Fault::Delay(Duration::from_secs(30)));
+    }
+    // Bounded generously: the point is seconds (timeouts of 5 s × 3 attempts), not minutes.
+    let slow = tokio::time::timeout(Duration::from_secs(120), w.cloud.list())
+        .await
+        .expect("the call gave up by itself");
+    assert!(
+        matches!(slow, Err(CloudError::Transient { .. })),
+        "{slow:?}"
+    );
+
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let cloud = AwsCloud::connect(
+        settings(format!("http://{dead}")),
+        Catalog::embedded(),
+        Arc::new(SystemClock),
+    )
+    .await;
+    let result = tokio::time::timeout(Duration::from_secs(120), cloud.list())
+        .await
+        .expect("the call gave up by itself");
+    match result {
+        Err(CloudError::Transient { message }) => {
+            assert!(
+                message.contains("could not be reached") || message.contains("in time"),
+                "{message}"
+            );
+            assert!(
+                !message.contains("testing"),
+                "no credential in errors: {message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

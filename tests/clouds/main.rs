@@ -1,0 +1,6 @@
+//! The real clouds' SDKs against local endpoints: AWS through `aws-sdk-ec2` against moto, with
+//! our fault-injecting proxy in front for what moto does not simulate.
+
+mod aws;
+mod fault_proxy;
+mod moto;
