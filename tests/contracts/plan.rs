@@ -94,6 +94,7 @@ fn json_contract_has_the_promised_keys() {
             "price_per_hour",
             "pods",
             "alternatives",
+            "accelerator_note",
         ] {
             assert!(node.get(key).is_some(), "new node lacks {key}: {node}");
         }
@@ -516,5 +517,60 @@ fn usage_errors_carry_no_colour_codes_off_a_terminal() {
         !out.stderr.contains('\u{1b}'),
         "ANSI escape in {:?}",
         out.stderr
+    );
+}
+
+/// Karpenter's `spread-hostname-zone.yaml` (50 one-CPU pods, at most 2 per node, zones within 5
+/// of each other) on its `large-instances.yaml` NodePool: us-east-1e offers that pool only p5
+/// types, and the zone spread forces ⌈(50 − 5·5) / 6⌉ = 5 pods there, so 3 p5 nodes — each
+/// saying why, in the table and in JSON.
+#[test]
+fn cpu_pods_on_accelerator_nodes_are_only_as_many_as_forced_and_explained() {
+    let corpus = quartermaster_tests::workspace_root().join("../shared/real-world/karpenter-aws");
+    assert!(
+        corpus.is_dir(),
+        "the real-world corpus is missing: expected {}",
+        corpus.display()
+    );
+    let pool = corpus.join("v1/large-instances.yaml").display().to_string();
+    let pods = corpus
+        .join("workloads/spread-hostname-zone.yaml")
+        .display()
+        .to_string();
+    let out = quartermaster(&["plan", "-o", "json", "-f", &pool, "-f", &pods]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let plan = out.json();
+    assert_eq!(placed(&plan).len(), 50);
+    let nodes = plan["new_nodes"].as_array().expect("new_nodes");
+    let accelerated: Vec<&Value> = nodes
+        .iter()
+        .filter(|n| n["instance_type"].as_str().is_some_and(|t| t.starts_with("p5")))
+        .collect();
+    assert_eq!(accelerated.len(), 3, "{plan:#}");
+    for n in &accelerated {
+        assert_eq!(n["zone"], "us-east-1e");
+        let note = n["accelerator_note"].as_str().expect("accelerator_note");
+        assert!(
+            note.contains("zone us-east-1e: NodePool large-instances offers these pods only accelerator types there"),
+            "{note}"
+        );
+        assert!(
+            note.contains("(maxSkew 5 over 6 zones) forces at least 5 of the 50 pods it counts into us-east-1e"),
+            "{note}"
+        );
+    }
+    assert!(
+        nodes
+            .iter()
+            .filter(|n| !n["instance_type"].as_str().is_some_and(|t| t.starts_with("p5")))
+            .all(|n| n["accelerator_note"].is_null())
+    );
+    let table = quartermaster(&["plan", "-f", &pool, "-f", &pods]);
+    assert!(
+        table.stdout.contains(
+            "NodePool large-instances: 3 × p5.4xlarge in us-east-1e for pods that request no accelerator: zone us-east-1e"
+        ),
+        "{}",
+        table.stdout
     );
 }

@@ -91,6 +91,7 @@ fn to_json(plan: &Plan, notes: &[String]) -> Value {
                 "price_per_hour": n.offering.price_per_hour,
                 "pods": n.pods.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "alternatives": n.alternatives.iter().map(offering_json).collect::<Vec<_>>(),
+                "accelerator_note": n.accelerator_note,
             })
         })
         .collect();
