@@ -544,7 +544,11 @@ fn cpu_pods_on_accelerator_nodes_are_only_as_many_as_forced_and_explained() {
     let nodes = plan["new_nodes"].as_array().expect("new_nodes");
     let accelerated: Vec<&Value> = nodes
         .iter()
-        .filter(|n| n["instance_type"].as_str().is_some_and(|t| t.starts_with("p5")))
+        .filter(|n| {
+            n["instance_type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("p5"))
+        })
         .collect();
     assert_eq!(accelerated.len(), 3, "{plan:#}");
     for n in &accelerated {
@@ -562,7 +566,9 @@ fn cpu_pods_on_accelerator_nodes_are_only_as_many_as_forced_and_explained() {
     assert!(
         nodes
             .iter()
-            .filter(|n| !n["instance_type"].as_str().is_some_and(|t| t.starts_with("p5")))
+            .filter(|n| !n["instance_type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("p5")))
             .all(|n| n["accelerator_note"].is_null())
     );
     let table = quartermaster(&["plan", "-f", &pool, "-f", &pods]);
