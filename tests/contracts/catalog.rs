@@ -227,3 +227,124 @@ fn usage_errors_exit_two_and_help_exits_zero() {
     assert!(help.stdout.contains("--min-gpus"));
     assert!(help.stdout.contains("--capacity-type"));
 }
+
+#[test]
+fn several_regions_per_cloud_and_the_interruption_key() {
+    let west = catalog_json(&["--cloud", "aws", "--region", "us-west-2"]);
+    assert!(!west.is_empty(), "AWS types are sold in us-west-2");
+    for t in &west {
+        for o in t["offerings"].as_array().unwrap() {
+            assert_eq!(o["region"], "us-west-2", "{}", t["name"]);
+            assert!(o["zone"].as_str().unwrap().starts_with("us-west-2"));
+        }
+    }
+    let all = catalog_json(&["--cloud", "aws"]);
+    let regions: BTreeSet<&str> = all
+        .iter()
+        .flat_map(|t| t["offerings"].as_array().unwrap())
+        .filter_map(|o| o["region"].as_str())
+        .collect();
+    for r in [
+        "us-east-1",
+        "us-east-2",
+        "us-west-2",
+        "eu-west-1",
+        "eu-central-1",
+        "ap-northeast-1",
+    ] {
+        assert!(regions.contains(r), "{r} missing: {regions:?}");
+    }
+    // Every offering says whether its spot volatility is known (null when it is not).
+    for t in &all {
+        for o in t["offerings"].as_array().unwrap() {
+            assert!(o.get("interruption").is_some(), "{}", t["name"]);
+            if o["capacity_type"] != "spot" {
+                assert!(o["interruption"].is_null(), "{}", t["name"]);
+            }
+        }
+    }
+    let gcp = catalog_json(&["--cloud", "gcp", "--region", "us-west1"]);
+    assert!(gcp.iter().any(|t| t["name"] == "a2-highgpu-8g"), "{gcp:?}");
+}
+
+/// A GPU NodePool whose NodeClass names no region, and one GPU pod.
+const POOL_WITHOUT_REGION: &str = "apiVersion: quartermaster.dev/v1
+kind: NodePool
+metadata: {name: gpu}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: quartermaster.dev, kind: AWSNodeClass, name: gpu}
+      requirements:
+      - {key: quartermaster.dev/instance-family, operator: In, values: [p5]}
+---
+apiVersion: quartermaster.dev/v1
+kind: AWSNodeClass
+metadata: {name: gpu}
+spec:
+  role: r
+  subnetSelectorTerms: [{id: subnet-1}]
+  securityGroupSelectorTerms: [{id: sg-1}]
+  amiSelectorTerms: [{alias: al2023@latest}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train, namespace: ml}
+spec:
+  containers:
+  - name: c
+    image: x
+    resources:
+      limits: {nvidia.com/gpu: '8'}
+";
+
+#[test]
+fn plan_buys_in_the_cluster_region_or_the_default_region() {
+    let dir = std::env::temp_dir().join(format!("qm-catalog-region-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("pool.yaml");
+    std::fs::write(&file, POOL_WITHOUT_REGION).unwrap();
+    let file = file.display().to_string();
+    let plan = |extra: &[&str]| {
+        let mut argv = vec!["plan", "-f", &file, "-o", "json"];
+        argv.extend_from_slice(extra);
+        let out = quartermaster(&argv);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out.json()
+    };
+    let zones = |v: &Value| -> Vec<String> {
+        v["new_nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["zone"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let default = plan(&[]);
+    assert!(!zones(&default).is_empty(), "{default}");
+    assert!(zones(&default).iter().all(|z| z.starts_with("us-east-1")));
+    assert!(
+        default["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("using the catalog's default aws region us-east-1")),
+        "{default}"
+    );
+    let west = plan(&["--region", "us-west-2"]);
+    assert!(!zones(&west).is_empty(), "{west}");
+    assert!(
+        zones(&west).iter().all(|z| z.starts_with("us-west-2")),
+        "{west}"
+    );
+
+    let out = quartermaster(&["plan", "-f", &file, "--region", "mars-north-7"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "the cluster region \"mars-north-7\" has no offerings of any cloud in the catalog"
+        ),
+        "{}",
+        out.stderr
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
