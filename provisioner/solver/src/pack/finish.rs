@@ -14,6 +14,7 @@ use crate::pod::ZONE;
 use super::accelerator_notes;
 use super::bins::BinKind;
 use super::classes::CompatSet;
+use super::classes::Topology;
 use super::packer::Packer;
 use super::shapes::Zones;
 use crate::resources::Resources;
@@ -206,6 +207,30 @@ pub fn assemble(
 /// Each bound shape is a (shape, cheapest offering a class may use) pair, so a class limited to
 /// on-demand is never priced at spot.
 fn bound(packer: &Packer<'_>) -> f64 {
+    let plain = lower_bound(&bound_input(packer, false)).dollars_per_hour;
+    // The per-node caps make the column generation much slower, so with them only the
+    // resource-volume bound (plus the integral arguments) is computed: a valid bound, and the
+    // larger of two valid bounds is valid.
+    let capped = crate::bound::lower_bound_with(
+        &bound_input(packer, true),
+        &crate::bound::Options {
+            work_budget: 0,
+            strengthen: false,
+            ..crate::bound::Options::default()
+        },
+    )
+    .dollars_per_hour;
+    plain.max(capped)
+}
+
+/// The bound's input for the pods this plan places; `caps`: with the per-node caps of
+/// [`node_caps`].
+fn bound_input(packer: &Packer<'_>, caps: bool) -> BoundInput {
+    let (extra, per_copy) = if caps {
+        node_caps(packer)
+    } else {
+        (vec![Resources::ZERO; packer.classes.len()], Resources::ZERO)
+    };
     let mut shapes: Vec<BoundShape> = Vec::new();
     let mut index: HashMap<(u32, u16), usize> = HashMap::new();
     let mut existing_index: HashMap<usize, usize> = HashMap::new();
@@ -223,11 +248,8 @@ fn bound(packer: &Packer<'_>) -> f64 {
         if placed[c] == 0 {
             continue;
         }
-        let key = (
-            class.requests,
-            Rc::as_ptr(&class.compat),
-            class.existing.clone(),
-        );
+        let requests = class.requests + extra[c];
+        let key = (requests, Rc::as_ptr(&class.compat), class.existing.clone());
         if let Some(&i) = merged.get(&key) {
             classes[i].count += placed[c];
             continue;
@@ -242,7 +264,7 @@ fn bound(packer: &Packer<'_>) -> f64 {
             let i = *index.entry(key).or_insert_with(|| {
                 shapes.push(BoundShape {
                     price: shape.offerings[sc.offerings[0] as usize].price,
-                    capacity: shape.allocatable,
+                    capacity: shape.allocatable + per_copy,
                     max_copies: None,
                 });
                 shapes.len() - 1
@@ -257,7 +279,7 @@ fn bound(packer: &Packer<'_>) -> f64 {
                 let i = *existing_index.entry(b).or_insert_with(|| {
                     shapes.push(BoundShape {
                         price: 0.0,
-                        capacity: bin.free + bin.requests,
+                        capacity: bin.free + bin.requests + per_copy,
                         max_copies: Some(1.0),
                     });
                     shapes.len() - 1
@@ -268,9 +290,65 @@ fn bound(packer: &Packer<'_>) -> f64 {
         merged.insert(key, classes.len());
         classes.push(BoundClass {
             count: placed[c],
-            requests: class.requests,
+            requests,
             shapes: compatible,
         });
     }
-    lower_bound(&BoundInput { classes, shapes }).dollars_per_hour
+    BoundInput { classes, shapes }
+}
+
+/// Per-node caps the pods' hard hostname rules impose, as extra resources in the spare slots of
+/// the resource vectors: the pods of the classes with required hostname anti-affinity towards a
+/// group they belong to take one unit of a slot whose every node has 1 (no two share a node),
+/// and the pods under a required hostname spread rule on a group they belong to take one unit
+/// of a slot whose every node has the largest maxSkew among them (the packer counts a node's
+/// domain against 0, the count on a node no pod is on, as Karpenter does). Returns each class's
+/// extra requests and what every node holds. The caps that bind most (pods per unit of cap) get
+/// the slots when there are more caps than spare slots; leaving a cap out only weakens the bound.
+fn node_caps(packer: &Packer<'_>) -> (Vec<Resources>, Resources) {
+    // (group, anti-affinity?) -> (classes, cap, pods)
+    let mut caps: std::collections::BTreeMap<(usize, bool), (Vec<usize>, i64, u64)> =
+        std::collections::BTreeMap::new();
+    for (c, class) in packer.classes.iter().enumerate() {
+        let pods = class.pods.len() as u64;
+        for r in class.anti_affinity.iter() {
+            if r.active
+                && !r.soft
+                && r.topology == Topology::Hostname
+                && class.member_of.contains(&r.group)
+            {
+                let e = caps.entry((r.group, true)).or_insert((Vec::new(), 1, 0));
+                e.0.push(c);
+                e.2 += pods;
+            }
+        }
+        for r in class.spreads.iter() {
+            if r.active
+                && !r.soft
+                && r.topology == Topology::Hostname
+                && class.member_of.contains(&r.group)
+            {
+                let e = caps.entry((r.group, false)).or_insert((Vec::new(), 0, 0));
+                e.0.push(c);
+                e.1 = e.1.max(r.max_skew);
+                e.2 += pods;
+            }
+        }
+    }
+    let mut ranked: Vec<(Vec<usize>, i64, u64)> = caps.into_values().collect();
+    ranked.sort_by(|a, b| {
+        (b.2 as f64 / b.1 as f64)
+            .total_cmp(&(a.2 as f64 / a.1 as f64))
+            .then(a.0.cmp(&b.0))
+    });
+    let first_spare = packer.snapshot.resources.len();
+    let mut extra = vec![Resources::ZERO; packer.classes.len()];
+    let mut per_copy = Resources::ZERO;
+    for (slot, (classes, cap, _)) in (first_spare..crate::resources::MAX_RESOURCES).zip(ranked) {
+        per_copy.set(slot, cap);
+        for c in classes {
+            extra[c].set(slot, 1);
+        }
+    }
+    (extra, per_copy)
 }

@@ -197,3 +197,43 @@ fn a_node_limit_is_never_passed_by_a_node_that_grows() {
     assert!(vcpus <= 8, "{vcpus} vCPU bought under an 8-CPU limit");
     assert_eq!(placed(&plan) + plan.unschedulable.len(), 10);
 }
+
+#[test]
+fn the_bound_counts_a_node_per_anti_affine_pod_and_max_skew_pods_per_node() {
+    // Five small pods that repel each other need five nodes: the cheapest type five times.
+    let mut anti = pods("db", 5, 100, 128, 0);
+    for p in &mut anti {
+        p.anti_affinity.push(PodAffinityTerm {
+            topology_key: HOSTNAME.into(),
+            selector: selector("app", "db"),
+            namespaces: Vec::new(),
+            preferred_weight: None,
+        });
+    }
+    let plan = solve(&snapshot(anti, vec![on_demand_pool("cpu")]));
+    assert_eq!(plan.new_nodes.len(), 5);
+    assert!(
+        (plan.lower_bound_per_hour - 5.0 * 0.096).abs() < 1e-6,
+        "{}",
+        plan.lower_bound_per_hour
+    );
+
+    // Six under hostname maxSkew 2: three nodes at least.
+    let mut spread = pods("web", 6, 100, 128, 0);
+    for p in &mut spread {
+        p.topology_spread.push(TopologySpread {
+            topology_key: HOSTNAME.into(),
+            max_skew: 2,
+            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            min_domains: None,
+            selector: selector("app", "web"),
+        });
+    }
+    let plan = solve(&snapshot(spread, vec![on_demand_pool("cpu")]));
+    assert_eq!(plan.new_nodes.len(), 3);
+    assert!(
+        (plan.lower_bound_per_hour - 3.0 * 0.096).abs() < 1e-6,
+        "{}",
+        plan.lower_bound_per_hour
+    );
+}
