@@ -265,3 +265,26 @@ fn peak_rss_is_read_from_proc() {
         assert!(now > 1.0 && peak >= now, "{peak} {now}");
     }
 }
+
+#[test]
+fn the_packer_beats_the_greedy_baseline_on_karpenter_shape_and_stays_near_its_bound() {
+    // Costs, not times: the improvement phase is bounded by a work budget, so the plan is the
+    // same on every machine.
+    let s = build("karpenter-shape", 1000).unwrap();
+    let solve = |strategy| {
+        quartermaster_solver::solve_with(&s.snapshot, &s.catalog, now(), &SolveOptions { strategy })
+    };
+    let plan = solve(Strategy::CostOptimal);
+    let greedy = solve(Strategy::KarpenterGreedy);
+    assert!(plan.unschedulable.is_empty() && greedy.unschedulable.is_empty());
+    // 200 pods repel each other by hostname: 200 nodes, each with room for other pods.
+    assert_eq!(plan.new_nodes.len(), 200);
+    assert!(
+        plan.cost_per_hour <= 0.8 * greedy.cost_per_hour,
+        "{} vs {}",
+        plan.cost_per_hour,
+        greedy.cost_per_hour
+    );
+    assert!(plan.gap() <= 0.15, "{}", plan.gap());
+    assert_eq!(solve(Strategy::CostOptimal), plan, "deterministic");
+}
