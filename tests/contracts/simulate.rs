@@ -88,6 +88,84 @@ fn report_dir_writes_summary_csv_and_html() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Disruption keys of `simulate -o json` (issue 11); added, never renamed.
+const DISRUPTION_KEYS: [&str; 6] = [
+    "consolidation_saving_per_hour",
+    "achievable_saving_per_hour",
+    "pods_disrupted",
+    "pdb_violations",
+    "budget_violations",
+    "do_not_disrupt_violations",
+];
+
+fn scenario_json(name: &str) -> Value {
+    let file = path(&format!("scenarios/{name}.yaml"));
+    simulate_json(&[&file]).0
+}
+
+fn assert_no_violations(name: &str, v: &Value) {
+    for key in DISRUPTION_KEYS {
+        assert!(v[key].is_number(), "{name}: {key} missing: {v}");
+    }
+    assert!(v["consolidation_commands"].is_object(), "{name}: {v}");
+    for key in [
+        "pdb_violations",
+        "budget_violations",
+        "do_not_disrupt_violations",
+    ] {
+        assert_eq!(number(v, key), 0.0, "{name}: {key}: {v}");
+    }
+}
+
+#[test]
+fn disruption_captures_the_saving_of_a_fragmented_cluster_without_violations() {
+    let v = scenario_json("fragmented-after-training");
+    assert_no_violations("fragmented-after-training", &v);
+    let achievable = number(&v, "achievable_saving_per_hour");
+    assert!(achievable > 1.0, "the burst left a fragmented fleet: {v}");
+    let captured = number(&v, "captured_saving_fraction");
+    assert!(
+        captured >= 0.9,
+        "captured {captured} of {achievable}/h: {v}"
+    );
+    let commands = &v["consolidation_commands"];
+    // GPU nodes emptied of their CPU pods: some moved onto cheaper CPU nodes (a replacement or
+    // split), not only empty nodes removed.
+    let moves: u64 = [
+        "replace",
+        "split",
+        "multi_replace",
+        "delete",
+        "multi_delete",
+    ]
+    .iter()
+    .filter_map(|k| commands[*k].as_u64())
+    .sum();
+    assert!(moves >= 1, "{v}");
+    assert!(number(&v, "pods_disrupted") >= 1.0, "{v}");
+    assert_eq!(number(&v, "pods_pending_at_end"), 0.0, "{v}");
+}
+
+#[test]
+fn drift_price_changes_and_cron_budgets_run_without_violations() {
+    let v = scenario_json("nodepool-template-change");
+    assert_no_violations("nodepool-template-change", &v);
+    assert!(
+        v["consolidation_commands"]["drift"].as_u64() >= Some(2),
+        "{v}"
+    );
+    let v = scenario_json("price-drop");
+    assert_no_violations("price-drop", &v);
+    assert!(number(&v, "consolidation_saving_per_hour") > 0.0, "{v}");
+    assert!(
+        number(&v, "fleet_cost_per_hour_at_end") < number(&v, "fleet_cost_per_hour_at_measure"),
+        "{v}"
+    );
+    let v = scenario_json("business-hours-budget");
+    assert_no_violations("business-hours-budget", &v);
+    assert!(number(&v, "consolidation_saving_per_hour") > 0.0, "{v}");
+}
+
 #[test]
 fn the_shipped_scenarios_are_valid() {
     for name in [
@@ -96,6 +174,10 @@ fn the_shipped_scenarios_are_valid() {
         "diurnal-inference",
         "mixed-spot-storm",
         "week-10k-jobs",
+        "fragmented-after-training",
+        "nodepool-template-change",
+        "price-drop",
+        "business-hours-budget",
     ] {
         // Loading validates everything, the probe solves included; running them is left to the
         // release-build figures (they are long).

@@ -142,24 +142,18 @@ impl Engine {
         p.contains(&c.name) || c.node.as_ref().is_some_and(|n| p.contains(&n.name))
     }
 
-    /// Whether every PodDisruptionBudget allows evicting `pods` at once.
+    /// Whether the PodDisruptionBudgets let `pods` be evicted now: every budget selecting one of
+    /// them allows at least one disruption (Karpenter's rule; the evictions themselves go
+    /// through the eviction API one by one, which waits while a budget allows none).
     pub(super) fn pdbs_allow<'a>(&self, pods: impl IntoIterator<Item = &'a Pod>) -> bool {
         let pdbs = &self.disruption.pdbs;
         if pdbs.is_empty() {
             return true;
         }
-        let mut used = vec![0u32; pdbs.len()];
-        for pod in pods {
-            for (i, pdb) in pdbs.iter().enumerate() {
-                if pdb.selects(pod) {
-                    used[i] += 1;
-                    if used[i] > pdb.disruptions_allowed {
-                        return false;
-                    }
-                }
-            }
-        }
-        true
+        pods.into_iter().all(|pod| {
+            pdbs.iter()
+                .all(|pdb| pdb.disruptions_allowed > 0 || !pdb.selects(pod))
+        })
     }
 
     /// Announces the removal of an empty node.

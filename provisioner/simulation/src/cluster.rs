@@ -110,6 +110,19 @@ impl Cluster {
         self.pods.get(id).is_some_and(|p| p.node.is_some())
     }
 
+    /// The node a pod runs on.
+    pub fn node_of(&self, id: &PodRef) -> Option<&str> {
+        self.pods.get(id)?.node.as_deref()
+    }
+
+    /// Pods running now.
+    pub fn running_pods(&self) -> impl Iterator<Item = &Pod> {
+        self.pods
+            .values()
+            .filter(|p| p.node.is_some())
+            .map(|p| &p.pod)
+    }
+
     /// A node by name.
     pub fn node(&self, name: &str) -> Option<&Node> {
         self.nodes.get(name)

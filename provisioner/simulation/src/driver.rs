@@ -19,6 +19,7 @@ use quartermaster_sim::{SimCloud, SimNodeEvent, SimStats};
 use quartermaster_solver::{PodRef, daemonset_overhead, to_resources};
 
 use crate::cluster::{Cluster, JobRun};
+use crate::disruption::{DisruptionRecord, Tracker, pdb_view};
 use crate::error::SimulationError;
 use crate::record::{EndReason, InstanceRecord, Record};
 use crate::rng::cloud_seed;
@@ -47,6 +48,8 @@ pub struct Run {
     pub instants: u64,
     /// Trace size (job submissions and replica changes).
     pub trace_events: usize,
+    /// What voluntary disruption did.
+    pub disruption: DisruptionRecord,
 }
 
 /// A Deployment's live pods, oldest first.
@@ -78,6 +81,18 @@ struct Driver<'s> {
     deployments: BTreeMap<usize, Deployment>,
     retries: Vec<DeleteRetry>,
     now: DateTime<Utc>,
+    /// Disruption figures and rules.
+    tracker: Tracker,
+    /// The catalog in force (after price changes).
+    catalog: quartermaster_pricing::Catalog,
+    /// The next change of `scenario.changes` to apply.
+    change_cursor: usize,
+    /// Whether the achievable saving was measured.
+    measured: bool,
+    /// Alive pods of workloads with a PodDisruptionBudget, by workload.
+    guarded: BTreeMap<usize, std::collections::BTreeSet<PodRef>>,
+    /// Workload of every alive pod.
+    workload_of: BTreeMap<PodRef, usize>,
 }
 
 /// Runs `scenario` with `seed`. `progress` is told the fraction of simulated time done.
@@ -120,6 +135,12 @@ pub fn run(
         deployments: BTreeMap::new(),
         retries: Vec::new(),
         now: scenario.start,
+        tracker: Tracker::default(),
+        catalog: scenario.catalog.clone(),
+        change_cursor: 0,
+        measured: false,
+        guarded: BTreeMap::new(),
+        workload_of: BTreeMap::new(),
     };
     let end = scenario.end();
     let total = scenario.duration.as_seconds_f64();
@@ -144,6 +165,11 @@ pub fn run(
         }
     }
     d.clock.set(end);
+    d.now = end;
+    if !d.measured {
+        d.measure();
+    }
+    d.tracker.record.fleet_cost_at_end = d.fleet_cost();
     d.cluster.finish(end, &mut d.rec);
     for i in 0..d.rec.instances.len() {
         d.rec.ended(i, end, EndReason::RunEnded);
@@ -162,6 +188,7 @@ pub fn run(
         waiting,
         instants,
         trace_events: d.trace.events.len(),
+        disruption: d.tracker.record,
         record: d.rec,
     })
 }
@@ -192,7 +219,12 @@ impl Driver<'_> {
 
     /// Everything at the current instant, until nothing more happens.
     fn instant(&mut self) -> Result<(), SimulationError> {
+        self.apply_changes()?;
+        if !self.measured && self.scenario.measure_at.is_some_and(|t| self.now >= t) {
+            self.measure();
+        }
         for round in 0.. {
+            self.tell_pdbs();
             let mut busy = self.feed_workload();
             busy |= self.feed_retries()?;
             busy |= self.feed_clouds()?;
@@ -226,6 +258,10 @@ impl Driver<'_> {
         times.extend(self.cluster.next_completion());
         times.extend(self.retries.iter().map(|r| r.at));
         times.extend(self.clouds.values().filter_map(SimCloud::next_event_at));
+        times.extend(self.scenario.changes.get(self.change_cursor).map(|c| c.at));
+        if !self.measured {
+            times.extend(self.scenario.measure_at);
+        }
         if let Some(d) = self.engine.next_deadline() {
             times.push(if d > now {
                 d
@@ -261,6 +297,7 @@ impl Driver<'_> {
         for id in self.cluster.due_completions(self.now) {
             busy = true;
             self.cluster.delete_pod(self.now, &id, true, &mut self.rec);
+            self.forget(&id);
             self.engine.handle(self.now, Event::PodGone(id));
         }
         busy
@@ -272,7 +309,20 @@ impl Driver<'_> {
         pod.id = PodRef::new(&w.namespace, name);
         self.cluster
             .create_pod(self.now, pod.clone(), workload, job, &mut self.rec);
+        self.workload_of.insert(pod.id.clone(), workload);
+        if w.max_unavailable.is_some() {
+            self.guarded
+                .entry(workload)
+                .or_default()
+                .insert(pod.id.clone());
+        }
+        let protected = w.do_not_disrupt();
+        let id = pod.id.clone();
         self.engine.handle(self.now, Event::PodPending(pod));
+        if protected {
+            self.engine
+                .handle(self.now, Event::PodDoNotDisrupt { pod: id, on: true });
+        }
     }
 
     fn submit_job(&mut self, workload: usize, job: u64, run_time: TimeDelta) {
@@ -329,6 +379,7 @@ impl Driver<'_> {
         d.pods.retain(|id| !victims.contains(id));
         for id in victims {
             self.cluster.delete_pod(self.now, &id, false, &mut self.rec);
+            self.forget(&id);
             self.engine.handle(self.now, Event::PodGone(id));
         }
     }
@@ -481,6 +532,16 @@ impl Driver<'_> {
                         .handle(self.now, Event::LaunchFailed { claim, error }),
                 }
             }
+            Action::Disrupt(command) => {
+                let pool = command.claims.first().and_then(|c| {
+                    let name = self.engine.claims().find(|v| v.name == *c)?.node_pool;
+                    let total = self.engine.claims().filter(|v| v.node_pool == name).count();
+                    let i = self.world.pool(&name)?;
+                    Some((i, total))
+                });
+                let pool = pool.map(|(i, total)| (&self.world.setup.pools[i], total));
+                self.tracker.command(self.now, &command, pool);
+            }
             Action::Delete {
                 claim, provider_id, ..
             } => match provider_id {
@@ -492,15 +553,157 @@ impl Driver<'_> {
                     return Err(self
                         .inconsistent(format!("Bind of {pod} to node {node}, which is cordoned")));
                 }
+                if let Some(from) = self.cluster.node_of(&pod).map(str::to_owned)
+                    && from != node
+                {
+                    self.stopping(&pod, &from);
+                }
                 self.cluster
                     .bind(self.now, &pod, &node, &mut self.rec)
                     .map_err(|e| self.inconsistent(e))?;
             }
             Action::Cordon { node } => self.cluster.cordon(&node),
-            Action::Uncordon { node } => self.cluster.uncordon(&node),
-            Action::Drain { node } => self.cluster.drain(self.now, &node, &mut self.rec),
+            Action::Uncordon { node } => {
+                self.tracker.uncordoned(&node);
+                self.cluster.uncordon(&node);
+            }
+            Action::Drain { node } => {
+                let on: Vec<PodRef> = self
+                    .cluster
+                    .node(&node)
+                    .map(|n| n.pods.iter().cloned().collect())
+                    .unwrap_or_default();
+                for pod in on {
+                    self.stopping(&pod, &node);
+                }
+                self.cluster.drain(self.now, &node, &mut self.rec);
+            }
         }
         Ok(())
+    }
+
+    // ------------------------------------------------------------------ disruption
+
+    /// `pod` stops on `node` (moved or evicted): judged when the node is being disrupted.
+    fn stopping(&mut self, pod: &PodRef, node: &str) {
+        let Some(&w) = self.workload_of.get(pod) else {
+            return;
+        };
+        let unavailable = self.unavailable(w, Some(pod));
+        self.tracker
+            .pod_stopped(node, &self.scenario.workloads[w], unavailable);
+    }
+
+    /// Pods of workload `w` alive and not running (besides `except`).
+    fn unavailable(&self, w: usize, except: Option<&PodRef>) -> u32 {
+        self.guarded.get(&w).map_or(0, |pods| {
+            pods.iter()
+                .filter(|p| Some(*p) != except && !self.cluster.is_running(p))
+                .count() as u32
+        })
+    }
+
+    fn forget(&mut self, id: &PodRef) {
+        if let Some(w) = self.workload_of.remove(id)
+            && let Some(pods) = self.guarded.get_mut(&w)
+        {
+            pods.remove(id);
+        }
+    }
+
+    /// Tells the engine the PodDisruptionBudgets as the PDB controller would compute them now
+    /// (only when they changed).
+    fn tell_pdbs(&mut self) {
+        let views: Vec<_> = self
+            .scenario
+            .workloads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| pdb_view(w, self.unavailable(i, None)))
+            .collect();
+        if views != self.tracker.told {
+            self.tracker.told = views.clone();
+            self.engine
+                .handle(self.now, Event::DisruptionBudgets(views));
+        }
+    }
+
+    /// Applies the scenario's changes that are due: NodePools replaced (drift), prices changed.
+    fn apply_changes(&mut self) -> Result<(), SimulationError> {
+        while let Some(change) = self.scenario.changes.get(self.change_cursor) {
+            if change.at > self.now {
+                break;
+            }
+            self.change_cursor += 1;
+            if !change.node_pools.is_empty() {
+                let pools = crate::scenario::world::pools_after(self.scenario, change)?;
+                for p in &pools {
+                    if let Some(i) = self.world.pool(&p.spec.name) {
+                        self.world.setup.pools[i] = p.clone();
+                    }
+                }
+                self.engine.handle(self.now, Event::PoolsChanged(pools));
+            }
+            if !change.prices.is_empty() {
+                self.catalog = change.apply_prices(&self.catalog);
+                self.engine
+                    .handle(self.now, Event::CatalogChanged(self.catalog.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The achievable saving now: the fleet's cost against every running pod solved from
+    /// scratch on the same NodePools and prices.
+    fn measure(&mut self) {
+        self.measured = true;
+        let fleet = self.fleet_cost();
+        let setup = &self.world.setup;
+        let snapshot = quartermaster_solver::ClusterSnapshot {
+            resources: setup.resources.clone(),
+            pending: self.cluster.running_pods().cloned().collect(),
+            nodes: Vec::new(),
+            node_pools: setup
+                .pools
+                .iter()
+                .map(|p| {
+                    let mut spec = p.spec.clone();
+                    spec.usage = Default::default();
+                    spec
+                })
+                .collect(),
+            daemonsets: setup.daemonsets.clone(),
+            unavailable: Default::default(),
+        };
+        let plan = quartermaster_solver::solve(&snapshot, &self.catalog, self.now);
+        let scratch: f64 = plan
+            .new_nodes
+            .iter()
+            .map(|n| n.offering.price_per_hour)
+            .sum();
+        let r = &mut self.tracker.record;
+        r.fleet_cost_at_measure = fleet;
+        r.from_scratch_cost_at_measure = scratch;
+        r.measured_at = Some(self.now);
+    }
+
+    /// What the running instances cost per hour at the prices in force now.
+    fn fleet_cost(&self) -> f64 {
+        self.rec
+            .instances
+            .iter()
+            .filter(|i| i.end.is_none())
+            .map(|i| {
+                self.catalog
+                    .get(i.cloud, &i.instance_type)
+                    .and_then(|it| {
+                        it.offerings
+                            .iter()
+                            .find(|o| o.zone == i.zone && o.capacity_type == i.capacity_type)
+                    })
+                    .map_or(i.price_per_hour, |o| o.price_per_hour)
+            })
+            .sum()
     }
 
     fn delete(&mut self, claim: String, provider_id: String) -> Result<(), SimulationError> {
@@ -513,6 +716,7 @@ impl Driver<'_> {
         match result {
             Ok(()) | Err(CloudError::NotFound { .. }) => {
                 self.gone(i, EndReason::Deleted);
+                self.tracker.ended(&claim);
                 self.engine.handle(self.now, Event::Deleted { claim });
             }
             Err(e) if e.is_retryable() => {
@@ -542,7 +746,7 @@ impl Driver<'_> {
         node_pool: &str,
         instance: &quartermaster_cloud::Instance,
     ) -> InstanceRecord {
-        let catalog = &self.scenario.catalog;
+        let catalog = &self.catalog;
         let it = catalog.get(cloud, &instance.instance_type);
         let offering = it.and_then(|it| {
             it.offerings
@@ -568,7 +772,8 @@ impl Driver<'_> {
             zone: instance.zone.clone(),
             region: offering.map(|o| o.region.clone()).unwrap_or_default(),
             capacity_type: instance.capacity_type,
-            price_per_hour: instance.price_per_hour,
+            // The price in force (after the scenario's price changes).
+            price_per_hour: offering.map_or(instance.price_per_hour, |o| o.price_per_hour),
             list_price_per_hour: list.max(instance.price_per_hour),
             price_source: offering.map(|o| o.price_source.clone()).unwrap_or_default(),
             accelerator_model: accelerator.map(|a| a.name.clone()).unwrap_or_default(),

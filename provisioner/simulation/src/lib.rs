@@ -14,6 +14,7 @@
 //! No clock reads, no I/O except writing report files when asked.
 
 mod cluster;
+pub mod disruption;
 pub mod driver;
 mod duration;
 mod error;

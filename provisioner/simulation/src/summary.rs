@@ -139,6 +139,33 @@ pub struct Summary {
     pub cloud_throttles: u64,
     /// Instants the event loop visited.
     pub event_loop_instants: u64,
+    /// Voluntary disruption commands, by kind (`empty`, `delete`, `multi_delete`, `replace`,
+    /// `split`, `multi_replace`, `drift`, `expire`).
+    pub consolidation_commands: BTreeMap<String, u64>,
+    /// Sum of those commands' expected savings, $/hour.
+    pub consolidation_saving_per_hour: f64,
+    /// At `spec.measureAt` (default: the end), the fleet's cost minus the cost of every running
+    /// pod solved from scratch on the same NodePools and prices, $/hour (0 when the fleet is
+    /// already as cheap).
+    pub achievable_saving_per_hour: f64,
+    /// When the achievable saving was measured (RFC 3339).
+    pub achievable_measured_at: String,
+    /// The fleet's cost then, $/hour (prices in force then).
+    pub fleet_cost_per_hour_at_measure: f64,
+    /// The fleet's cost at the end, $/hour (prices in force then).
+    pub fleet_cost_per_hour_at_end: f64,
+    /// `(fleet cost at measure - fleet cost at end) / achievable saving`, when the measure is
+    /// before the end and something was achievable (the share of the achievable saving
+    /// disruption captured, if the workload did not change after the measure); else null.
+    pub captured_saving_fraction: Option<f64>,
+    /// Pods moved or evicted by voluntary disruption and expiry.
+    pub pods_disrupted: u64,
+    /// Voluntary evictions a PodDisruptionBudget did not allow then.
+    pub pdb_violations: u64,
+    /// Disruption commands that took more nodes of a pool than its budgets allowed.
+    pub budget_violations: u64,
+    /// Voluntary moves of do-not-disrupt pods (expiry excepted: it is forceful).
+    pub do_not_disrupt_violations: u64,
 }
 
 /// Rounds to 6 decimals (micro-dollars, micro-hours): stable, readable JSON.
@@ -221,6 +248,11 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
     let round_map = |m: BTreeMap<String, f64>| -> BTreeMap<String, f64> {
         m.into_iter().map(|(k, v)| (k, round6(v))).collect()
     };
+    let d = &run.disruption;
+    let fleet_at_end = d.fleet_cost_at_end;
+    let achievable = (d.fleet_cost_at_measure - d.from_scratch_cost_at_measure).max(0.0);
+    let captured = (d.measured_at.is_some_and(|t| t < end) && achievable > 1e-9)
+        .then(|| round6((d.fleet_cost_at_measure - fleet_at_end) / achievable));
     let total_cost = round6(total);
     let on_demand_only_cost = round6(baseline_total);
     let savings = round6(on_demand_only_cost - total_cost);
@@ -271,6 +303,17 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         engine: EngineCounters::from(&run.engine),
         cloud_throttles: run.clouds.iter().map(|(_, s)| s.throttles).sum(),
         event_loop_instants: run.instants,
+        consolidation_commands: d.commands.clone(),
+        consolidation_saving_per_hour: round6(d.saving_per_hour),
+        achievable_saving_per_hour: round6(achievable),
+        achievable_measured_at: rfc3339(d.measured_at.unwrap_or(end)),
+        fleet_cost_per_hour_at_measure: round6(d.fleet_cost_at_measure),
+        fleet_cost_per_hour_at_end: round6(fleet_at_end),
+        captured_saving_fraction: captured,
+        pods_disrupted: d.pods_disrupted,
+        pdb_violations: d.pdb_violations,
+        budget_violations: d.budget_violations,
+        do_not_disrupt_violations: d.do_not_disrupt_violations,
     }
 }
 

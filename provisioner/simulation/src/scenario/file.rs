@@ -72,6 +72,41 @@ pub struct Spec {
     pub engine: EngineFile,
     /// What runs.
     pub workload: Vec<WorkloadFile>,
+    /// Changes during the run: NodePools edited (drift), prices changed.
+    #[serde(default)]
+    pub changes: Vec<ChangeFile>,
+    /// When to measure the achievable saving (re-solving every running pod from scratch):
+    /// offset from the start; default the end of the run.
+    #[serde(default)]
+    pub measure_at: Option<Dur>,
+}
+
+/// One entry of `spec.changes`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChangeFile {
+    /// Offset from the start.
+    pub at: Dur,
+    /// NodePool manifests that replace those of the same name from then on.
+    #[serde(default)]
+    pub node_pools: Vec<Value>,
+    /// Price changes from then on (the engine is told a new catalog; new launches pay them).
+    #[serde(default)]
+    pub prices: Vec<PriceChangeFile>,
+}
+
+/// A price change: every offering of `instanceType` (of `capacityType` when given) priced
+/// `factor` times what it was.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PriceChangeFile {
+    /// Instance type name, or a family prefix ending in `*` (`m7i.*`).
+    pub instance_type: String,
+    /// `spot` or `on-demand`; both when absent.
+    #[serde(default)]
+    pub capacity_type: Option<String>,
+    /// Multiplier (> 0).
+    pub factor: f64,
 }
 
 /// `spec.engine`: every field optional, defaults as in `EngineConfig::default()`.
@@ -99,6 +134,15 @@ pub struct EngineFile {
     /// Longest backoff of a retried cloud call.
     #[serde(default)]
     pub max_backoff: Option<Dur>,
+    /// How often consolidation looks.
+    #[serde(default)]
+    pub consolidation_interval: Option<Dur>,
+    /// Least fraction a consolidation move must save.
+    #[serde(default)]
+    pub consolidation_min_saving: Option<f64>,
+    /// Most nodes one consolidation move removes.
+    #[serde(default)]
+    pub max_move_nodes: Option<usize>,
 }
 
 /// One workload: a stream of Jobs or a Deployment.
@@ -135,6 +179,9 @@ pub struct WorkloadFile {
     /// Deployment: replicas following a day curve.
     #[serde(default)]
     pub diurnal: Option<Diurnal>,
+    /// A PodDisruptionBudget over the workload's pods: at most this many unavailable at once.
+    #[serde(default)]
+    pub max_unavailable: Option<u32>,
 }
 
 /// `template`: a PodTemplateSpec.

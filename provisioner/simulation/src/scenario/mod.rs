@@ -63,6 +63,45 @@ pub struct Scenario {
     pub engine: EngineConfig,
     /// What runs.
     pub workloads: Vec<Workload>,
+    /// Changes during the run, in time order.
+    pub changes: Vec<Change>,
+    /// When the achievable saving is measured (default: the end).
+    pub measure_at: Option<DateTime<Utc>>,
+}
+
+/// A change during the run.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// NodePool manifests replacing those of the same name.
+    pub node_pools: Vec<Value>,
+    /// Price changes: (instance type or `family.*`, capacity type or both, factor).
+    pub prices: Vec<(String, Option<quartermaster_pricing::CapacityType>, f64)>,
+}
+
+impl Change {
+    /// `catalog` with this change's prices applied.
+    pub fn apply_prices(&self, catalog: &Catalog) -> Catalog {
+        let mut types = catalog.instance_types().to_vec();
+        for (name, capacity, factor) in &self.prices {
+            for it in &mut types {
+                let hit = match name.strip_suffix('*') {
+                    Some(prefix) => it.name.starts_with(prefix),
+                    None => it.name == *name,
+                };
+                if !hit {
+                    continue;
+                }
+                for o in &mut it.offerings {
+                    if capacity.is_none_or(|c| c == o.capacity_type) {
+                        o.price_per_hour *= factor;
+                    }
+                }
+            }
+        }
+        Catalog::new(types)
+    }
 }
 
 /// A workload of the scenario.
@@ -78,6 +117,15 @@ pub struct Workload {
     pub metadata: TemplateMetadata,
     /// Pod spec.
     pub spec: Value,
+    /// A PodDisruptionBudget over its pods: at most this many unavailable at once.
+    pub max_unavailable: Option<u32>,
+}
+
+impl Workload {
+    /// Whether its pods are annotated do-not-disrupt.
+    pub fn do_not_disrupt(&self) -> bool {
+        quartermaster_engine::do_not_disrupt(&self.metadata.annotations)
+    }
 }
 
 impl Workload {

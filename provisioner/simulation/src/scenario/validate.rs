@@ -8,10 +8,10 @@ use chrono::{DateTime, Utc};
 use quartermaster_engine::EngineConfig;
 use quartermaster_pricing::Catalog;
 
-use super::file::{ArrivalFile, DurationDist, EngineFile, ScenarioFile, WorkloadFile};
+use super::file::{ArrivalFile, ChangeFile, DurationDist, EngineFile, ScenarioFile, WorkloadFile};
 use super::{
-    API_VERSION, Arrival, DEFAULT_SEED, DEFAULT_START, DeploymentSpec, DiurnalSpec, JobSpec,
-    Scenario, Workload, WorkloadKind,
+    API_VERSION, Arrival, Change, DEFAULT_SEED, DEFAULT_START, DeploymentSpec, DiurnalSpec,
+    JobSpec, Scenario, Workload, WorkloadKind,
 };
 use crate::duration::Dur;
 use crate::error::SimulationError;
@@ -110,6 +110,16 @@ pub(super) fn scenario(
             ));
         }
     }
+    let changes = changes(file, start, spec.duration, spec.changes)?;
+    let measure_at = match spec.measure_at {
+        Some(d) if d > spec.duration => {
+            return Err(err(
+                "spec.measureAt",
+                format!("after the end of the run ({})", spec.duration),
+            ));
+        }
+        d => d.map(|d| start + d.delta()),
+    };
     Ok(Scenario {
         file: file.to_owned(),
         cluster: spec.cluster.unwrap_or_else(|| f.metadata.name.clone()),
@@ -125,7 +135,68 @@ pub(super) fn scenario(
         cloud: spec.cloud,
         engine,
         workloads,
+        changes,
+        measure_at,
     })
+}
+
+/// `spec.changes`: in time order, within the run; factors positive, capacity types known.
+fn changes(
+    file: &str,
+    start: DateTime<Utc>,
+    duration: Dur,
+    list: Vec<ChangeFile>,
+) -> Result<Vec<Change>, SimulationError> {
+    let err = |path: String, reason: String| SimulationError::scenario(file, path, reason);
+    let mut out: Vec<Change> = Vec::new();
+    for (i, c) in list.into_iter().enumerate() {
+        let at = format!("spec.changes[{i}]");
+        if c.at > duration {
+            return Err(err(
+                format!("{at}.at"),
+                format!("after the end of the run ({duration})"),
+            ));
+        }
+        if let Some(prev) = out.last()
+            && start + c.at.delta() < prev.at
+        {
+            return Err(err(
+                format!("{at}.at"),
+                "changes must be in time order".into(),
+            ));
+        }
+        let mut prices = Vec::new();
+        for (k, p) in c.prices.into_iter().enumerate() {
+            let pat = format!("{at}.prices[{k}]");
+            if !(p.factor.is_finite() && p.factor > 0.0) {
+                return Err(err(
+                    format!("{pat}.factor"),
+                    format!("must be a positive number, got {}", p.factor),
+                ));
+            }
+            let capacity = match p.capacity_type.as_deref() {
+                None => None,
+                Some("spot") => Some(quartermaster_pricing::CapacityType::Spot),
+                Some("on-demand") => Some(quartermaster_pricing::CapacityType::OnDemand),
+                Some(other) => {
+                    return Err(err(
+                        format!("{pat}.capacityType"),
+                        format!("expected spot or on-demand, got {other:?}"),
+                    ));
+                }
+            };
+            prices.push((p.instance_type, capacity, p.factor));
+        }
+        if c.node_pools.is_empty() && prices.is_empty() {
+            return Err(err(at, "a change needs nodePools or prices".into()));
+        }
+        out.push(Change {
+            at: start + c.at.delta(),
+            node_pools: c.node_pools,
+            prices,
+        });
+    }
+    Ok(out)
 }
 
 fn positive(file: &str, path: &str, d: Dur) -> Result<Dur, SimulationError> {
@@ -167,6 +238,29 @@ fn engine_config(file: &str, e: &EngineFile) -> Result<EngineConfig, SimulationE
         if let Some(d) = value {
             *target = positive(file, &format!("spec.engine.{name}"), d)?.delta();
         }
+    }
+    if let Some(d) = e.consolidation_interval {
+        c.consolidation_interval = positive(file, "spec.engine.consolidationInterval", d)?.delta();
+    }
+    if let Some(f) = e.consolidation_min_saving {
+        if !(0.0..1.0).contains(&f) {
+            return Err(SimulationError::scenario(
+                file,
+                "spec.engine.consolidationMinSaving",
+                format!("must be at least 0 and below 1, got {f}"),
+            ));
+        }
+        c.consolidation_min_saving = f;
+    }
+    if let Some(n) = e.max_move_nodes {
+        if n == 0 {
+            return Err(SimulationError::scenario(
+                file,
+                "spec.engine.maxMoveNodes",
+                "must be at least 1, got 0",
+            ));
+        }
+        c.max_move_nodes = n;
     }
     Ok(c)
 }
@@ -370,6 +464,12 @@ fn workload(file: &str, at: &str, w: WorkloadFile) -> Result<Workload, Simulatio
             "expected a PodSpec object".into(),
         ));
     }
+    if w.max_unavailable.is_some() && w.template.metadata.labels.is_empty() {
+        return Err(err(
+            format!("{at}.maxUnavailable"),
+            "the PodDisruptionBudget selects the workload's pods by their labels: give template.metadata.labels".into(),
+        ));
+    }
     Ok(Workload {
         name: w.name,
         namespace: w
@@ -379,6 +479,7 @@ fn workload(file: &str, at: &str, w: WorkloadFile) -> Result<Workload, Simulatio
         kind,
         metadata: w.template.metadata,
         spec: w.template.spec,
+        max_unavailable: w.max_unavailable,
     })
 }
 

@@ -229,6 +229,26 @@ pub fn build(s: &Scenario) -> Result<World, SimulationError> {
     })
 }
 
+/// The NodePools of `s` once `change` replaced those of the same name (by name, in `s`'s order).
+pub fn pools_after(
+    s: &Scenario,
+    change: &super::Change,
+) -> Result<Vec<quartermaster_engine::PoolPolicy>, SimulationError> {
+    let mut changed = s.clone();
+    for new in &change.node_pools {
+        let name = str_at(new, "/metadata/name");
+        match changed
+            .node_pools
+            .iter_mut()
+            .find(|p| str_at(p, "/metadata/name") == name)
+        {
+            Some(old) => *old = new.clone(),
+            None => changed.node_pools.push(new.clone()),
+        }
+    }
+    Ok(build(&changed)?.setup.pools)
+}
+
 /// Whether the catalog has any offering `pool` allows.
 fn has_offering(s: &Scenario, pool: &NodePoolSpec) -> bool {
     s.catalog.for_cloud(pool.cloud).any(|it| {
@@ -246,6 +266,16 @@ fn has_offering(s: &Scenario, pool: &NodePoolSpec) -> bool {
 /// pod on an empty cluster; a pod that is unschedulable there can never run).
 pub(super) fn check(s: &Scenario) -> Result<(), SimulationError> {
     let world = build(s)?;
+    for (i, change) in s.changes.iter().enumerate() {
+        pools_after(s, change).map_err(|e| match e {
+            SimulationError::Scenario { file, path, reason } => SimulationError::Scenario {
+                file,
+                path: path.replacen("spec.nodePools", &format!("spec.changes[{i}].nodePools"), 1),
+                reason,
+            },
+            other => other,
+        })?;
+    }
     for (i, v) in s.node_pools.iter().enumerate() {
         let name = str_at(v, "/metadata/name");
         let Some(policy) = world.setup.pools.iter().find(|p| p.spec.name == name) else {
