@@ -7,4 +7,5 @@ mod disruption;
 mod fixtures;
 mod fleet;
 mod lifecycle;
+mod provider_fallback;
 mod static_pools;
