@@ -1,0 +1,138 @@
+//! Where a pod may go: room already paid for (best fit in the tighter resource), a node that
+//! grows least, or, as the last resort of recreate, its own node back.
+
+use super::*;
+
+impl Improver<'_, '_> {
+    /// Zone slots a pod of class `c` now on bin `from` may move to.
+    pub(super) fn slots(&self, c: usize, from: usize) -> Vec<usize> {
+        if self.cross_zone[c] {
+            (0..self.index.len()).collect()
+        } else {
+            vec![self.zone_slot(from)]
+        }
+    }
+
+    /// The open bin (not `from` when `exclude`) with the least free CPU that holds a pod of
+    /// class `c` as it is, at no added cost; `from` also names the pod's zone.
+    pub(super) fn free_target(&mut self, c: usize, from: usize, exclude: bool) -> Option<usize> {
+        let requests = self.p.classes[c].requests;
+        let need = requests.get(CPU);
+        // Candidates that hold the pod, by the larger share of its capacity a bin would leave
+        // unused in CPU or memory afterwards (best fit in the worse dimension, so that what
+        // is left stays usable by the pods to come).
+        let mut fitting: Vec<(f64, usize)> = Vec::new();
+        for slot in self.slots(c, from) {
+            for &(_, b) in self.index[slot].range((need, 0)..).take(SCAN) {
+                let b = b as usize;
+                let bin = &self.p.bins[b];
+                if (exclude && b == from) || !requests.fits_in(&bin.free) {
+                    continue;
+                }
+                let capacity = bin.free + bin.requests;
+                let share = |slot: usize| {
+                    let cap = capacity.get(slot);
+                    if cap > 0 {
+                        (bin.free.get(slot) - requests.get(slot)) as f64 / cap as f64
+                    } else {
+                        0.0
+                    }
+                };
+                fitting.push((share(CPU).max(share(MEMORY)), b));
+            }
+        }
+        self.work += fitting.len() as u64;
+        fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (_, b) in fitting {
+            if !self.allowed_on(c, b) {
+                continue;
+            }
+            let room_left = self.p.bins[b].free;
+            if self.rules_allow(c, b, &room_left) {
+                return Some(b);
+            }
+        }
+        None
+    }
+
+    /// The new bin (not `from` when `exclude`) that grows least to take a pod of class `c`,
+    /// when growing costs less than `max_cost`: (bin, shape, offering, added cost).
+    pub(super) fn grow_target(
+        &mut self,
+        c: usize,
+        from: usize,
+        exclude: bool,
+        max_cost: f64,
+    ) -> Option<(usize, usize, usize, f64)> {
+        let requests = self.p.classes[c].requests;
+        let mut best: Option<(usize, usize, usize, f64)> = None;
+        for slot in self.slots(c, from) {
+            let candidates: Vec<u32> = self.index[slot]
+                .iter()
+                .rev()
+                .take(GROW_CANDIDATES)
+                .map(|&(_, b)| b)
+                .collect();
+            for b in candidates {
+                let b = b as usize;
+                if (exclude && b == from) || !matches!(self.p.bins[b].kind, BinKind::New { .. }) {
+                    continue;
+                }
+                let grown = self.p.bins[b].requests + requests;
+                let Some((s2, o2, price)) = self.cheapest(b, &grown, Some(c)) else {
+                    continue;
+                };
+                let added = price - self.price(b);
+                let limit = best.map_or(max_cost, |(_, _, _, a)| a.min(max_cost));
+                if added >= limit - EPS {
+                    continue;
+                }
+                let room_left = self.p.shapes[s2].allocatable - self.p.bins[b].requests;
+                if self.rules_allow(c, b, &room_left) {
+                    best = Some((b, s2, o2, added));
+                }
+            }
+        }
+        best
+    }
+
+    /// The last resort of recreate: the pod's own bin, or else another bin of the chunk in the
+    /// same zone and pool, reopened if it was dropped and grown to hold the pod.
+    pub(super) fn back_home(
+        &mut self,
+        c: usize,
+        from: usize,
+        chunk: &[usize],
+        log: &mut Vec<Op>,
+    ) -> Option<(usize, Option<(usize, usize)>)> {
+        let pool_of = |p: &Packer<'_>, b: usize| match p.bins[b].kind {
+            BinKind::New { shape, .. } => Some(p.shapes[shape].pool),
+            BinKind::Existing(_) => None,
+        };
+        let home_pool = pool_of(self.p, from);
+        let zone = self.p.bins[from].zone;
+        let candidates = std::iter::once(from).chain(chunk.iter().copied().filter(|&b| {
+            b != from && self.p.bins[b].zone == zone && pool_of(self.p, b) == home_pool
+        }));
+        for b in candidates.collect::<Vec<_>>() {
+            let reopened = self.closed[b];
+            if reopened {
+                self.reopen(b);
+            }
+            let grown = self.p.bins[b].requests + self.p.classes[c].requests;
+            if let Some((s2, o2, _)) = self.cheapest(b, &grown, Some(c)) {
+                let room_left = self.p.shapes[s2].allocatable - self.p.bins[b].requests;
+                if self.rules_allow(c, b, &room_left) {
+                    if reopened {
+                        log.push(Op::Reopened { bin: b });
+                    }
+                    return Some((b, Some((s2, o2))));
+                }
+            }
+            if reopened {
+                self.close(b);
+            }
+        }
+        None
+    }
+}
