@@ -29,6 +29,9 @@ metadata: {name: corpus-gpu}
 spec:
   region: us-east-1
   amiFamily: AL2023
+  # The LWS vLLM sample asks 800Gi of ephemeral storage: only the GPU types' local NVMe holds
+  # that, as with Karpenter, under RAID0 (without it the root volume does).
+  instanceStorePolicy: RAID0
   role: QuartermasterNodeRole
   subnetSelectorTerms: [{tags: {quartermaster.dev/discovery: corpus}}]
   securityGroupSelectorTerms: [{tags: {quartermaster.dev/discovery: corpus}}]

@@ -43,8 +43,9 @@ fn is_extended(name: &str) -> bool {
     let Some((domain, _)) = name.split_once('/') else {
         return false;
     };
-    !(domain == "kubernetes.io" || domain.ends_with(".kubernetes.io"))
-        && !name.starts_with("requests.")
+    !(domain == "kubernetes.io"
+        || domain.ends_with(".kubernetes.io")
+        || name.starts_with("requests."))
 }
 
 #[cfg(test)]

@@ -292,12 +292,18 @@ pub(crate) fn node_pool(
             )),
         }
     }
+    let mut labels = node_labels(pool);
+    if let Some(catalog) = catalog {
+        let custom =
+            custom_requirement_labels(&name, cloud, &requirements, &labels, catalog, notes);
+        labels.extend(custom);
+    }
     Ok(NodePoolSpec {
         name,
         cloud,
         weight: pool.weight(),
         requirements,
-        labels: node_labels(pool),
+        labels,
         taints: taints(
             &pool.spec.template.spec.taints,
             id,
@@ -338,6 +344,54 @@ fn node_labels(pool: &NodePool) -> BTreeMap<String, String> {
             .or_insert_with(|| config.clone());
     }
     labels
+}
+
+/// Labels for requirements on keys no instance type carries (`capacity-spread In [2, 3]`): as
+/// Karpenter does, the node is given the label, with the requirement's first value, so the
+/// requirement holds; said in a note. Requirements on well-known keys (`kubernetes.io/*`,
+/// `*.kubernetes.io/*`, and any key some instance type of the cloud carries) stay constraints.
+fn custom_requirement_labels(
+    pool: &str,
+    cloud: Cloud,
+    requirements: &Requirements,
+    template_labels: &BTreeMap<String, String>,
+    catalog: &Catalog,
+    notes: &mut Vec<String>,
+) -> BTreeMap<String, String> {
+    let known: BTreeSet<String> = catalog
+        .for_cloud(cloud)
+        .flat_map(|it| {
+            it.offerings
+                .iter()
+                .flat_map(move |o| it.offering_labels(o).into_keys())
+        })
+        .collect();
+    let well_known = |key: &str| {
+        known.contains(key)
+            || key.starts_with("kubernetes.io/")
+            || key
+                .split_once('/')
+                .is_some_and(|(domain, _)| domain.ends_with("kubernetes.io"))
+    };
+    let mut out = BTreeMap::new();
+    for r in requirements.iter() {
+        if well_known(r.key())
+            || template_labels.contains_key(r.key())
+            || r.operator() != quartermaster_policies::Operator::In
+        {
+            continue;
+        }
+        let Some(value) = r.values().and_then(|v| v.iter().next()) else {
+            continue;
+        };
+        notes.push(format!(
+            "NodePool {pool}: requirement {} {r} is on a label no instance type carries: its nodes are labelled {}={value}",
+            r.key(),
+            r.key()
+        ));
+        out.insert(r.key().to_owned(), value.clone());
+    }
+    out
 }
 
 /// The label the NVIDIA GPU Operator's MIG manager reads for a node's MIG layout.

@@ -81,7 +81,8 @@ pub fn static_reason(snapshot: &ClusterSnapshot, shapes: &[Shape], class: &Class
                 format!(
                     "requests {} {name}; the largest compatible instance type has {} (its root \
                      volume: give the NodeClass a larger one: AWSNodeClass blockDeviceMappings \
-                     rootVolume, GCPNodeClass disk.sizeGiB, AzureNodeClass osDiskSizeGB)",
+                     rootVolume, GCPNodeClass disk.sizeGiB, AzureNodeClass osDiskSizeGB; or, on \
+                     AWS types with local NVMe, AWSNodeClass instanceStorePolicy: RAID0)",
                     table.format(slot, need),
                     table.format(slot, most)
                 )
