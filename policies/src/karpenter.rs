@@ -243,9 +243,18 @@ fn ec2_node_class(out: &mut Converted, region: Option<&str>) {
     let known: Vec<&str> = EC2_NODE_CLASS_FIELDS.iter().map(|(f, _)| *f).collect();
     let keys: Vec<String> = spec.keys().cloned().collect();
     for key in keys {
-        if !known.contains(&key.as_str()) {
+        if known.contains(&key.as_str()) {
+            continue;
+        }
+        // A misspelt field stays, so validate reports it with its suggestion; a field Karpenter
+        // may add later goes, with a warning.
+        let hint = crate::validate::suggest::did_you_mean(&key, known.iter().copied());
+        if hint.is_empty() {
             spec.remove(&key);
             removed.push(key);
+        } else {
+            out.warnings
+                .push(format!("spec.{key}: not an EC2NodeClass v1 field{hint}"));
         }
     }
     for key in removed {
@@ -334,5 +343,16 @@ mod tests {
                 .any(|f| f.starts_with("spec.kubelet: carried"))
         );
         assert!(convert(&json!({"apiVersion": "v1", "kind": "Pod"}), None).is_none());
+        // A misspelt field is kept, so validate names it with its suggestion.
+        let misspelt = json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "a"},
+            "spec": {"rol": "r"}
+        });
+        let c = convert(&misspelt, None).unwrap();
+        assert_eq!(c.value["spec"]["rol"], "r");
+        assert_eq!(
+            c.warnings,
+            ["spec.rol: not an EC2NodeClass v1 field; did you mean \"role\"?"]
+        );
     }
 }
