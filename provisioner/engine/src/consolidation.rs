@@ -495,8 +495,11 @@ impl Engine {
                 .iter()
                 .filter(|it| it.cloud == policy.spec.cloud)
                 .filter(|it| {
-                    new.requests
-                        .fits_in(&to_resources(table, &it.allocatable()))
+                    policy
+                        .spec
+                        .node_shape
+                        .allocatable(it)
+                        .is_some_and(|a| new.requests.fits_in(&to_resources(table, &a)))
                 })
                 .filter(|it| {
                     it.offerings.iter().any(|o| {

@@ -644,9 +644,10 @@ impl Engine {
             labels.extend(aliases);
         }
         let table = &self.setup.resources;
-        let capacity = to_resources(table, &it.capacity());
+        // The pool's node shape: shared GPUs, overlays, the NodeClass's root volume.
+        let capacity = to_resources(table, &spec.node_shape.capacity(it)?);
         let overhead = daemonset_overhead(&self.setup.daemonsets, &labels, spec);
-        let room = to_resources(table, &it.allocatable()).saturating_sub(&overhead);
+        let room = to_resources(table, &spec.node_shape.allocatable(it)?).saturating_sub(&overhead);
         Some((labels, capacity, room))
     }
 

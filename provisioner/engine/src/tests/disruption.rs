@@ -304,7 +304,10 @@ fn web_pdb(allowed: u32) -> PodDisruptionBudgetView {
 #[test]
 fn a_pdb_that_allows_no_disruption_stops_every_move_of_its_pods() {
     // No disruption allowed: nothing moves.
-    let mut e = engine_with(pool("on-demand", all_nodes(), json!({})), EngineConfig::default());
+    let mut e = engine_with(
+        pool("on-demand", all_nodes(), json!({})),
+        EngineConfig::default(),
+    );
     fragmented(&mut e, true);
     e.handle(t(0), Event::DisruptionBudgets(vec![web_pdb(0)]));
     let actions = run(&mut e, 0, 3600);
@@ -314,7 +317,10 @@ fn a_pdb_that_allows_no_disruption_stops_every_move_of_its_pods() {
     let actions = run(&mut e, 3600, 7200);
     assert_eq!(deleted(&actions).len(), 3, "{actions:?}");
     // Another namespace's PDB does not apply.
-    let mut e = engine_with(pool("on-demand", all_nodes(), json!({})), EngineConfig::default());
+    let mut e = engine_with(
+        pool("on-demand", all_nodes(), json!({})),
+        EngineConfig::default(),
+    );
     fragmented(&mut e, true);
     let mut other = web_pdb(0);
     other.namespace = "other".into();

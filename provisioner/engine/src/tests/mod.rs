@@ -7,5 +7,6 @@ mod disruption;
 mod fixtures;
 mod fleet;
 mod lifecycle;
+mod node_shape;
 mod provider_fallback;
 mod static_pools;
