@@ -119,7 +119,7 @@ pub fn from_prometheus(url: &str, since: TimeDelta, now: DateTime<Utc>) -> anyho
         .with_context(|| format!("reading {NODE_COST_METRIC} from {base}"))?;
     let pods = pod_usage(&pod_series, &window)
         .with_context(|| format!("reading {POD_COST_METRIC} from {base}"))?;
-    quartermaster_cost::fill_list_prices(&Catalog::embedded(), &mut nodes);
+    quartermaster_cost::fill_list_prices(&Catalog::embedded_all_regions(), &mut nodes);
     Ok(Usage {
         nodes,
         pods,
@@ -300,7 +300,7 @@ fn live_on_own_runtime(kubeconfig: Option<PathBuf>) -> anyhow::Result<Usage> {
         let (nodes, pods) = quartermaster_controller::fleet::usage(
             &claims.items.into_iter().map(Arc::new).collect::<Vec<_>>(),
             &pods.items.into_iter().map(Arc::new).collect::<Vec<_>>(),
-            &quartermaster_pricing::Catalog::embedded(),
+            &quartermaster_pricing::Catalog::embedded_all_regions(),
         );
         anyhow::Ok(Usage {
             nodes,
