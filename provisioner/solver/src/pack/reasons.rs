@@ -53,9 +53,30 @@ pub fn static_reason(snapshot: &ClusterSnapshot, shapes: &[Shape], class: &Class
         .collect();
     if matching.is_empty() {
         let terms: Vec<String> = pod.node_terms.iter().map(|t| format!("{t}")).collect();
+        // A key no offering carries may be a misspelt well-known one.
+        let hints: Vec<String> = pod
+            .node_terms
+            .iter()
+            .flat_map(|t| t.keys())
+            .filter(|k| {
+                !pool_shapes
+                    .iter()
+                    .any(|s| s.offerings.iter().any(|o| o.labels.contains_key(*k)))
+            })
+            .filter_map(|k| {
+                quartermaster_policies::validate::suggest_label_key(k)
+                    .filter(|s| s != &k)
+                    .map(|s| format!("{k}: did you mean {s:?}?"))
+            })
+            .collect();
         return format!(
-            "no instance type of a NodePool it tolerates matches its node selector / affinity ({})",
-            terms.join(" or ")
+            "no instance type of a NodePool it tolerates matches its node selector / affinity ({}){}",
+            terms.join(" or "),
+            if hints.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", hints.join("; "))
+            }
         );
     }
     // Size: name the resource that no compatible type has enough of.

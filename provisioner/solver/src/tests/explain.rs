@@ -183,3 +183,21 @@ fn a_pool_whose_gpu_sharing_fits_none_of_its_types_says_so() {
         "{reason}"
     );
 }
+
+#[test]
+fn a_misspelt_selector_key_gets_a_suggestion_in_the_reason() {
+    let mut p = pod("infer", 2000, 8192, 1);
+    p.node_terms.push(requirements(&[(
+        "karpenter.k8s.aws/instance-gpu_name",
+        Operator::In,
+        &["a10g"],
+    )]));
+    let plan = solve(&snapshot(vec![p], vec![on_demand_pool("gpu")]));
+    let reason = &plan.unschedulable[0].reason;
+    assert!(
+        reason.ends_with(
+            "; karpenter.k8s.aws/instance-gpu_name: did you mean \"karpenter.k8s.aws/instance-gpu-name\"?"
+        ),
+        "{reason}"
+    );
+}
