@@ -513,3 +513,149 @@ async fn a_slow_endpoint_times_out_and_a_dead_one_fails_in_seconds() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn instance_types_are_the_catalogs_where_ec2_offers_them_with_catalog_prices() {
+    let w = world().await;
+    let types = w.cloud.instance_types().await.expect("instance types");
+    let offered = w
+        .ec2
+        .describe_instance_type_offerings()
+        .location_type(t::LocationType::AvailabilityZone)
+        .send()
+        .await
+        .expect("DescribeInstanceTypeOfferings");
+    let zones: BTreeSet<(String, String)> = offered
+        .instance_type_offerings()
+        .iter()
+        .filter_map(|o| {
+            Some((
+                o.instance_type()?.as_str().to_owned(),
+                o.location()?.to_owned(),
+            ))
+        })
+        .collect();
+    let g5 = types
+        .iter()
+        .find(|t| t.name == "g5.xlarge")
+        .expect("g5.xlarge is offered in us-east-1");
+    let catalog = Catalog::embedded();
+    let listed = catalog
+        .get(quartermaster_pricing::Cloud::Aws, "g5.xlarge")
+        .expect("in the catalog");
+    for o in &g5.offerings {
+        assert!(
+            zones.contains(&("g5.xlarge".to_owned(), o.zone.clone())),
+            "{}",
+            o.zone
+        );
+        let price = listed
+            .offerings
+            .iter()
+            .find(|c| c.zone == o.zone && c.capacity_type == o.capacity_type)
+            .map(|c| c.price_per_hour);
+        assert_eq!(Some(o.price_per_hour), price, "the catalog's price wins");
+    }
+    assert!(
+        types
+            .iter()
+            .flat_map(|t| &t.offerings)
+            .all(|o| o.region == "us-east-1")
+    );
+}
+
+#[test]
+fn the_controller_on_aws_without_the_cluster_endpoint_says_which_flag_is_missing() {
+    let out = quartermaster_tests::quartermaster(&["controller", "--cloud-provider", "aws"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("--cluster-endpoint"),
+        "stderr: {}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn interruption_notices_from_the_queue_become_events_and_are_deleted() {
+    let w = world().await;
+    let launched = w
+        .cloud
+        .create(&request(
+            &w,
+            "gpu-spot1",
+            &[offering("g5.xlarge", "us-east-1a", SPOT)],
+        ))
+        .await
+        .expect("launch");
+    let id = launched
+        .provider_id
+        .rsplit('/')
+        .next()
+        .expect("id")
+        .to_owned();
+    let sqs = sqs_client(w._moto.addr).await;
+    let url = sqs
+        .create_queue()
+        .queue_name("qm-interruptions")
+        .send()
+        .await
+        .expect("CreateQueue")
+        .queue_url()
+        .expect("url")
+        .to_owned();
+    for body in [
+        format!(r#"{{"version":"0","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","time":"2024-05-01T10:00:00Z","detail":{{"instance-id":"{id}","instance-action":"terminate"}}}}"#),
+        r#"{"detail-type":"EC2 Instance Rebalance Recommendation","source":"aws.ec2","detail":{"instance-id":"i-other"}}"#.to_owned(),
+        r#"{"detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","detail":{"instance-id":"i-0notours","state":"terminated"}}"#.to_owned(),
+    ] {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await
+            .expect("SendMessage");
+    }
+    let mut settings = settings(w.proxy.url());
+    settings.interruption_queue = Some("qm-interruptions".into());
+    let cloud = AwsCloud::connect(settings, Catalog::embedded(), Arc::new(SystemClock)).await;
+    let mut events = Vec::new();
+    for _ in 0..5 {
+        events.extend(cloud.poll_events().await.expect("poll the queue"));
+    }
+    assert_eq!(
+        events,
+        [quartermaster_cloud::CloudEvent::Interruption {
+            provider_id: launched.provider_id.clone(),
+            terminates_at: "2024-05-01T10:02:00Z".parse().expect("time"),
+        }]
+    );
+    let left = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .expect("GetQueueAttributes");
+    assert_eq!(
+        left.attributes()
+            .and_then(
+                |a| a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            )
+            .map(String::as_str),
+        Some("0"),
+        "every message handled is deleted"
+    );
+}
+
+async fn sqs_client(moto: std::net::SocketAddr) -> aws_sdk_sqs::Client {
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url(format!("http://{moto}"))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .load()
+        .await;
+    aws_sdk_sqs::Client::new(&config)
+}

@@ -10,13 +10,15 @@ use quartermaster_cloud::{
 use quartermaster_policies::AWSNodeClassSpec;
 use quartermaster_pricing::{Arch, CapacityType, Catalog, Cloud, InstanceType};
 
-use crate::config::{AwsSettings, client_region, ec2_client};
+use crate::config::{AwsSettings, config_region, sdk_config};
 use crate::errors::map_api_error;
 use crate::fleet::{FleetInputs, FleetOutcome, plan, read};
-use crate::port::{ApiError, Ec2, Ec2Instance, Filter};
+use crate::interruption::{Notice, parse};
+use crate::port::{ApiError, Ec2, Ec2Instance, Filter, Queue};
 use crate::rate::RateLimits;
 use crate::resolve::{self, ResolveError};
 use crate::sdk::SdkEc2;
+use crate::sdk_sqs::SqsQueue;
 use crate::template::{TAG_CLUSTER, launch_template};
 use crate::userdata::ClusterInfo;
 
@@ -37,6 +39,8 @@ pub struct AwsCloud {
     clock: Arc<dyn Clock>,
     /// Launch template name -> id, for templates known to exist.
     templates: Mutex<BTreeMap<String, String>>,
+    /// The interruption queue, when configured.
+    queue: Option<Arc<dyn Queue>>,
 }
 
 impl std::fmt::Debug for AwsCloud {
@@ -52,10 +56,27 @@ impl AwsCloud {
     /// The AWS cloud through the SDK, configured by `settings` (credentials from the default
     /// chain unless the settings say otherwise).
     pub async fn connect(settings: AwsSettings, catalog: Catalog, clock: Arc<dyn Clock>) -> Self {
-        let client = ec2_client(&settings).await;
-        let region = client_region(&client);
-        let ec2 = Arc::new(SdkEc2::new(client, RateLimits::new(settings.rate_limits)));
-        Self::with_port(ec2, settings.cluster, region, catalog, clock)
+        let config = sdk_config(&settings).await;
+        let region = config_region(&config);
+        let limits = RateLimits::new(settings.rate_limits);
+        let ec2 = Arc::new(SdkEc2::new(
+            aws_sdk_ec2::Client::new(&config),
+            limits.clone(),
+        ));
+        let queue = settings.interruption_queue.map(|name| {
+            Arc::new(SqsQueue::new(
+                aws_sdk_sqs::Client::new(&config),
+                name,
+                limits,
+            )) as Arc<dyn Queue>
+        });
+        Self::with_port(ec2, settings.cluster, region, catalog, clock).with_queue(queue)
+    }
+
+    /// The same cloud reading interruption notices from `queue`.
+    pub fn with_queue(mut self, queue: Option<Arc<dyn Queue>>) -> Self {
+        self.queue = queue;
+        self
     }
 
     /// The AWS cloud over any implementation of the port (tests fake it).
@@ -73,6 +94,7 @@ impl AwsCloud {
             catalog,
             clock,
             templates: Mutex::new(BTreeMap::new()),
+            queue: None,
         }
     }
 
@@ -398,6 +420,90 @@ impl AwsCloud {
     }
 }
 
+impl AwsCloud {
+    /// The queue's messages as events; handled messages (and ones that say nothing to act on)
+    /// are deleted, the rest come back after the queue's visibility timeout.
+    async fn interruption_events(&self, queue: &dyn Queue) -> Result<Vec<CloudEvent>, CloudError> {
+        let messages = queue.receive().await.map_err(|e| map_api_error(&e, None))?;
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.clock.now();
+        let notices: Vec<(String, Notice)> = messages
+            .into_iter()
+            .map(|m| (m.receipt, parse(&m.body, now)))
+            .collect();
+        let mut ids: Vec<String> = notices
+            .iter()
+            .flat_map(|(_, n)| match n {
+                Notice::Interruption { instance_ids, .. } | Notice::Stopped { instance_ids } => {
+                    instance_ids.clone()
+                }
+                Notice::Ignored(_) => Vec::new(),
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        let zones = self.zones_of(ids).await?;
+        let mut events = Vec::new();
+        for (_, notice) in &notices {
+            match notice {
+                Notice::Interruption { instance_ids, at } => {
+                    events.extend(instance_ids.iter().filter_map(|id| {
+                        Some(CloudEvent::Interruption {
+                            provider_id: provider_id(zones.get(id)?, id),
+                            terminates_at: *at,
+                        })
+                    }));
+                }
+                Notice::Stopped { instance_ids } => {
+                    events.extend(instance_ids.iter().filter_map(|id| {
+                        Some(CloudEvent::Terminated {
+                            provider_id: provider_id(zones.get(id)?, id),
+                        })
+                    }));
+                }
+                Notice::Ignored(why) => {
+                    tracing::debug!(why = %why, "interruption queue message ignored");
+                }
+            }
+        }
+        let receipts = notices.into_iter().map(|(r, _)| r).collect();
+        if let Err(e) = queue.delete(receipts).await {
+            tracing::warn!(error = %e.message, "could not delete handled interruption messages");
+        }
+        Ok(events)
+    }
+
+    /// The zone of each instance of ours among `ids` (others, and unknown ids, are left out).
+    async fn zones_of(&self, ids: Vec<String>) -> Result<BTreeMap<String, String>, CloudError> {
+        if ids.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let found = match self.ec2.describe_instances_by_id(ids.clone()).await {
+            Ok(found) => found,
+            Err(e) => match map_api_error(&e, None) {
+                // One unknown id fails the whole call: ask one by one.
+                CloudError::NotFound { .. } => {
+                    let mut found = Vec::new();
+                    for id in ids {
+                        if let Ok(mut one) = self.ec2.describe_instances_by_id(vec![id]).await {
+                            found.append(&mut one);
+                        }
+                    }
+                    found
+                }
+                other => return Err(other),
+            },
+        };
+        Ok(found
+            .into_iter()
+            .filter(|i| i.tags.get(TAG_CLUSTER) == Some(&self.cluster.name))
+            .map(|i| (i.id, i.zone))
+            .collect())
+    }
+}
+
 /// `aws:///ZONE/ID`, as the AWS cloud controller manager writes a Node's providerID.
 pub fn provider_id(zone: &str, id: &str) -> String {
     format!("aws:///{zone}/{id}")
@@ -520,8 +626,12 @@ impl CloudProvider for AwsCloud {
     }
 
     fn poll_events(&self) -> CloudFuture<'_, Vec<CloudEvent>> {
-        // The EventBridge -> SQS interruption queue is not consumed yet.
-        Box::pin(async { Ok(Vec::new()) })
+        Box::pin(async move {
+            let Some(queue) = &self.queue else {
+                return Ok(Vec::new());
+            };
+            self.interruption_events(queue.as_ref()).await
+        })
     }
 }
 

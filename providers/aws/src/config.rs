@@ -85,10 +85,13 @@ pub struct AwsSettings {
     pub rate_limits: RateLimitSettings,
     /// Timeouts and retries.
     pub call_limits: CallLimits,
+    /// The SQS queue EventBridge sends EC2's interruption notices to (Karpenter's
+    /// `INTERRUPTION_QUEUE`); `None`: no interruption events.
+    pub interruption_queue: Option<String>,
 }
 
-/// The EC2 client for `settings`.
-pub(crate) async fn ec2_client(settings: &AwsSettings) -> aws_sdk_ec2::Client {
+/// The SDK configuration for `settings` (shared by the EC2 and SQS clients).
+pub(crate) async fn sdk_config(settings: &AwsSettings) -> aws_config::SdkConfig {
     let limits = settings.call_limits;
     let http = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(
@@ -129,11 +132,10 @@ pub(crate) async fn ec2_client(settings: &AwsSettings) -> aws_sdk_ec2::Client {
             "quartermaster-static",
         ));
     }
-    let config = loader.load().await;
-    aws_sdk_ec2::Client::new(&config)
+    loader.load().await
 }
 
 /// The region the SDK settled on (settings, environment, profile), if any.
-pub(crate) fn client_region(client: &aws_sdk_ec2::Client) -> Option<String> {
-    client.config().region().map(|r| r.to_string())
+pub(crate) fn config_region(config: &aws_config::SdkConfig) -> Option<String> {
+    config.region().map(|r| r.to_string())
 }

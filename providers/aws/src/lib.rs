@@ -7,7 +7,9 @@
 //! claim's ordered offerings, one fleet per run of one capacity type, falling through to the
 //! next run when a run has no capacity. Instances and errors of a fleet are read together.
 //!
-//! SDK types stop in `sdk.rs` and `config.rs`: the provider talks to the [`port::Ec2`] trait.
+//! Interruption notices come from the EventBridge -> SQS queue when one is configured.
+//!
+//! SDK types stop in `sdk.rs`, `sdk_sqs.rs` and `config.rs`: the provider talks to the [`port::Ec2`] trait.
 
 mod cloud;
 mod config;
@@ -15,10 +17,12 @@ mod error;
 pub mod errors;
 pub mod fleet;
 pub mod instance_types;
+pub mod interruption;
 pub mod port;
 mod rate;
 pub mod resolve;
 mod sdk;
+mod sdk_sqs;
 pub mod template;
 pub mod userdata;
 

@@ -312,3 +312,20 @@ pub trait Ec2: Send + Sync {
     /// DescribeInstanceTypeOfferings by availability zone: (type, zone) pairs.
     fn describe_instance_type_offerings(&self) -> PortFuture<'_, Vec<(String, String)>>;
 }
+
+/// A message of the interruption queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueMessage {
+    /// The receipt handle (to delete it).
+    pub receipt: String,
+    /// The body (an EventBridge event as JSON).
+    pub body: String,
+}
+
+/// The SQS calls of the interruption queue.
+pub trait Queue: Send + Sync {
+    /// Up to ten messages, without waiting for more.
+    fn receive(&self) -> PortFuture<'_, Vec<QueueMessage>>;
+    /// Deletes handled messages.
+    fn delete(&self, receipts: Vec<String>) -> PortFuture<'_, ()>;
+}

@@ -33,7 +33,7 @@ impl SdkEc2 {
 
 /// An SDK error in port terms. The message is the error chain (service words or transport
 /// cause); requests are signed, so it never holds a credential.
-fn api_error<E>(e: SdkError<E, HttpResponse>) -> ApiError
+pub(crate) fn api_error<E>(e: SdkError<E, HttpResponse>) -> ApiError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {

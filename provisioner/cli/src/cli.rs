@@ -149,6 +149,10 @@ pub struct ControllerArgs {
     /// region when `AWS_REGION` is unset).
     #[arg(long, env = "CLUSTER_REGION", value_name = "REGION")]
     pub region: Option<String>,
+    /// AWS: the SQS queue EventBridge sends EC2's spot interruption warnings, scheduled changes
+    /// and instance state changes to (Karpenter's setting of the same name).
+    #[arg(long, env = "INTERRUPTION_QUEUE", value_name = "NAME")]
+    pub interruption_queue: Option<String>,
     /// What nodes need to join the cluster (boxed: clap's arguments stay small).
     #[command(flatten)]
     pub join: Box<ClusterJoinArgs>,

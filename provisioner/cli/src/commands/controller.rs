@@ -186,6 +186,7 @@ fn aws_settings(args: &ControllerArgs) -> anyhow::Result<quartermaster_aws::AwsS
                 .unwrap_or_else(|| "10.100.0.0/16".to_owned()),
         },
         region: args.region.clone(),
+        interruption_queue: args.interruption_queue.clone(),
         ..quartermaster_aws::AwsSettings::default()
     })
 }
