@@ -28,6 +28,12 @@ use crate::sweep;
 use crate::termination::terminate;
 use crate::translate::{FINALIZER, LABEL_NODECLAIM, Observed, found_claim, node_view, observe};
 
+/// How many new `Unschedulable` events of one pass carry the top reasons offerings were ruled
+/// out for (each is a solve of the whole snapshot).
+const EXPLAINED_PER_PASS: usize = 10;
+/// How many reasons such an event names.
+const TOP_REASONS: usize = 3;
+
 /// What a task reports back to the loop.
 #[derive(Debug)]
 pub enum Outcome {
@@ -701,7 +707,7 @@ impl Driver {
     }
 
     /// Unschedulable events for pods the solver could not place, and Initialized events.
-    fn announce(&mut self, _now: DateTime<Utc>) {
+    fn announce(&mut self, now: DateTime<Utc>) {
         let Some(engine) = &self.engine else {
             return;
         };
@@ -709,11 +715,23 @@ impl Driver {
             .waiting()
             .filter_map(|(id, r)| Some((id.clone(), r?.to_owned())))
             .collect();
+        // Each explanation is a solve: only the first few new reasons of a pass get one.
+        let mut explained = 0;
         for (id, reason) in waiting {
             if self.unschedulable.get(&id) == Some(&reason) {
                 continue;
             }
-            lifecycle::unschedulable_event(&self.ctx, &id, &reason);
+            let top = (explained < EXPLAINED_PER_PASS)
+                .then(|| engine.explain(now, &id))
+                .flatten()
+                .map(|e| quartermaster_solver::explain::top_reasons(&e, TOP_REASONS))
+                .filter(|t| !t.is_empty());
+            explained += 1;
+            let message = match top {
+                Some(top) => format!("{reason} (offerings ruled out: {top})"),
+                None => reason.clone(),
+            };
+            lifecycle::unschedulable_event(&self.ctx, &id, &message);
             self.unschedulable.insert(id, reason);
         }
         let newly: Vec<ClaimView> = engine

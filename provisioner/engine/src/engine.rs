@@ -20,6 +20,8 @@ mod consolidation;
 mod drift;
 #[path = "static_pools.rs"]
 mod static_pools;
+#[path = "explain.rs"]
+mod explain;
 
 /// How long a node whose consolidation was called off is left alone.
 const CONSOLIDATION_BACKOFF: TimeDelta = TimeDelta::minutes(15);

@@ -375,6 +375,23 @@ async fn a_pod_that_fits_no_pool_gets_an_unschedulable_event_with_the_reason_and
         "{}",
         event.body["note"]
     );
+    // The event names what ruled the offerings out (64 GPUs: no type has that many).
+    assert!(
+        event.body["note"]
+            .as_str()
+            .unwrap()
+            .contains("(offerings ruled out: "),
+        "{}",
+        event.body["note"]
+    );
+    assert!(
+        event.body["note"]
+            .as_str()
+            .unwrap()
+            .contains("× nvidia.com/gpu: requests 64"),
+        "{}",
+        event.body["note"]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -4,6 +4,7 @@ mod adopt;
 mod alias_labels;
 mod consolidation;
 mod disruption;
+mod explain;
 mod fixtures;
 mod fleet;
 mod lifecycle;
