@@ -18,10 +18,10 @@ mod adopt;
 mod consolidation;
 #[path = "drift.rs"]
 mod drift;
-#[path = "static_pools.rs"]
-mod static_pools;
 #[path = "explain.rs"]
 mod explain;
+#[path = "static_pools.rs"]
+mod static_pools;
 
 /// How long a node whose consolidation was called off is left alone.
 const CONSOLIDATION_BACKOFF: TimeDelta = TimeDelta::minutes(15);
