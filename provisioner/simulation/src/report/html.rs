@@ -200,6 +200,16 @@ pub fn render(scenario: &Scenario, summary: &Summary, rec: &Record) -> String {
             );
         }
     }
+    if let Some(Value::Object(commands)) = obj.get("consolidation_commands") {
+        for (kind, count) in commands {
+            let _ = writeln!(
+                h,
+                "<tr><td>consolidation_commands.{}</td><td class=\"n\">{}</td></tr>",
+                escape(kind),
+                escape(&count.to_string())
+            );
+        }
+    }
     if let Some(Value::Object(engine)) = obj.get("engine") {
         for (key, value) in engine {
             let _ = writeln!(

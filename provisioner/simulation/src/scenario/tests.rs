@@ -242,3 +242,65 @@ fn a_runaway_arrival_rate_is_an_error_before_anything_is_generated() {
         "x.yaml: spec.workload[0]: would create about 7200000 pods in all (at most 1000000 in one simulation)"
     );
 }
+
+#[test]
+fn changes_pdbs_and_measure_at_are_checked_with_their_path() {
+    let with = |extra: &str| edited("  workload:\n", &format!("{extra}  workload:\n"));
+    let e = error(&with(
+        "  changes:\n    - {at: 3h, prices: [{instanceType: g5.xlarge, factor: 0.5}]}\n",
+    ));
+    assert!(
+        e.contains("spec.changes[0].at: after the end of the run"),
+        "{e}"
+    );
+    let e = error(&with(
+        "  changes:\n    - {at: 1h, prices: [{instanceType: g5.xlarge, factor: 0}]}\n",
+    ));
+    assert!(
+        e.contains("spec.changes[0].prices[0].factor: must be a positive number"),
+        "{e}"
+    );
+    let e = error(&with(
+        "  changes:\n    - {at: 1h, prices: [{instanceType: g5.xlarge, capacityType: reserved, factor: 2}]}\n",
+    ));
+    assert!(e.contains("spec.changes[0].prices[0].capacityType"), "{e}");
+    let e = error(&with("  changes:\n    - {at: 1h}\n"));
+    assert!(
+        e.contains("spec.changes[0]: a change needs nodePools or prices"),
+        "{e}"
+    );
+    let e = error(&with("  measureAt: 5h\n"));
+    assert!(
+        e.contains("spec.measureAt: after the end of the run"),
+        "{e}"
+    );
+    // A changed NodePool is checked as the original ones are, with its own path.
+    let e = error(&with(
+        "  changes:\n    - at: 1h\n      nodePools:\n        - {apiVersion: quartermaster.dev/v1, kind: NodePool, metadata: {name: gpu}, spec: {template: {spec: {nodeClassRef: {group: quartermaster.dev, kind: AWSNodeClass, name: default}}}, disruption: {consolidateAfter: soon}}}\n",
+    ));
+    assert!(e.contains("spec.changes[0].nodePools"), "{e}");
+    // A PDB selects by labels: a template without labels is an error.
+    let e = error(&edited(
+        "      duration: 30m\n",
+        "      duration: 30m\n      maxUnavailable: 1\n",
+    ));
+    assert!(e.contains("spec.workload[0].maxUnavailable"), "{e}");
+    // Valid: a price change and a measure point.
+    let s = Scenario::parse(
+        "x.yaml",
+        &with("  measureAt: 1h\n  changes:\n    - {at: 1h, prices: [{instanceType: \"g5.*\", capacityType: on-demand, factor: 0.5}]}\n"),
+        None,
+    )
+    .unwrap();
+    let cheaper = s.changes[0].apply_prices(&s.catalog);
+    let on_demand = |c: &Catalog| {
+        c.get(quartermaster_pricing::Cloud::Aws, "g5.xlarge")
+            .unwrap()
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == quartermaster_pricing::CapacityType::OnDemand)
+            .unwrap()
+            .price_per_hour
+    };
+    assert!((on_demand(&cheaper) - on_demand(&s.catalog) * 0.5).abs() < 1e-9);
+}
