@@ -21,6 +21,7 @@ mod label_keys;
 mod nodeclaim;
 mod nodeclass;
 mod nodepool;
+mod overlay;
 #[cfg(test)]
 mod report_tests;
 mod schema;
@@ -210,6 +211,13 @@ pub fn check_manifest(doc: &Value) -> ManifestReport {
     };
     let mut shape = schema::Shape::default();
     let errs = &mut shape.errors;
+
+    // Karpenter's NodeOverlay: `plan` reads it as it is; check what it uses.
+    if obj.get("apiVersion").and_then(Value::as_str) == Some(overlay::NODE_OVERLAY_API_VERSION)
+        && obj.get("kind").and_then(Value::as_str) == Some(overlay::NODE_OVERLAY_KIND)
+    {
+        return fail(overlay::validate_node_overlay(obj));
+    }
 
     // Another API's object (a Deployment, a Service): one line saying so.
     if let (Some(Value::String(api)), Some(Value::String(k))) =
