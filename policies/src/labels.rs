@@ -196,12 +196,18 @@ fn check_label_name(s: &str, what: &str) -> Result<(), String> {
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter().all(|&c| is_name_char(c));
     if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-        ))
+        return Ok(());
     }
+    // `<<AZ>>`, `${CLUSTER_NAME}`, `{{ .Values.x }}`: a template's placeholder left unfilled.
+    let placeholder = ["<", "${", "{{"].iter().any(|p| s.contains(p));
+    Err(format!(
+        "{what} must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character{}",
+        if placeholder {
+            format!(" ({s:?} looks like a placeholder to fill in)")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// Checks a DNS-1123 subdomain (lowercase, `.`-separated labels, at most 253 characters).
