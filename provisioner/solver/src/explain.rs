@@ -414,6 +414,18 @@ fn first_failure(reqs: &Requirements, labels: &BTreeMap<String, String>) -> Opti
     })
 }
 
+/// What the catalog does not model, when a requirement asks for it.
+fn catalog_gap(r: &quartermaster_policies::Requirement) -> &'static str {
+    let asks = |v: &str| r.values().is_some_and(|vs| vs.contains(v));
+    match r.key() {
+        "kubernetes.io/os" if asks("windows") => " (the catalog prices Linux nodes only)",
+        quartermaster_pricing::labels::CAPACITY_TYPE if asks("reserved") => {
+            " (capacity reservations are not in the catalog)"
+        }
+        _ => "",
+    }
+}
+
 /// Why a NodePool has no instance type at all, for the plan's note: the requirements that each
 /// rule out every offering the others allow (`karpenter.sh/capacity-type In [spot]` when the
 /// catalog has no spot offering of the types the other requirements pick), or, when no single
@@ -472,8 +484,9 @@ pub fn empty_pool_reason(pool: &NodePoolSpec, catalog: &Catalog) -> String {
             .count();
         if others > 0 {
             blocking.push(format!(
-                "{} {r} rules out all {others} offering(s) the other requirements allow",
-                r.key()
+                "{} {r} rules out all {others} offering(s) the other requirements allow{}",
+                r.key(),
+                catalog_gap(r)
             ));
         }
     }
