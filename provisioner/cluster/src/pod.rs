@@ -209,6 +209,7 @@ pub(crate) fn solver_pod(
         anti_affinity,
         host_ports: host_ports(spec, at)?,
         owner: source.owner.clone(),
+        gang: None,
     })
 }
 

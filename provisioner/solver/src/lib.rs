@@ -5,6 +5,7 @@
 
 pub mod bound;
 pub mod explain;
+mod gang;
 mod pack;
 pub mod plan;
 pub mod pod;
@@ -19,7 +20,7 @@ mod tests;
 /// how much DaemonSets take from a node of a pool.
 pub use pack::shapes::{daemonset_overhead, to_resources};
 pub use plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, Unschedulable};
-pub use pod::{Pod, PodRef};
+pub use pod::{Gang, Pod, PodRef};
 pub use resources::{ResourceTable, Resources};
 pub use snapshot::{
     CapacityOverlay, ClusterSnapshot, EphemeralStorage, ExistingNode, NodePoolSpec, NodeShape,
@@ -66,5 +67,5 @@ pub fn solve_with(
     now: DateTime<Utc>,
     options: &SolveOptions,
 ) -> Plan {
-    pack::solve(snapshot, catalog, now, options)
+    gang::solve(snapshot, catalog, now, options)
 }

@@ -226,6 +226,18 @@ pub struct Pod {
     pub host_ports: Vec<HostPort>,
     /// The workload that owns the pod (`Deployment/ns/name`), for reports.
     pub owner: Option<String>,
+    /// The gang the pod belongs to (all-or-nothing placement), if any.
+    pub gang: Option<Gang>,
+}
+
+/// A gang: pods that must be placed together, in one zone, or not at all (a Volcano or
+/// coscheduling PodGroup, a Volcano Job's `minAvailable`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Gang {
+    /// `namespace/name` of the group.
+    pub name: String,
+    /// How many members must run at once (`minMember`, `minAvailable`).
+    pub min_member: u32,
 }
 
 impl Pod {
@@ -243,6 +255,7 @@ impl Pod {
             anti_affinity: Vec::new(),
             host_ports: Vec::new(),
             owner: None,
+            gang: None,
         }
     }
 }
