@@ -392,7 +392,7 @@ fn a_volcano_job_is_planned_not_mistaken_for_a_batch_job() {
     let plan = ok_json(&out, "volcano");
     assert!(
         notes(&plan).contains(
-            &"Job.batch.volcano.sh/default/mindspore-gpu: minAvailable 3 makes it a gang; its pods are planned one by one until gang scheduling lands"
+            &"Job.batch.volcano.sh/default/mindspore-gpu: a gang of 3 of its 3 pod(s) (minAvailable): placed together in one zone, or not at all"
         ),
         "{:?}",
         notes(&plan)

@@ -14,6 +14,7 @@ mod e2e;
 mod explain;
 mod fixtures;
 mod focus;
+mod gangs;
 mod labels;
 mod layering;
 mod node_shape;

@@ -137,6 +137,7 @@ fn ingest_into(
                 pod.labels
                     .insert(workloads::STATEFULSET_POD_NAME.to_owned(), id.name.clone());
             }
+            pod.gang = workload.gang.clone();
             snapshot.pending.push(pod);
         }
     }

@@ -82,6 +82,9 @@ pub(crate) struct Inventory {
     pub custom: Vec<CustomWorkload>,
     /// Karpenter NodeOverlays: capacity the catalog cannot know.
     pub overlays: Vec<quartermaster_solver::CapacityOverlay>,
+    /// Gang PodGroups (Volcano `scheduling.volcano.sh`, coscheduling `scheduling.x-k8s.io`):
+    /// `(namespace, name)` → `spec.minMember`.
+    pub pod_groups: BTreeMap<(String, String), u32>,
     /// Kinds skipped (`Kind`, or `Kind.group` outside the core group), with how many objects of
     /// each.
     pub skipped: BTreeMap<String, usize>,
@@ -183,6 +186,26 @@ impl Inventory {
                 .iter()
                 .any(|(g, k)| *k == kind && (*g == api_group || api_version.is_empty()));
             let custom_kind = custom::kind_of(api_group, kind);
+            if kind == "PodGroup"
+                && matches!(api_group, "scheduling.volcano.sh" | "scheduling.x-k8s.io")
+            {
+                let ns = value
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or("default");
+                let name = value
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let min = value
+                    .pointer("/spec/minMember")
+                    .and_then(Value::as_u64)
+                    .and_then(|m| u32::try_from(m).ok())
+                    .unwrap_or(0);
+                inv.pod_groups.insert((ns.to_owned(), name.to_owned()), min);
+                continue;
+            }
             if api_group == crate::overlay::GROUP && kind == crate::overlay::KIND {
                 let id = format!(
                     "{kind}/{}",

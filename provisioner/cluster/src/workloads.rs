@@ -36,6 +36,8 @@ pub(crate) struct Workload<'a> {
     pub replicas: Vec<PodRef>,
     /// StatefulSet pods carry their own name as a label.
     pub stateful: bool,
+    /// The gang its pods belong to.
+    pub gang: Option<quartermaster_solver::Gang>,
 }
 
 /// Everything [`expand`] finds.
@@ -113,6 +115,32 @@ pub(crate) const MAX_PODS_PER_WORKLOAD: usize = 200_000;
 
 fn replicas(name: &str, n: usize) -> Vec<(String, usize)> {
     (0..n).map(|i| (name.to_owned(), i)).collect()
+}
+
+/// The pod annotation Volcano names a pod's PodGroup with.
+pub(crate) const VOLCANO_GROUP: &str = "scheduling.k8s.io/group-name";
+/// The pod label the coscheduling plugin names a pod's PodGroup with.
+pub(crate) const COSCHEDULING_GROUP: &str = "scheduling.x-k8s.io/pod-group";
+
+/// The gang a bare pod names (Volcano's annotation or the coscheduling label), its `minMember`
+/// from the PodGroup given (0 until counted, when none is).
+fn pod_group_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    namespace: &str,
+    groups: &BTreeMap<(String, String), u32>,
+) -> Option<quartermaster_solver::Gang> {
+    let name = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(VOLCANO_GROUP))
+        .or_else(|| meta.labels.as_ref().and_then(|l| l.get(COSCHEDULING_GROUP)))?;
+    Some(quartermaster_solver::Gang {
+        name: format!("{namespace}/{name}"),
+        min_member: groups
+            .get(&(namespace.to_owned(), name.clone()))
+            .copied()
+            .unwrap_or(0),
+    })
 }
 
 /// Expands the inventory into pods. Controllers whose pods are themselves given as Pod objects
@@ -204,6 +232,7 @@ pub(crate) fn expand<'a>(
                 template: source,
                 replicas: vec![PodRef::new(&pod.namespace, &pod.name)],
                 stateful: false,
+                gang: pod_group_of(&pod.meta, &pod.namespace, &inv.pod_groups),
             }),
         }
     }
@@ -233,6 +262,7 @@ pub(crate) fn expand<'a>(
                 .map(|(n, i)| PodRef::new(&ns, format!("{n}-{i}")))
                 .collect(),
             stateful,
+            gang: None,
         });
     };
 
@@ -335,6 +365,7 @@ pub(crate) fn expand<'a>(
                 },
                 replicas: g.names.iter().map(|n| PodRef::new(ns, n)).collect(),
                 stateful: false,
+                gang: g.gang.clone(),
             });
         }
         let total: usize = roles.iter().map(|(_, n)| n).sum();
@@ -352,6 +383,20 @@ pub(crate) fn expand<'a>(
     for ds in &inv.daemon_sets {
         out.daemon_sets
             .push(template(ds, &ds.spec.template, "DaemonSet")?);
+    }
+    // A PodGroup named by pods but not given: the gang is every pending pod that names it.
+    let mut members: BTreeMap<String, u32> = BTreeMap::new();
+    for w in &out.pending {
+        if let Some(g) = &w.gang {
+            *members.entry(g.name.clone()).or_default() += w.replicas.len() as u32;
+        }
+    }
+    for w in &mut out.pending {
+        if let Some(g) = &mut w.gang
+            && g.min_member == 0
+        {
+            g.min_member = members.get(&g.name).copied().unwrap_or(0);
+        }
     }
     Ok(out)
 }
@@ -405,6 +450,41 @@ mod tests {
       metadata: {labels: {app: web}}
       spec:
         containers: [{name: c, resources: {requests: {cpu: 250m}}}]";
+
+    #[test]
+    fn pods_naming_a_pod_group_form_a_gang_of_its_min_member() {
+        let pod = |name: &str, how: &str| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, {how}}}\nspec:\n  containers: [{{name: c, resources: {{limits: {{nvidia.com/gpu: 1}}}}}}]\n"
+            )
+        };
+        let volcano = "annotations: {scheduling.k8s.io/group-name: train}";
+        let ingested = ingest(&format!(
+            "{}---\n{}---\n{}---\napiVersion: scheduling.volcano.sh/v1beta1\nkind: PodGroup\nmetadata: {{name: train}}\nspec: {{minMember: 2}}\n",
+            pod("w0", volcano),
+            pod("w1", volcano),
+            pod("w2", volcano)
+        ));
+        let gangs: Vec<_> = ingested
+            .snapshot
+            .pending
+            .iter()
+            .map(|p| p.gang.clone().expect("a gang"))
+            .collect();
+        assert!(
+            gangs
+                .iter()
+                .all(|g| g.name == "default/train" && g.min_member == 2)
+        );
+        // Coscheduling's label, no PodGroup given: every pod that names it.
+        let cosched = "labels: {scheduling.x-k8s.io/pod-group: infer}";
+        let ingested = ingest(&format!("{}---\n{}", pod("a", cosched), pod("b", cosched)));
+        assert!(ingested.snapshot.pending.iter().all(|p| {
+            p.gang
+                .as_ref()
+                .is_some_and(|g| g.name == "default/infer" && g.min_member == 2)
+        }));
+    }
 
     #[test]
     fn a_workload_scaled_to_zero_plans_no_pods_and_says_so() {

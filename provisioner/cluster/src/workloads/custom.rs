@@ -92,6 +92,8 @@ pub(crate) struct PodGroup {
     pub spec: PodSpec,
     /// The pods' names, in order.
     pub names: Vec<String>,
+    /// The gang the pods belong to (a Volcano Job's `minAvailable`).
+    pub gang: Option<quartermaster_solver::Gang>,
 }
 
 /// One workload custom resource read into pod groups.
@@ -235,6 +237,7 @@ pub(super) fn group(
         labels: own,
         spec,
         names,
+        gang: None,
     }
 }
 

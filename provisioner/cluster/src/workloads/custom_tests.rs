@@ -312,7 +312,16 @@ spec:
     );
     note(
         &ingested,
-        "Job.batch.volcano.sh/default/mindspore: minAvailable 3 makes it a gang",
+        "Job.batch.volcano.sh/default/mindspore: a gang of 3 of its 3 pod(s) (minAvailable)",
+    );
+    let gang = quartermaster_solver::Gang {
+        name: "default/mindspore".into(),
+        min_member: 3,
+    };
+    assert!(
+        ingested.snapshot.pending[1..]
+            .iter()
+            .all(|p| p.gang.as_ref() == Some(&gang))
     );
     note(
         &ingested,

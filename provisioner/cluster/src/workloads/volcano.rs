@@ -1,6 +1,6 @@
 //! Volcano's Job (`batch.volcano.sh`, not `batch/v1`): `spec.tasks[].{name, replicas,
-//! template}`, pods named `job-task-i`. `spec.minAvailable` makes the job a gang: until gang
-//! scheduling lands its pods are planned one by one, and a note says so.
+//! template}`, pods named `job-task-i`. The job is a gang of `spec.minAvailable` pods (Volcano's
+//! default: every replica of every task), placed together in one zone or not at all.
 
 use serde_json::Value;
 
@@ -40,12 +40,26 @@ pub(super) fn read(raw: &Raw, notes: &mut Vec<String>) -> Result<Vec<PodGroup>, 
             numbered(&format!("{}-{name}", raw.name), n),
         ));
     }
-    if let Some(min) = lookup(&raw.spec, "spec.minAvailable") {
-        let min: i32 = parse(min, &raw.id, "spec.minAvailable")?;
+    let total: usize = groups.iter().map(|g| g.names.len()).sum();
+    let min = match lookup(&raw.spec, "spec.minAvailable") {
+        Some(v) => {
+            let min: i32 = parse(v, &raw.id, "spec.minAvailable")?;
+            super::count(Some(min), 0, &raw.id, "spec.minAvailable")?
+        }
+        None => total,
+    };
+    if min > 0 {
+        let gang = quartermaster_solver::Gang {
+            name: format!("{}/{}", raw.namespace, raw.name),
+            min_member: u32::try_from(min).unwrap_or(u32::MAX),
+        };
         notes.push(format!(
-            "{}: minAvailable {min} makes it a gang; its pods are planned one by one until gang scheduling lands",
+            "{}: a gang of {min} of its {total} pod(s) (minAvailable): placed together in one zone, or not at all",
             raw.id
         ));
+        for g in &mut groups {
+            g.gang = Some(gang.clone());
+        }
     }
     Ok(groups)
 }
