@@ -283,5 +283,10 @@ fn the_added_aws_sizes_carry_their_specs_and_prices() {
     assert_eq!((g5.accelerator_count(), g5.efa_count), (4, 1));
     let m7g = c.get(Cloud::Aws, "m7g.large").unwrap();
     assert_eq!(m7g.arch, crate::Arch::Arm64);
-    assert_eq!(m7g.cheapest_offering(None).unwrap().price_per_hour, 0.0816);
+    assert_eq!(
+        m7g.cheapest_offering(Some(CapacityType::OnDemand))
+            .unwrap()
+            .price_per_hour,
+        0.0816
+    );
 }

@@ -521,9 +521,10 @@ fn usage_errors_carry_no_colour_codes_off_a_terminal() {
 }
 
 /// Karpenter's `spread-hostname-zone.yaml` (50 one-CPU pods, at most 2 per node, zones within 5
-/// of each other) on its `large-instances.yaml` NodePool: us-east-1e offers that pool only p5
-/// types, and the zone spread forces ⌈(50 − 5·5) / 6⌉ = 5 pods there, so 3 p5 nodes — each
-/// saying why, in the table and in JSON.
+/// of each other) on its `large-instances.yaml` NodePool: us-east-1c (use1-az3, where SkyPilot's
+/// catalog lists none of the general-purpose types) offers that pool only GPU types, and the zone
+/// spread forces ⌈(50 − 5·5) / 6⌉ = 5 pods there, so 3 g4dn nodes — each saying why, in the table
+/// and in JSON.
 #[test]
 fn cpu_pods_on_accelerator_nodes_are_only_as_many_as_forced_and_explained() {
     let corpus = quartermaster_tests::workspace_root().join("../shared/real-world/karpenter-aws");
@@ -547,19 +548,19 @@ fn cpu_pods_on_accelerator_nodes_are_only_as_many_as_forced_and_explained() {
         .filter(|n| {
             n["instance_type"]
                 .as_str()
-                .is_some_and(|t| t.starts_with("p5"))
+                .is_some_and(|t| t.starts_with("g4dn"))
         })
         .collect();
     assert_eq!(accelerated.len(), 3, "{plan:#}");
     for n in &accelerated {
-        assert_eq!(n["zone"], "us-east-1e");
+        assert_eq!(n["zone"], "us-east-1c");
         let note = n["accelerator_note"].as_str().expect("accelerator_note");
         assert!(
-            note.contains("zone us-east-1e: NodePool large-instances offers these pods only accelerator types there"),
+            note.contains("zone us-east-1c: NodePool large-instances offers these pods only accelerator types there"),
             "{note}"
         );
         assert!(
-            note.contains("(maxSkew 5 over 6 zones) forces at least 5 of the 50 pods it counts into us-east-1e"),
+            note.contains("(maxSkew 5 over 6 zones) forces at least 5 of the 50 pods it counts into us-east-1c"),
             "{note}"
         );
     }
@@ -568,13 +569,13 @@ fn cpu_pods_on_accelerator_nodes_are_only_as_many_as_forced_and_explained() {
             .iter()
             .filter(|n| !n["instance_type"]
                 .as_str()
-                .is_some_and(|t| t.starts_with("p5")))
+                .is_some_and(|t| t.starts_with("g4dn")))
             .all(|n| n["accelerator_note"].is_null())
     );
     let table = quartermaster(&["plan", "-f", &pool, "-f", &pods]);
     assert!(
         table.stdout.contains(
-            "NodePool large-instances: 3 × p5.4xlarge in us-east-1e for pods that request no accelerator: zone us-east-1e"
+            "NodePool large-instances: 3 × g4dn.xlarge in us-east-1c for pods that request no accelerator: zone us-east-1c"
         ),
         "{}",
         table.stdout
