@@ -659,3 +659,102 @@ async fn sqs_client(moto: std::net::SocketAddr) -> aws_sdk_sqs::Client {
         .await;
     aws_sdk_sqs::Client::new(&config)
 }
+
+/// The id of moto's first x86_64 AMI.
+fn node_class_ami(w: &World) -> String {
+    w.spec.ami_selector_terms[0]
+        .id
+        .clone()
+        .expect("the world's AMI id")
+}
+
+/// The image of the launch template the instance of `claim` was launched from.
+async fn launched_image(w: &World, claim: &str) -> String {
+    let found = instances_of(w, claim).await;
+    found[0].image_id().expect("image id").to_owned()
+}
+
+#[tokio::test]
+async fn an_al2023_alias_resolves_the_eks_optimized_nvidia_ami_through_ssm() {
+    let mut w = world().await;
+    let ami = node_class_ami(&w);
+    w.spec.ami_selector_terms = vec![
+        serde_json::from_value(serde_json::json!({"alias": "al2023@latest"})).expect("alias term"),
+    ];
+    let mut settings = settings(w.proxy.url());
+    settings.kubernetes_version = Some("1.33".into());
+    w.cloud =
+        Arc::new(AwsCloud::connect(settings, Catalog::embedded(), Arc::new(SystemClock)).await);
+    // moto cannot hold the reserved /aws/service/... parameters: the proxy answers for SSM.
+    w.proxy.inject(
+        "GetParameter",
+        Fault::JsonReply(format!(
+            r#"{{"Parameter":{{"Name":"n","Type":"String","Value":"{ami}","Version":1}}}}"#
+        )),
+    );
+    let r = request(&w, "gpu-alias1", &[offering("g5.xlarge", "us-east-1a", OD)]);
+    w.cloud
+        .create(&r)
+        .await
+        .expect("launch with the aliased AMI");
+    let asked = w.proxy.bodies("GetParameter");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains(
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/nvidia/recommended/image_id"
+        ),
+        "{}",
+        asked[0]
+    );
+    assert_eq!(launched_image(&w, "gpu-alias1").await, ami);
+}
+
+#[tokio::test]
+async fn an_ssm_parameter_term_selects_the_ami_it_holds_and_an_alias_without_a_version_is_a_clear_error()
+ {
+    let mut w = world().await;
+    let ami = node_class_ami(&w);
+    let ssm = ssm_client(w._moto.addr).await;
+    ssm.put_parameter()
+        .name("/quartermaster-test/node-ami")
+        .value(&ami)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .expect("PutParameter");
+    w.spec.ami_selector_terms = vec![
+        serde_json::from_value(serde_json::json!({"ssmParameter": "/quartermaster-test/node-ami"}))
+            .expect("ssmParameter term"),
+    ];
+    let r = request(&w, "gpu-ssm1", &[offering("g5.xlarge", "us-east-1a", OD)]);
+    w.cloud
+        .create(&r)
+        .await
+        .expect("launch with the parameter's AMI");
+    assert_eq!(launched_image(&w, "gpu-ssm1").await, ami);
+
+    // The world's cloud knows no Kubernetes version: an alias cannot resolve, and says why.
+    w.spec.ami_selector_terms = vec![
+        serde_json::from_value(serde_json::json!({"alias": "al2023@latest"})).expect("alias term"),
+    ];
+    let r = request(&w, "gpu-ssm2", &[offering("g5.xlarge", "us-east-1a", OD)]);
+    match w.cloud.create(&r).await {
+        Err(CloudError::InvalidRequest { message }) => {
+            assert!(message.contains("Kubernetes version"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn ssm_client(moto: std::net::SocketAddr) -> aws_sdk_ssm::Client {
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url(format!("http://{moto}"))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .load()
+        .await;
+    aws_sdk_ssm::Client::new(&config)
+}

@@ -36,6 +36,9 @@ pub enum Fault {
     /// Pass the call to moto (it takes effect), then answer 500 `InternalError` instead of
     /// moto's response: a crash or a lost connection after the cloud acted.
     LoseResponse,
+    /// Answer 200 with this JSON body (`application/x-amz-json-1.1`) without calling moto: what
+    /// moto cannot hold, such as SSM's reserved `/aws/service/...` parameters.
+    JsonReply(String),
 }
 
 type Faults = Arc<Mutex<BTreeMap<String, VecDeque<Fault>>>>;
@@ -44,7 +47,7 @@ type Faults = Arc<Mutex<BTreeMap<String, VecDeque<Fault>>>>;
 pub struct FaultProxy {
     addr: SocketAddr,
     faults: Faults,
-    calls: Arc<Mutex<Vec<String>>>,
+    calls: Arc<Mutex<Vec<(String, String)>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -60,7 +63,7 @@ impl FaultProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy address");
         let faults: Faults = Arc::default();
-        let calls: Arc<Mutex<Vec<String>>> = Arc::default();
+        let calls: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
         let (f, c) = (faults.clone(), calls.clone());
         let task = tokio::spawn(async move {
             loop {
@@ -106,8 +109,19 @@ impl FaultProxy {
             .lock()
             .expect("calls")
             .iter()
-            .filter(|a| *a == action)
+            .filter(|(a, _)| a == action)
             .count()
+    }
+
+    /// The request bodies of the calls of `action`, in order.
+    pub fn bodies(&self, action: &str) -> Vec<String> {
+        self.calls
+            .lock()
+            .expect("calls")
+            .iter()
+            .filter(|(a, _)| a == action)
+            .map(|(_, b)| b.clone())
+            .collect()
     }
 }
 
@@ -197,7 +211,7 @@ async fn handle(
     request: Request<Incoming>,
     upstream: SocketAddr,
     faults: Faults,
-    calls: Arc<Mutex<Vec<String>>>,
+    calls: Arc<Mutex<Vec<(String, String)>>>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (parts, body) = request.into_parts();
     let body = body
@@ -206,8 +220,19 @@ async fn handle(
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let form: BTreeMap<String, String> = form_urlencoded::parse(&body).into_owned().collect();
-    let action = form.get("Action").cloned().unwrap_or_default();
-    calls.lock().expect("calls").push(action.clone());
+    // Query protocol (EC2): the `Action` form field; JSON protocols (SQS, SSM): the operation
+    // after the `.` of `X-Amz-Target`.
+    let target = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.rsplit('.').next())
+        .map(str::to_owned);
+    let action = form.get("Action").cloned().or(target).unwrap_or_default();
+    calls
+        .lock()
+        .expect("calls")
+        .push((action.clone(), String::from_utf8_lossy(&body).into_owned()));
     let fault = faults
         .lock()
         .expect("faults")
@@ -234,6 +259,14 @@ async fn handle(
         Some(Fault::Delay(d)) => {
             tokio::time::sleep(d).await;
             forward(upstream, parts, body).await
+        }
+        Some(Fault::JsonReply(json)) => {
+            let mut r = Response::new(Full::new(Bytes::from(json)));
+            r.headers_mut().insert(
+                "content-type",
+                http::HeaderValue::from_static("application/x-amz-json-1.1"),
+            );
+            r
         }
         Some(Fault::LoseResponse) => {
             let _ = forward(upstream, parts, body).await;

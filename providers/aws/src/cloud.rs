@@ -1,6 +1,6 @@
 //! [`AwsCloud`]: the [`CloudProvider`] over the EC2 port.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use quartermaster_cloud::{
@@ -14,11 +14,12 @@ use crate::config::{AwsSettings, config_region, sdk_config};
 use crate::errors::map_api_error;
 use crate::fleet::{FleetInputs, FleetOutcome, plan, read};
 use crate::interruption::{Notice, parse};
-use crate::port::{ApiError, Ec2, Ec2Instance, Filter, Queue};
+use crate::port::{ApiError, Ec2, Ec2Instance, Filter, Parameters, Queue};
 use crate::rate::RateLimits;
 use crate::resolve::{self, ResolveError};
 use crate::sdk::SdkEc2;
 use crate::sdk_sqs::SqsQueue;
+use crate::sdk_ssm::SsmParameters;
 use crate::template::{TAG_CLUSTER, launch_template};
 use crate::userdata::ClusterInfo;
 
@@ -41,6 +42,10 @@ pub struct AwsCloud {
     templates: Mutex<BTreeMap<String, String>>,
     /// The interruption queue, when configured.
     queue: Option<Arc<dyn Queue>>,
+    /// SSM parameters (AMI aliases and `ssmParameter` terms).
+    parameters: Option<Arc<dyn Parameters>>,
+    /// The cluster's Kubernetes version (`1.33`), for AMI aliases.
+    kubernetes_version: Option<String>,
 }
 
 impl std::fmt::Debug for AwsCloud {
@@ -59,6 +64,7 @@ impl AwsCloud {
         let config = sdk_config(&settings).await;
         let region = config_region(&config);
         let limits = RateLimits::new(settings.rate_limits);
+        let limits_for_ssm = limits.clone();
         let ec2 = Arc::new(SdkEc2::new(
             aws_sdk_ec2::Client::new(&config),
             limits.clone(),
@@ -70,7 +76,25 @@ impl AwsCloud {
                 limits,
             )) as Arc<dyn Queue>
         });
-        Self::with_port(ec2, settings.cluster, region, catalog, clock).with_queue(queue)
+        let parameters = Arc::new(SsmParameters::new(
+            aws_sdk_ssm::Client::new(&config),
+            limits_for_ssm,
+        )) as Arc<dyn Parameters>;
+        Self::with_port(ec2, settings.cluster, region, catalog, clock)
+            .with_queue(queue)
+            .with_parameters(Some(parameters), settings.kubernetes_version)
+    }
+
+    /// The same cloud resolving AMI aliases and `ssmParameter` terms through `parameters`
+    /// for the cluster's `kubernetes_version` (`1.33`).
+    pub fn with_parameters(
+        mut self,
+        parameters: Option<Arc<dyn Parameters>>,
+        kubernetes_version: Option<String>,
+    ) -> Self {
+        self.parameters = parameters;
+        self.kubernetes_version = kubernetes_version;
+        self
     }
 
     /// The same cloud reading interruption notices from `queue`.
@@ -95,6 +119,8 @@ impl AwsCloud {
             clock,
             templates: Mutex::new(BTreeMap::new()),
             queue: None,
+            parameters: None,
+            kubernetes_version: None,
         }
     }
 
@@ -141,12 +167,24 @@ impl AwsCloud {
         }
     }
 
-    /// The EC2 architecture of an instance type (the catalog's; `x86_64` when unknown).
-    fn architecture(&self, instance_type: &str) -> String {
-        match self.catalog.get(Cloud::Aws, instance_type).map(|t| t.arch) {
-            Some(Arch::Arm64) => "arm64".to_owned(),
-            _ => "x86_64".to_owned(),
-        }
+    /// The kind of AMI an instance type needs, `ARCH/VARIANT`: the EC2 architecture and the
+    /// EKS-optimized AMI variant of its accelerators (the catalog's; `x86_64/standard` when the
+    /// catalog does not know the type).
+    fn image_key(&self, instance_type: &str) -> String {
+        let it = self.catalog.get(Cloud::Aws, instance_type);
+        let arch = match it.map(|t| t.arch) {
+            Some(Arch::Arm64) => "arm64",
+            _ => "x86_64",
+        };
+        let variant = match it
+            .and_then(|t| t.accelerator.as_ref())
+            .map(|a| a.manufacturer.as_str())
+        {
+            Some("nvidia") => "nvidia",
+            Some("aws") => "neuron",
+            _ => "standard",
+        };
+        format!("{arch}/{variant}")
     }
 
     /// The id of the launch template `spec` describes, creating it when missing.
@@ -232,7 +270,12 @@ impl AwsCloud {
             tracing::info!(nodeclaim = %request.claim_name, instance = %i.id, "instance already launched");
             return Ok(self.instance(&i));
         }
-        let (subnets, templates) = self.resolve(&request.node_class, spec).await?;
+        let offerings = request.offerings();
+        let needed: BTreeSet<String> = offerings
+            .iter()
+            .map(|o| self.image_key(&o.instance_type))
+            .collect();
+        let (subnets, templates) = self.resolve(&request.node_class, spec, &needed).await?;
         let tags = self.instance_tags(request, spec);
         let inputs = FleetInputs {
             cluster: &self.cluster.name,
@@ -242,8 +285,7 @@ impl AwsCloud {
             tags: &tags,
             context: spec.context.as_deref(),
         };
-        let offerings = request.offerings();
-        let fleet_plan = plan(&inputs, &offerings, |t| self.architecture(t));
+        let fleet_plan = plan(&inputs, &offerings, |t| self.image_key(t));
         if fleet_plan.attempts.is_empty() {
             let reasons: Vec<String> = fleet_plan
                 .skipped
@@ -317,11 +359,13 @@ impl AwsCloud {
         Err(exhausted(&offerings, &failures))
     }
 
-    /// Subnets per zone and launch template ids per architecture for a NodeClass.
+    /// Subnets per zone and launch template ids per image key (`ARCH/VARIANT`, the `needed`
+    /// ones) for a NodeClass.
     async fn resolve(
         &self,
         class_name: &str,
         spec: &AWSNodeClassSpec,
+        needed: &BTreeSet<String>,
     ) -> Result<
         (
             BTreeMap<String, crate::port::Subnet>,
@@ -352,29 +396,53 @@ impl AwsCloud {
                 ),
             });
         }
-        let images = resolve::images(ec2, spec).await.map_err(fail)?;
+        let no_parameters = NoParameters;
+        let parameters: &dyn Parameters = match &self.parameters {
+            Some(p) => p.as_ref(),
+            None => &no_parameters,
+        };
+        let images = resolve::amis(
+            ec2,
+            parameters,
+            spec,
+            needed,
+            self.kubernetes_version.as_deref(),
+        )
+        .await
+        .map_err(fail)?;
         if images.is_empty() {
             return Err(CloudError::InvalidRequest {
-                message: format!("AWSNodeClass {class_name}: amiSelectorTerms select no AMI"),
+                message: format!(
+                    "AWSNodeClass {class_name}: amiSelectorTerms select no AMI for {}",
+                    needed.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
             });
         }
         let group_ids: Vec<String> = groups.into_iter().map(|g| g.id).collect();
         let mut templates = BTreeMap::new();
-        for (arch, image) in resolve::newest_by_architecture(images) {
-            let template = launch_template(
-                &self.cluster,
-                class_name,
-                spec,
-                &image.id,
-                group_ids.clone(),
-            )?;
-            let name = template.name.clone();
-            let id = self
-                .ensure_template(template)
-                .await
-                .map_err(|e| map_api_error(&e, None))?;
-            self.remember_template(name, id.clone());
-            templates.insert(arch, id);
+        let mut by_image: BTreeMap<String, String> = BTreeMap::new();
+        for (key, image) in images {
+            let id = match by_image.get(&image.id) {
+                Some(id) => id.clone(),
+                None => {
+                    let template = launch_template(
+                        &self.cluster,
+                        class_name,
+                        spec,
+                        &image.id,
+                        group_ids.clone(),
+                    )?;
+                    let name = template.name.clone();
+                    let id = self
+                        .ensure_template(template)
+                        .await
+                        .map_err(|e| map_api_error(&e, None))?;
+                    self.remember_template(name, id.clone());
+                    by_image.insert(image.id.clone(), id.clone());
+                    id
+                }
+            };
+            templates.insert(key, id);
         }
         Ok((resolve::subnet_per_zone(&subnets), templates))
     }
@@ -501,6 +569,15 @@ impl AwsCloud {
             .filter(|i| i.tags.get(TAG_CLUSTER) == Some(&self.cluster.name))
             .map(|i| (i.id, i.zone))
             .collect())
+    }
+}
+
+/// No SSM: `ssmParameter` and alias terms find nothing.
+struct NoParameters;
+
+impl Parameters for NoParameters {
+    fn get_parameter(&self, _name: String) -> crate::port::PortFuture<'_, Option<String>> {
+        Box::pin(async { Ok(None) })
     }
 }
 

@@ -88,6 +88,8 @@ pub struct AwsSettings {
     /// The SQS queue EventBridge sends EC2's interruption notices to (Karpenter's
     /// `INTERRUPTION_QUEUE`); `None`: no interruption events.
     pub interruption_queue: Option<String>,
+    /// The cluster's Kubernetes version (`1.33`), for `al2023@…` AMI aliases.
+    pub kubernetes_version: Option<String>,
 }
 
 /// The SDK configuration for `settings` (shared by the EC2 and SQS clients).

@@ -51,7 +51,7 @@ pub struct FleetInputs<'a> {
     pub claim: &'a str,
     /// The subnet serving each zone.
     pub subnets: &'a BTreeMap<String, Subnet>,
-    /// The launch template id for each architecture (`x86_64`, `arm64`).
+    /// The launch template id for each image key (`x86_64/standard`, `arm64/nvidia`, …).
     pub templates: &'a BTreeMap<String, String>,
     /// Tags of the instance.
     pub tags: &'a BTreeMap<String, String>,

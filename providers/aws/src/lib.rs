@@ -9,7 +9,7 @@
 //!
 //! Interruption notices come from the EventBridge -> SQS queue when one is configured.
 //!
-//! SDK types stop in `sdk.rs`, `sdk_sqs.rs` and `config.rs`: the provider talks to the [`port::Ec2`] trait.
+//! SDK types stop in `sdk.rs`, `sdk_sqs.rs`, `sdk_ssm.rs` and `config.rs`: the provider talks to the [`port::Ec2`] trait.
 
 mod cloud;
 mod config;
@@ -23,6 +23,7 @@ mod rate;
 pub mod resolve;
 mod sdk;
 mod sdk_sqs;
+mod sdk_ssm;
 pub mod template;
 pub mod userdata;
 

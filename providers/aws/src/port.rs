@@ -329,3 +329,9 @@ pub trait Queue: Send + Sync {
     /// Deletes handled messages.
     fn delete(&self, receipts: Vec<String>) -> PortFuture<'_, ()>;
 }
+
+/// SSM parameters (AMI ids: the EKS-optimized AMIs' public parameters, `ssmParameter` terms).
+pub trait Parameters: Send + Sync {
+    /// The value of the parameter `name`, `None` when it does not exist.
+    fn get_parameter(&self, name: String) -> PortFuture<'_, Option<String>>;
+}

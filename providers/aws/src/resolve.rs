@@ -1,14 +1,14 @@
 //! An AWSNodeClass's selector terms -> subnets, security groups and AMIs. Terms are ORed;
 //! within a term, every field must match (one Describe call per term).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use quartermaster_policies::nodeclass::aws::{
     AWSNodeClassSpec, AmiSelectorTerm, SecurityGroupSelectorTerm, SubnetSelectorTerm,
 };
 
 use crate::error::AwsError;
-use crate::port::{ApiError, Ec2, Filter, Image, SecurityGroup, Subnet};
+use crate::port::{ApiError, Ec2, Filter, Image, Parameters, SecurityGroup, Subnet};
 
 /// Why resolution failed: the NodeClass, or the call.
 #[derive(Debug)]
@@ -85,37 +85,122 @@ pub async fn security_groups(
     Ok(out.into_values().collect())
 }
 
-/// The AMIs of the terms. Aliases and SSM parameters are not resolved yet: such a term is a
-/// clear error naming what to use instead.
-pub async fn images(ec2: &dyn Ec2, spec: &AWSNodeClassSpec) -> Result<Vec<Image>, ResolveError> {
+/// The variants of the EKS-optimized AMIs, by the accelerators of an instance type.
+pub const VARIANTS: [&str; 3] = ["standard", "nvidia", "neuron"];
+
+/// The AMI for each kind of node the launch needs: keys `ARCH/VARIANT` (`x86_64/nvidia`,
+/// `arm64/standard`, `x86_64/neuron`) from `needed`. An `alias` term (`al2023@latest`,
+/// `al2023@v20250101`) resolves the EKS-optimized AL2023 AMI of each key through SSM public
+/// parameters for `kubernetes_version`; other terms select AMIs by id, SSM parameter, name or
+/// tags, the newest of each architecture serving every variant. A key without an AMI is left
+/// out (its offerings are skipped).
+pub async fn amis(
+    ec2: &dyn Ec2,
+    parameters: &dyn Parameters,
+    spec: &AWSNodeClassSpec,
+    needed: &BTreeSet<String>,
+    kubernetes_version: Option<&str>,
+) -> Result<BTreeMap<String, Image>, ResolveError> {
     if spec.ami_selector_terms.is_empty() {
         return Err(ResolveError::NodeClass(AwsError::NodeClass(
-            "amiSelectorTerms is empty: AMIs by amiFamily alone are not resolved yet; select \
-             the EKS-optimized AL2023 AMI by id, name or tags"
+            "amiSelectorTerms is empty: select AMIs by alias (al2023@latest), id, name, tags or ssmParameter"
                 .into(),
         )));
     }
-    let mut out = BTreeMap::new();
+    if let Some(alias) = spec
+        .ami_selector_terms
+        .iter()
+        .find_map(|t| t.alias.as_deref())
+    {
+        return alias_amis(parameters, alias, needed, kubernetes_version).await;
+    }
+    let mut images = BTreeMap::new();
     for term in &spec.ami_selector_terms {
-        for image in term_images(ec2, term).await? {
-            out.insert(image.id.clone(), image);
+        for image in term_images(ec2, parameters, term).await? {
+            images.insert(image.id.clone(), image);
         }
     }
-    Ok(out.into_values().collect())
+    let by_arch = newest_by_architecture(images.into_values().collect());
+    Ok(needed
+        .iter()
+        .filter_map(|key| {
+            let arch = key.split('/').next()?;
+            Some((key.clone(), by_arch.get(arch)?.clone()))
+        })
+        .collect())
 }
 
-async fn term_images(ec2: &dyn Ec2, term: &AmiSelectorTerm) -> Result<Vec<Image>, ResolveError> {
-    if let Some(alias) = &term.alias {
-        return Err(ResolveError::NodeClass(AwsError::NodeClass(format!(
-            "amiSelectorTerms alias {alias:?} is not resolved yet (SSM public parameters); \
-             select the AMI by id, name or tags"
-        ))));
+/// The SSM public parameter of the EKS-optimized AL2023 AMI for `key` (`ARCH/VARIANT`).
+pub fn alias_parameter(kubernetes_version: &str, key: &str, version: &str) -> String {
+    let (arch, variant) = key.split_once('/').unwrap_or((key, "standard"));
+    let leaf = if version == "latest" {
+        "recommended".to_owned()
+    } else {
+        format!("amazon-eks-node-al2023-{arch}-{variant}-{kubernetes_version}-{version}")
+    };
+    format!(
+        "/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/{arch}/{variant}/{leaf}/image_id"
+    )
+}
+
+async fn alias_amis(
+    parameters: &dyn Parameters,
+    alias: &str,
+    needed: &BTreeSet<String>,
+    kubernetes_version: Option<&str>,
+) -> Result<BTreeMap<String, Image>, ResolveError> {
+    let bad = |why: String| ResolveError::NodeClass(AwsError::NodeClass(why));
+    let (family, version) = alias.split_once('@').ok_or_else(|| {
+        bad(format!(
+            "amiSelectorTerms alias {alias:?} is not FAMILY@VERSION"
+        ))
+    })?;
+    if !family.eq_ignore_ascii_case("al2023") {
+        return Err(bad(format!(
+            "amiSelectorTerms alias {alias:?}: only al2023 aliases are resolved; select other AMIs by id, name or tags"
+        )));
     }
+    let kubernetes_version = kubernetes_version.ok_or_else(|| {
+        bad(format!(
+            "amiSelectorTerms alias {alias:?} needs the cluster's Kubernetes version, which is not known"
+        ))
+    })?;
+    let mut out = BTreeMap::new();
+    for key in needed {
+        let name = alias_parameter(kubernetes_version, key, version);
+        if let Some(id) = parameters.get_parameter(name.clone()).await? {
+            let arch = key.split('/').next().unwrap_or("x86_64").to_owned();
+            out.insert(
+                key.clone(),
+                Image {
+                    id,
+                    name,
+                    architecture: arch,
+                    creation_date: String::new(),
+                },
+            );
+        }
+    }
+    Ok(out)
+}
+
+async fn term_images(
+    ec2: &dyn Ec2,
+    parameters: &dyn Parameters,
+    term: &AmiSelectorTerm,
+) -> Result<Vec<Image>, ResolveError> {
     if let Some(parameter) = &term.ssm_parameter {
-        return Err(ResolveError::NodeClass(AwsError::NodeClass(format!(
-            "amiSelectorTerms ssmParameter {parameter:?} is not resolved yet; select the AMI by \
-             id, name or tags"
-        ))));
+        let id = parameters
+            .get_parameter(parameter.clone())
+            .await?
+            .ok_or_else(|| {
+                ResolveError::NodeClass(AwsError::NodeClass(format!(
+                    "amiSelectorTerms ssmParameter {parameter:?} does not exist"
+                )))
+            })?;
+        return Ok(ec2
+            .describe_images(vec![id], Vec::new(), Vec::new())
+            .await?);
     }
     let ids: Vec<String> = term.id.iter().cloned().collect();
     let mut filters = tag_filters(&term.tags);
@@ -174,6 +259,18 @@ pub fn subnet_per_zone(subnets: &[Subnet]) -> BTreeMap<String, Subnet> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn alias_parameters_are_the_eks_public_ones() {
+        assert_eq!(
+            alias_parameter("1.33", "x86_64/nvidia", "latest"),
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/nvidia/recommended/image_id"
+        );
+        assert_eq!(
+            alias_parameter("1.33", "arm64/standard", "v20250101"),
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.33-v20250101/image_id"
+        );
+    }
 
     fn image(id: &str, arch: &str, date: &str) -> Image {
         Image {

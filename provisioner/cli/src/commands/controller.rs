@@ -105,7 +105,8 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         let mut providers = Providers::new();
         let mut while_leading: Vec<quartermaster_controller::run::LeaderTask> = Vec::new();
         #[cfg(feature = "aws")]
-        if let Some(aws) = aws_settings {
+        if let Some(mut aws) = aws_settings {
+            aws.kubernetes_version = kubernetes_version(&client).await;
             let cloud =
                 quartermaster_aws::AwsCloud::connect(aws, catalog.clone(), clock.clone()).await;
             tracing::info!(region = ?cloud.region(), "AWS cloud provider ready");
@@ -161,6 +162,22 @@ fn add_kwok(
         Box::pin(KwokKubelet::new(kubelet_client.clone(), kubelet_clock.clone()).run(stop))
     }));
     Ok(())
+}
+
+/// The API server's `MAJOR.MINOR` (`1.33`; EKS reports minors such as `33+`), for the AWS
+/// provider's AMI aliases; `None` (with a warning) when the server does not say.
+#[cfg(feature = "aws")]
+async fn kubernetes_version(client: &kube::Client) -> Option<String> {
+    match client.apiserver_version().await {
+        Ok(info) => {
+            let digits = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<String>();
+            Some(format!("{}.{}", digits(&info.major), digits(&info.minor)))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the Kubernetes version; AMI aliases will not resolve");
+            None
+        }
+    }
 }
 
 /// The AWS provider's settings from the flags: the cluster nodes join, the region (else the
