@@ -34,8 +34,8 @@ const CASES: &[Case] = &[
     Case {
         file: "karpenter-aws/workloads/arm64.yaml",
         pools: &["karpenter-aws/v1/multiple-arch.yaml"],
-        // Its arm64 pool asks for categories c and a; the catalog's Graviton types are m7g.
-        expect: Expect::Unschedulable("kubernetes.io/arch In [arm64]"),
+        // Its arm64 pool asks for categories c and a: the catalog's c7g.
+        expect: Expect::Placed(Some(1)),
     },
     Case {
         file: "karpenter-aws/workloads/disruption-budget.yaml",
