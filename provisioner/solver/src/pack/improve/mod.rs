@@ -62,6 +62,15 @@ const WORK_BASE: u64 = 20_000;
 
 /// Improves the packed state in place; see the module docs.
 pub fn improve(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) {
+    let new_bins = packer
+        .bins
+        .iter()
+        .filter(|b| matches!(b.kind, BinKind::New { .. }) && !b.pods.is_empty())
+        .count();
+    if new_bins < 2 {
+        // One new node is already the cheapest type for its pods: nothing to move between.
+        return;
+    }
     let budget = WORK_BASE + WORK_PER_POD * packer.snapshot.pending.len() as u64;
     let mut improver = Improver::new(packer, pool_shapes, budget);
     for sweep in 0..RECREATE_SWEEPS {
@@ -267,9 +276,12 @@ impl<'p, 'a> Improver<'p, 'a> {
         if let Some((slot, free)) = self.key[b].take() {
             self.index[slot].remove(&(free, b as u32));
         }
+        // Only the nodes this plan buys take part: construction fills the room of existing nodes
+        // first, and leaving them out keeps the phase cheap where the engine solves often
+        // against a large fleet (consolidation).
         let bin = &self.p.bins[b];
         let open =
-            !self.closed[b] && (matches!(bin.kind, BinKind::Existing(_)) || !bin.pods.is_empty());
+            !self.closed[b] && matches!(bin.kind, BinKind::New { .. }) && !bin.pods.is_empty();
         if open {
             let slot = self.zone_slot(b);
             let free = bin.free.get(CPU);
