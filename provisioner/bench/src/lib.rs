@@ -20,6 +20,7 @@
 //! It never decides anything from the time; the solver gets a fixed `now` ([`now`]).
 
 pub mod common;
+pub mod consolidation;
 pub mod gpu;
 pub mod karpenter;
 pub mod mixed;
@@ -33,7 +34,13 @@ use quartermaster_solver::{ClusterSnapshot, SolveOptions, Strategy, solve_with};
 use serde::Serialize;
 
 /// Every scenario, in the order `quartermaster bench` runs them.
-const SCENARIOS: [&str; 4] = ["gpu-training", "gpu-inference", "mixed", "karpenter-shape"];
+const SCENARIOS: [&str; 5] = [
+    "gpu-training",
+    "gpu-inference",
+    "mixed",
+    "karpenter-shape",
+    consolidation::NAME,
+];
 
 /// At most this many timed solves per scenario...
 pub const MAX_REPETITIONS: usize = 5;
@@ -90,6 +97,8 @@ pub fn default_sizes(name: &str) -> Vec<usize> {
         "karpenter-shape" => vec![1000, 5000, 20000],
         "gpu-training" => vec![64],
         "gpu-inference" | "mixed" => vec![1000],
+        // About 2,000 nodes.
+        consolidation::NAME => vec![5000],
         _ => Vec::new(),
     }
 }
@@ -116,6 +125,7 @@ pub fn build(name: &str, pods: usize) -> Result<Scenario, BenchError> {
         "karpenter-shape" => (karpenter::snapshot(pods), karpenter::catalog()),
         "gpu-training" => (gpu::training(pods), Catalog::embedded()),
         "gpu-inference" => (gpu::inference(pods), Catalog::embedded()),
+        consolidation::NAME => (consolidation::snapshot(pods), Catalog::embedded()),
         _ => (mixed::snapshot(pods), Catalog::embedded()),
     };
     Ok(Scenario {
@@ -185,6 +195,9 @@ pub struct BenchResult {
 /// runs, so it covers the scenario's data plus the cost-optimal solver's working memory. If the
 /// reset fails, the process peak is reported and `peak_rss_reset` is false.
 pub fn run(scenario: &Scenario) -> BenchResult {
+    if scenario.name == consolidation::NAME {
+        return consolidation::run(scenario);
+    }
     let snapshot = &scenario.snapshot;
     let catalog = &scenario.catalog;
     let now = now();

@@ -34,6 +34,9 @@ pub struct EngineConfig {
     pub spot_to_spot_min_types: usize,
     /// The most nodes one consolidation move removes at once (also bounded by budgets).
     pub max_move_nodes: usize,
+    /// The most existing nodes a consolidation question offers the solver as places for the
+    /// moved pods (those with the most free room), which bounds a pass on a large cluster.
+    pub max_target_nodes: usize,
     /// How many single nodes one consolidation pass asks the solver about (besides the
     /// multi-node moves). Together they bound the solver calls of a pass.
     pub max_single_candidates: usize,
@@ -57,6 +60,7 @@ impl Default for EngineConfig {
             spot_to_spot_min_types: 15,
             max_move_nodes: 100,
             max_single_candidates: 5,
+            max_target_nodes: 200,
             claim_name_tag: String::new(),
         }
     }

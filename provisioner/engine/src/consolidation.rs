@@ -416,7 +416,8 @@ impl Engine {
         require_saving: bool,
     ) -> Option<Proposal> {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let (snapshot, _) = self.snapshot_without(now, &refs);
+        let (mut snapshot, _) = self.snapshot_without(now, &refs);
+        self.keep_roomiest_targets(&mut snapshot);
         self.stats.solves += 1;
         let plan = quartermaster_solver::solve(&snapshot, &self.setup.catalog, now);
         if !plan.unschedulable.is_empty() {
@@ -455,6 +456,47 @@ impl Engine {
             saving,
             moved,
         })
+    }
+
+    /// Bounds the solver's work on a large cluster: of the nodes the moved pods could go to,
+    /// only the `max_target_nodes` with the most free room (the larger of CPU and memory share)
+    /// are offered. Any plan found is still valid; a better one through a fuller node may be
+    /// missed. Not when a moved pod has topology spread or pod (anti-)affinity: those count pods
+    /// on every node.
+    fn keep_roomiest_targets(&self, snapshot: &mut quartermaster_solver::ClusterSnapshot) {
+        let limit = self.config.max_target_nodes;
+        if snapshot.nodes.len() <= limit
+            || snapshot.pending.iter().any(|p| {
+                !p.topology_spread.is_empty()
+                    || !p.affinity.is_empty()
+                    || !p.anti_affinity.is_empty()
+            })
+        {
+            return;
+        }
+        let free = |n: &quartermaster_solver::ExistingNode| {
+            let mut used = Resources::ZERO;
+            for p in &n.pods {
+                used += p.requests;
+            }
+            1.0 - utilisation(&used, &n.allocatable)
+        };
+        let mut ranked: Vec<(f64, usize)> = snapshot
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (free(n), i))
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut keep = vec![false; snapshot.nodes.len()];
+        for (_, i) in ranked.into_iter().take(limit) {
+            keep[i] = true;
+        }
+        let mut i = 0;
+        snapshot.nodes.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
     }
 
     /// A spot node is replaced by spot only when enough instance types have a cheaper spot

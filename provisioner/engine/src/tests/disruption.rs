@@ -555,6 +555,8 @@ fn one_pass_asks_the_solver_a_bounded_number_of_questions() {
     let config = EngineConfig {
         max_move_nodes: 64,
         max_single_candidates: 5,
+        // Fewer places offered than nodes: the roomiest are kept.
+        max_target_nodes: 16,
         ..EngineConfig::default()
     };
     let mut e = engine_with(pool("on-demand", all_nodes(), json!({})), config);
