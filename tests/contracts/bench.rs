@@ -101,6 +101,10 @@ fn bench_karpenter_shape_json_and_table() {
     assert_eq!(runs[0]["instance_types"].as_u64(), Some(400));
     // 40 pods repel each other by hostname: at least 40 nodes.
     assert!(runs[0]["nodes"].as_u64().unwrap() >= 40, "{}", runs[0]);
+    // The improvement phase (a work budget, not a clock, bounds it): well under the greedy
+    // baseline and near the bound, which counts one node per anti-affine pod.
+    assert!(number(&runs[0], "saving_vs_baseline") >= 0.1, "{}", runs[0]);
+    assert!(number(&runs[0], "gap") <= 0.15, "{}", runs[0]);
 
     let table = quartermaster(&["bench", "--scenario", "karpenter-shape", "--pods", "200"]);
     assert_eq!(table.code, 0, "{}", table.stderr);

@@ -4,6 +4,6 @@ mod accelerator;
 mod constraints;
 mod cost;
 mod explain;
-mod gang;
 pub(crate) mod fixtures;
+mod gang;
 mod improve;
