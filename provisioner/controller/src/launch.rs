@@ -28,8 +28,14 @@ pub fn claim_object(request: &LaunchRequest, pool: &NodePool) -> NodeClaim {
     labels.insert(LABEL_NODEPOOL.to_owned(), request.node_pool.clone());
     labels.extend(offering_labels(request));
     // The template hash the claim is made from: drift is judged against it after restarts.
-    if let Some(hash) = request.labels.get(quartermaster_engine::TEMPLATE_HASH_LABEL) {
-        labels.insert(quartermaster_engine::TEMPLATE_HASH_LABEL.to_owned(), hash.clone());
+    if let Some(hash) = request
+        .labels
+        .get(quartermaster_engine::TEMPLATE_HASH_LABEL)
+    {
+        labels.insert(
+            quartermaster_engine::TEMPLATE_HASH_LABEL.to_owned(),
+            hash.clone(),
+        );
     }
     let mut annotations = template.metadata.annotations.clone();
     annotations.insert(
