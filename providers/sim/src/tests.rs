@@ -605,7 +605,7 @@ fn interruption_times_follow_the_configured_rate() {
     };
     let f = Fixture::new(Cloud::Aws, config);
     for n in 0..400 {
-        f.create(&format!("s{n}"), "p4d.24xlarge", "us-east-1a", SPOT)
+        f.create(&format!("s{n}"), "p4d.24xlarge", "us-east-1b", SPOT)
             .unwrap();
     }
     let mut lifetimes = Vec::new();
