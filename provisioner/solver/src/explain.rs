@@ -125,6 +125,30 @@ impl std::fmt::Display for Rejection {
     }
 }
 
+impl Rejection {
+    /// The reason without what differs from one candidate to the next (the value the node
+    /// would carry, how much a given type has), so candidates ruled out alike count together.
+    pub fn summary(&self) -> String {
+        let cut = |detail: &str| {
+            detail
+                .split(" (the node would")
+                .next()
+                .unwrap_or(detail)
+                .to_owned()
+        };
+        match self {
+            Self::PoolRequirement { detail } => format!("NodePool requirement: {}", cut(detail)),
+            Self::NodeSelector { detail } => format!("node selector / affinity: {}", cut(detail)),
+            Self::Resources {
+                resource,
+                requested,
+                ..
+            } => format!("{resource}: requests {requested}, more than a node has for pods"),
+            other => other.to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for Verdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -248,13 +272,14 @@ pub fn explain(
     })
 }
 
-/// The most frequent rejection reasons among the candidates, for an `Unschedulable` event:
+/// The most frequent rejection reasons among the candidates (by [`Rejection::summary`]), for an
+/// `Unschedulable` event:
 /// `"12 × taint nvidia.com/gpu:NoSchedule not tolerated; 3 × …"`, at most `top` of them.
 pub fn top_reasons(explanation: &Explanation, top: usize) -> String {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for c in &explanation.candidates {
         if let Verdict::Rejected(r) = &c.verdict {
-            *counts.entry(r.to_string()).or_default() += 1;
+            *counts.entry(r.summary()).or_default() += 1;
         }
     }
     let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
