@@ -140,6 +140,7 @@ mod error;
 mod file;
 pub mod interruption;
 pub mod labels;
+pub mod live;
 mod model;
 pub mod overhead;
 pub mod resources;
@@ -149,6 +150,7 @@ pub use catalog::{Catalog, EMBEDDED_FILES};
 pub use error::PricingError;
 pub use file::{CatalogFile, CatalogMode, OfferingKey, zone_matches_region};
 pub use interruption::{InterruptionBand, SpotInterruption};
+pub use live::PriceQuote;
 pub use model::{
     Accelerator, Arch, CapacityType, Cloud, InstanceType, Interconnect, Offering, Overhead,
 };

@@ -8,10 +8,12 @@
 //! back to the next one, throttling waits and retries, not-found means already gone.
 
 mod clock;
+mod doctor;
 mod error;
 mod types;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use doctor::{Check, CheckOutcome};
 pub use error::CloudError;
 pub use types::{
     CloudEvent, Instance, InstanceState, LaunchOffering, LaunchRequest, NodeClassSpec,

@@ -156,6 +156,33 @@ pub struct ControllerArgs {
     /// What nodes need to join the cluster (boxed: clap's arguments stay small).
     #[command(flatten)]
     pub join: Box<ClusterJoinArgs>,
+    /// Where the GCP and Azure APIs are and which project / subscription to use.
+    #[command(flatten)]
+    pub access: Box<CloudAccessArgs>,
+}
+
+/// Where each cloud's API is, and the account it acts in. AWS takes its endpoint from the SDK's
+/// standard `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_EC2` variables; GCP and Azure from these.
+/// Credentials never come from flags: each SDK's default chain provides them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CloudAccessArgs {
+    /// GCP: the Compute Engine API endpoint (an emulator or a private endpoint); default the
+    /// public `https://compute.googleapis.com`.
+    #[arg(long, env = "GCP_ENDPOINT", value_name = "URL")]
+    pub gcp_endpoint: Option<String>,
+    /// GCP: the project instances are created in.
+    #[arg(long, env = "GCP_PROJECT", value_name = "PROJECT")]
+    pub gcp_project: Option<String>,
+    /// Azure: the Resource Manager endpoint (an emulator or a sovereign cloud); default
+    /// `https://management.azure.com`.
+    #[arg(long, env = "AZURE_ENDPOINT", value_name = "URL")]
+    pub azure_endpoint: Option<String>,
+    /// Azure: the subscription VMs are created in.
+    #[arg(long, env = "AZURE_SUBSCRIPTION_ID", value_name = "ID")]
+    pub azure_subscription_id: Option<String>,
+    /// Azure: the resource group VMs are created in (AKS: the node resource group, `MC_…`).
+    #[arg(long, env = "AZURE_RESOURCE_GROUP", value_name = "NAME")]
+    pub azure_resource_group: Option<String>,
 }
 
 /// What nodes need to join the cluster (Karpenter's settings of the same names).

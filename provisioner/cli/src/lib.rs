@@ -8,6 +8,7 @@
 //! tests in `tests/` drive it in-process exactly as the binary does.
 
 mod cli;
+mod clouds;
 mod commands;
 mod manifests;
 mod output;

@@ -55,24 +55,7 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         Some(path) => KwokConfig::from_path(path)?,
         None => KwokConfig::default(),
     };
-    match args.cloud_provider {
-        CloudProviderArg::Kwok => {}
-        #[cfg(feature = "aws")]
-        CloudProviderArg::Aws => {}
-        #[cfg(not(feature = "aws"))]
-        CloudProviderArg::Aws => bail!(
-            "--cloud-provider aws: this build has no AWS support (built without the `aws` feature)"
-        ),
-        other => bail!(
-            "--cloud-provider {}: that provider is not built yet (it lands with the real-clouds issue); use --cloud-provider kwok or aws",
-            format!("{other:?}").to_lowercase()
-        ),
-    }
-    #[cfg(feature = "aws")]
-    let aws_settings = match args.cloud_provider {
-        CloudProviderArg::Aws => Some(aws_settings(args)?),
-        _ => None,
-    };
+    let cloud_settings = crate::clouds::Settings::from_args(args)?;
     init_logging(args)?;
     let identity = args.identity.clone().unwrap_or_else(|| {
         std::env::var("HOSTNAME")
@@ -104,13 +87,10 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         let catalog = Catalog::embedded();
         let mut providers = Providers::new();
         let mut while_leading: Vec<quartermaster_controller::run::LeaderTask> = Vec::new();
-        #[cfg(feature = "aws")]
-        if let Some(mut aws) = aws_settings {
-            aws.kubernetes_version = kubernetes_version(&client).await;
-            let cloud =
-                quartermaster_aws::AwsCloud::connect(aws, catalog.clone(), clock.clone()).await;
-            tracing::info!(region = ?cloud.region(), "AWS cloud provider ready");
-            providers.insert(Cloud::Aws, Arc::new(cloud) as Arc<dyn CloudProvider>);
+        if let Some((cloud, provider)) =
+            crate::clouds::connect(cloud_settings, &client, &catalog, &clock).await?
+        {
+            providers.insert(cloud, provider);
         }
         if args.cloud_provider == CloudProviderArg::Kwok {
             add_kwok(
@@ -162,50 +142,6 @@ fn add_kwok(
         Box::pin(KwokKubelet::new(kubelet_client.clone(), kubelet_clock.clone()).run(stop))
     }));
     Ok(())
-}
-
-/// The API server's `MAJOR.MINOR` (`1.33`; EKS reports minors such as `33+`), for the AWS
-/// provider's AMI aliases; `None` (with a warning) when the server does not say.
-#[cfg(feature = "aws")]
-async fn kubernetes_version(client: &kube::Client) -> Option<String> {
-    match client.apiserver_version().await {
-        Ok(info) => {
-            let digits = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<String>();
-            Some(format!("{}.{}", digits(&info.major), digits(&info.minor)))
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not read the Kubernetes version; AMI aliases will not resolve");
-            None
-        }
-    }
-}
-
-/// The AWS provider's settings from the flags: the cluster nodes join, the region (else the
-/// SDK's chain); the endpoint comes from the SDK's `AWS_ENDPOINT_URL(_EC2)` and credentials
-/// only from its default chain.
-#[cfg(feature = "aws")]
-fn aws_settings(args: &ControllerArgs) -> anyhow::Result<quartermaster_aws::AwsSettings> {
-    let endpoint = args.join.cluster_endpoint.clone().with_context(|| {
-        "--cloud-provider aws needs --cluster-endpoint (CLUSTER_ENDPOINT): the API server nodes join"
-    })?;
-    let ca_bundle = args.join.cluster_ca_bundle.clone().with_context(|| {
-        "--cloud-provider aws needs --cluster-ca-bundle (CLUSTER_CA_BUNDLE): the cluster's CA, base64"
-    })?;
-    Ok(quartermaster_aws::AwsSettings {
-        cluster: quartermaster_aws::ClusterInfo {
-            name: args.cluster_name.clone(),
-            endpoint,
-            ca_bundle,
-            cidr: args
-                .join
-                .cluster_cidr
-                .clone()
-                .unwrap_or_else(|| "10.100.0.0/16".to_owned()),
-        },
-        region: args.region.clone(),
-        interruption_queue: args.interruption_queue.clone(),
-        ..quartermaster_aws::AwsSettings::default()
-    })
 }
 
 /// Five lowercase letters and digits, new at every start: NodeClaim names stay unique across

@@ -1,0 +1,1 @@
+//! Quartermaster's Azure cloud (work in progress).

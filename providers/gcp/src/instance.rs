@@ -1,0 +1,240 @@
+//! What one insert sends, as a pure function of the NodeClaim, the offering and the
+//! GCPNodeClass: machine type, guest accelerators, spot scheduling, labels, boot image.
+
+use std::collections::BTreeMap;
+
+use quartermaster_cloud::LaunchOffering;
+use quartermaster_policies::GCPNodeClassSpec;
+use quartermaster_pricing::{Accelerator as CatalogAccelerator, CapacityType};
+
+use crate::error::GcpError;
+use crate::names::{instance_name, label_key, label_value, request_id};
+use crate::port::{Accelerator, InsertSpec};
+
+/// Machine families whose GPUs come with the machine type (A2, A3, A4, G2, G4): they take no
+/// `guestAccelerators`.
+const BUILTIN_GPU_FAMILIES: &[&str] = &["a2-", "a3-", "a4-", "a4x-", "g2-", "g4-"];
+
+/// Who and what an insert is for.
+#[derive(Debug, Clone, Copy)]
+pub struct InsertInputs<'a> {
+    /// Cluster name (label `quartermaster-cluster`).
+    pub cluster: &'a str,
+    /// NodeClaim name.
+    pub claim: &'a str,
+    /// NodePool name.
+    pub node_pool: &'a str,
+    /// NodeClass name (for messages).
+    pub node_class: &'a str,
+    /// The GCPNodeClass.
+    pub spec: &'a GCPNodeClassSpec,
+    /// The GKE node pool instance template to start from, if any (the controller's setting;
+    /// it carries the boot image and the `kube-env` metadata that joins the cluster).
+    pub source_instance_template: Option<&'a str>,
+    /// Labels of the request (`tags`), converted to label syntax.
+    pub extra_labels: &'a BTreeMap<String, String>,
+}
+
+/// Whether `machine_type` carries its GPUs itself.
+pub fn has_builtin_gpus(machine_type: &str) -> bool {
+    BUILTIN_GPU_FAMILIES.iter().any(|f| machine_type.starts_with(f))
+}
+
+/// The Compute Engine accelerator type of a catalog GPU model (`t4` -> `nvidia-tesla-t4`).
+pub fn accelerator_type(model: &str) -> String {
+    match model {
+        "t4" | "v100" | "p100" | "p4" | "k80" | "a100" => format!("nvidia-tesla-{model}"),
+        other => format!("nvidia-{other}"),
+    }
+}
+
+/// The `guestAccelerators` of `machine_type` with the catalog's accelerator: none for families
+/// that carry their GPUs (A2/A3/G2), the catalog's GPUs for the rest (N1 + T4).
+pub fn guest_accelerators(
+    machine_type: &str,
+    accelerator: Option<&CatalogAccelerator>,
+) -> Vec<Accelerator> {
+    if has_builtin_gpus(machine_type) {
+        return Vec::new();
+    }
+    match accelerator {
+        Some(a) if a.manufacturer == "nvidia" && a.count > 0 => vec![Accelerator {
+            accelerator_type: accelerator_type(&a.name),
+            count: i32::try_from(a.count).unwrap_or(i32::MAX),
+        }],
+        _ => Vec::new(),
+    }
+}
+
+/// The labels of an instance: the NodeClass's, the request's, then ours (which win).
+pub fn labels(inputs: &InsertInputs<'_>) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> = inputs
+        .spec
+        .labels
+        .iter()
+        .chain(inputs.extra_labels.iter())
+        .map(|(k, v)| (label_key(k), label_value(v)))
+        .collect();
+    labels.insert(crate::LABEL_CLUSTER.to_owned(), label_value(inputs.cluster));
+    labels.insert(crate::LABEL_NODEPOOL.to_owned(), label_value(inputs.node_pool));
+    labels.insert(crate::LABEL_NODECLAIM.to_owned(), label_value(inputs.claim));
+    labels
+}
+
+/// The boot image URL the GCPNodeClass names, if it names one.
+pub fn source_image(spec: &GCPNodeClassSpec) -> Option<String> {
+    let image = spec.image.as_ref()?;
+    if let Some(link) = &image.self_link {
+        return Some(link.clone());
+    }
+    image.family.as_ref().map(|family| {
+        let project = image.project.as_deref().unwrap_or(&spec.project);
+        format!("projects/{project}/global/images/family/{family}")
+    })
+}
+
+/// The insert of `inputs.claim` on `offering`.
+pub fn insert_spec(
+    inputs: &InsertInputs<'_>,
+    offering: &LaunchOffering,
+    accelerator: Option<&CatalogAccelerator>,
+) -> Result<InsertSpec, GcpError> {
+    let spec = inputs.spec;
+    if spec.project.is_empty() {
+        return Err(GcpError::NodeClass(format!(
+            "{}: spec.project is empty",
+            inputs.node_class
+        )));
+    }
+    let image = source_image(spec);
+    if inputs.source_instance_template.is_none() && image.is_none() {
+        return Err(GcpError::NodeClass(format!(
+            "{}: no boot image (spec.image) and no instance template to take one from",
+            inputs.node_class
+        )));
+    }
+    let accelerators = guest_accelerators(&offering.instance_type, accelerator);
+    let gpu = has_builtin_gpus(&offering.instance_type) || !accelerators.is_empty();
+    let spot = offering.capacity_type == CapacityType::Spot;
+    Ok(InsertSpec {
+        project: spec.project.clone(),
+        zone: offering.zone.clone(),
+        name: instance_name(inputs.claim),
+        machine_type: offering.instance_type.clone(),
+        accelerators,
+        spot,
+        terminate_on_host_maintenance: gpu || spot,
+        labels: labels(inputs),
+        source_instance_template: inputs.source_instance_template.map(str::to_owned),
+        source_image: image,
+        disk_size_gib: spec.disk.as_ref().and_then(|d| d.size_gib),
+        disk_type: spec.disk.as_ref().and_then(|d| d.disk_type.clone()),
+        metadata: BTreeMap::new(),
+        network: spec.network.clone(),
+        subnetwork: spec.subnetwork.clone(),
+        service_account: spec.service_account.clone(),
+        network_tags: spec.tags.clone(),
+        request_id: request_id(inputs.claim, &offering.instance_type, &offering.zone, spot),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quartermaster_policies::nodeclass::gcp::GcpImage;
+
+    fn spec() -> GCPNodeClassSpec {
+        GCPNodeClassSpec {
+            project: "proj".into(),
+            region: "us-central1".into(),
+            zones: vec![],
+            image: Some(GcpImage {
+                family: Some("cos-stable".into()),
+                project: Some("cos-cloud".into()),
+                self_link: None,
+            }),
+            network: None,
+            subnetwork: None,
+            service_account: None,
+            labels: BTreeMap::from([("team".into(), "ML".into())]),
+            tags: vec![],
+            disk: None,
+        }
+    }
+
+    fn offering(t: &str, capacity_type: CapacityType) -> LaunchOffering {
+        LaunchOffering {
+            instance_type: t.into(),
+            zone: "us-central1-a".into(),
+            capacity_type,
+            price_per_hour: 1.0,
+        }
+    }
+
+    fn t4() -> CatalogAccelerator {
+        CatalogAccelerator {
+            manufacturer: "nvidia".into(),
+            name: "t4".into(),
+            count: 1,
+            memory_mib: 16384,
+            resource: "nvidia.com/gpu".into(),
+            fraction: None,
+        }
+    }
+
+    fn inputs<'a>(spec: &'a GCPNodeClassSpec, extra: &'a BTreeMap<String, String>) -> InsertInputs<'a> {
+        InsertInputs {
+            cluster: "prod",
+            claim: "gpu-abc",
+            node_pool: "gpu",
+            node_class: "default",
+            spec,
+            source_instance_template: None,
+            extra_labels: extra,
+        }
+    }
+
+    #[test]
+    fn a2_carries_its_gpus_and_spot_is_deleted_on_preemption() {
+        let s = spec();
+        let extra = BTreeMap::new();
+        let i = insert_spec(&inputs(&s, &extra), &offering("a2-highgpu-1g", CapacityType::Spot), None).unwrap();
+        assert!(i.accelerators.is_empty());
+        assert!(i.spot && i.terminate_on_host_maintenance);
+        assert_eq!(i.name, "qm-gpu-abc");
+        assert_eq!(i.source_image.as_deref(), Some("projects/cos-cloud/global/images/family/cos-stable"));
+        assert_eq!(i.labels["quartermaster-nodeclaim"], "gpu-abc");
+        assert_eq!(i.labels["quartermaster-cluster"], "prod");
+        assert_eq!(i.labels["team"], "ml");
+    }
+
+    #[test]
+    fn n1_with_a_t4_gets_guest_accelerators_and_terminates_on_maintenance() {
+        let s = spec();
+        let extra = BTreeMap::new();
+        let i = insert_spec(&inputs(&s, &extra), &offering("n1-standard-8", CapacityType::OnDemand), Some(&t4())).unwrap();
+        assert_eq!(i.accelerators, vec![Accelerator { accelerator_type: "nvidia-tesla-t4".into(), count: 1 }]);
+        assert!(!i.spot && i.terminate_on_host_maintenance);
+    }
+
+    #[test]
+    fn a_cpu_type_on_demand_may_live_migrate() {
+        let s = spec();
+        let extra = BTreeMap::new();
+        let i = insert_spec(&inputs(&s, &extra), &offering("n2-standard-8", CapacityType::OnDemand), None).unwrap();
+        assert!(i.accelerators.is_empty() && !i.terminate_on_host_maintenance);
+    }
+
+    #[test]
+    fn no_image_and_no_template_is_a_clear_error() {
+        let mut s = spec();
+        s.image = None;
+        let extra = BTreeMap::new();
+        let e = insert_spec(&inputs(&s, &extra), &offering("n2-standard-8", CapacityType::OnDemand), None).unwrap_err();
+        assert!(e.to_string().contains("no boot image"), "{e}");
+        let mut with_template = inputs(&s, &extra);
+        with_template.source_instance_template = Some("projects/proj/global/instanceTemplates/gke-pool");
+        let i = insert_spec(&with_template, &offering("n2-standard-8", CapacityType::OnDemand), None).unwrap();
+        assert!(i.source_instance_template.is_some() && i.source_image.is_none());
+    }
+}

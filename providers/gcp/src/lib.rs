@@ -1,0 +1,26 @@
+//! Quartermaster's GCP cloud: a [`quartermaster_cloud::CloudProvider`] over Compute Engine.
+//!
+//! A launch looks for an instance already labelled with its NodeClaim (so a retried or
+//! restarted launch never creates a second one), then calls `instances.insert` for each of the
+//! claim's offerings in order, with a deterministic instance name and a `requestId` per
+//! offering, waits on the zone operation and reads its `error`: a finished operation can carry
+//! `ZONE_RESOURCE_POOL_EXHAUSTED`, which falls through to the next offering.
+//!
+//! SDK types stop in `sdk.rs`: the provider talks to the [`port::Compute`] trait.
+
+mod cloud;
+mod config;
+mod error;
+pub mod errors;
+pub mod instance;
+pub mod names;
+pub mod port;
+mod rate;
+mod sdk;
+
+pub use cloud::{
+    GcpCloud, LABEL_CLUSTER, LABEL_NODECLAIM, LABEL_NODEPOOL, parse_provider_id, provider_id,
+};
+pub use config::{GcpSettings, OperationWait};
+pub use error::GcpError;
+pub use rate::RateLimitSettings;

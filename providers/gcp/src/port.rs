@@ -1,0 +1,162 @@
+//! The narrow port: the handful of Compute Engine calls the provider makes, in our own types.
+//! The SDK implementation is in `sdk.rs`; tests can fake at this seam.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// What every port method returns.
+pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
+
+/// A failed Compute Engine call, reduced to what error mapping needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// How the call failed.
+    pub kind: ApiErrorKind,
+    /// The error's reason or code (`rateLimitExceeded`, `ZONE_RESOURCE_POOL_EXHAUSTED`,
+    /// `notFound`), when the service gave one.
+    pub code: Option<String>,
+    /// The service's or the transport's words (never credentials).
+    pub message: String,
+    /// The HTTP status, when there was a response.
+    pub status: Option<u16>,
+    /// The `Retry-After` header, when the response had one.
+    pub retry_after: Option<Duration>,
+}
+
+/// How a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiErrorKind {
+    /// The service answered with an error (or a finished operation carried one).
+    Service,
+    /// No answer in time.
+    Timeout,
+    /// The request could not be sent (connection refused, DNS, TLS).
+    Dispatch,
+    /// Credentials could not be obtained.
+    Authentication,
+    /// The request or the response could not be (de)serialized.
+    Response,
+}
+
+impl ApiError {
+    /// A service error with `code` and `message` (tests, and operation errors).
+    pub fn service(code: &str, message: &str) -> Self {
+        Self {
+            kind: ApiErrorKind::Service,
+            code: Some(code.to_owned()),
+            message: message.to_owned(),
+            status: None,
+            retry_after: None,
+        }
+    }
+
+    /// The same error with an HTTP status.
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+}
+
+/// A Compute Engine instance as `instances.get` / `list` report it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GceInstance {
+    /// Instance name.
+    pub name: String,
+    /// Zone name (`us-central1-a`), from the zone URL.
+    pub zone: String,
+    /// Machine type name (`a2-highgpu-1g`), from the machine type URL.
+    pub machine_type: String,
+    /// `PROVISIONING`, `STAGING`, `RUNNING`, `STOPPING`, `TERMINATED`, ...
+    pub status: String,
+    /// Whether `scheduling.provisioningModel` is `SPOT`.
+    pub spot: bool,
+    /// RFC 3339 creation time.
+    pub creation_timestamp: Option<String>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// One guest accelerator of an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accelerator {
+    /// Accelerator type name (`nvidia-tesla-t4`).
+    pub accelerator_type: String,
+    /// How many.
+    pub count: i32,
+}
+
+/// What `instances.insert` sends, in our terms.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InsertSpec {
+    /// Project.
+    pub project: String,
+    /// Zone.
+    pub zone: String,
+    /// Instance name (deterministic per NodeClaim).
+    pub name: String,
+    /// Machine type name.
+    pub machine_type: String,
+    /// Guest accelerators (N1 + T4 and the like; A2/A3/G2 carry theirs in the machine type).
+    pub accelerators: Vec<Accelerator>,
+    /// Spot (`provisioningModel=SPOT`, `instanceTerminationAction=DELETE`).
+    pub spot: bool,
+    /// `onHostMaintenance=TERMINATE` (GPUs cannot live-migrate).
+    pub terminate_on_host_maintenance: bool,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// A GKE node pool's instance template that provides the boot image and the metadata that
+    /// joins the cluster (`sourceInstanceTemplate`).
+    pub source_instance_template: Option<String>,
+    /// The boot image (a family or image URL), when no template gives it.
+    pub source_image: Option<String>,
+    /// Boot disk size, GiB.
+    pub disk_size_gib: Option<i64>,
+    /// Boot disk type (`pd-balanced`).
+    pub disk_type: Option<String>,
+    /// Metadata items.
+    pub metadata: BTreeMap<String, String>,
+    /// VPC network.
+    pub network: Option<String>,
+    /// Subnetwork.
+    pub subnetwork: Option<String>,
+    /// Service account email.
+    pub service_account: Option<String>,
+    /// Network tags.
+    pub network_tags: Vec<String>,
+    /// Idempotency key of this insert.
+    pub request_id: String,
+}
+
+/// A zone operation, as far as we read it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Operation {
+    /// Operation name.
+    pub name: String,
+    /// Whether it is `DONE`.
+    pub done: bool,
+    /// The errors a finished operation carries (code, message).
+    pub errors: Vec<(String, String)>,
+    /// `httpErrorStatusCode` of a failed operation.
+    pub http_status: Option<u16>,
+}
+
+/// The Compute Engine calls the provider makes.
+pub trait Compute: Send + Sync {
+    /// `instances.insert`: the operation it started.
+    fn insert(&self, spec: InsertSpec) -> PortFuture<'_, Operation>;
+    /// `instances.get`.
+    fn get(&self, project: String, zone: String, name: String) -> PortFuture<'_, GceInstance>;
+    /// `instances.aggregatedList` with a filter (`labels.k = "v"`), every page and zone.
+    fn list(&self, project: String, filter: String) -> PortFuture<'_, Vec<GceInstance>>;
+    /// `instances.delete`: the operation it started.
+    fn delete(&self, project: String, zone: String, name: String) -> PortFuture<'_, Operation>;
+    /// `zoneOperations.get`.
+    fn get_operation(
+        &self,
+        project: String,
+        zone: String,
+        name: String,
+    ) -> PortFuture<'_, Operation>;
+}
