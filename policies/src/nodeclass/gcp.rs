@@ -65,6 +65,15 @@ pub struct GCPNodeClassSpec {
     /// The boot disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<GcpDisk>,
+    /// A GKE node pool's instance template
+    /// (`projects/P/global/instanceTemplates/gke-CLUSTER-POOL-…`) the instances start from:
+    /// its boot image and its `kube-env` metadata make the VM join the cluster. Fields set
+    /// here (image, disk, network, labels, metadata) override the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_instance_template: Option<String>,
+    /// Metadata items for the instances (added to the template's; a key given here wins).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// A boot image: an image family (optionally from another project) or a self link.

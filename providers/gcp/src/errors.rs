@@ -175,8 +175,14 @@ mod tests {
 
     #[test]
     fn quota_exceeded_is_quota() {
-        assert!(matches!(code("QUOTA_EXCEEDED"), CloudError::QuotaExceeded { .. }));
-        assert!(matches!(code("quotaExceeded"), CloudError::QuotaExceeded { .. }));
+        assert!(matches!(
+            code("QUOTA_EXCEEDED"),
+            CloudError::QuotaExceeded { .. }
+        ));
+        assert!(matches!(
+            code("quotaExceeded"),
+            CloudError::QuotaExceeded { .. }
+        ));
     }
 
     #[test]
@@ -191,7 +197,13 @@ mod tests {
 
     #[test]
     fn http_429_is_throttled_and_keeps_retry_after() {
-        let e = map_code(None, Some(429), "slow down", Some(Duration::from_secs(7)), None);
+        let e = map_code(
+            None,
+            Some(429),
+            "slow down",
+            Some(Duration::from_secs(7)),
+            None,
+        );
         assert_eq!(
             e,
             CloudError::Throttled {
@@ -212,7 +224,10 @@ mod tests {
     #[test]
     fn invalid_and_4xx_are_invalid_requests() {
         assert!(matches!(code("invalid"), CloudError::InvalidRequest { .. }));
-        assert!(matches!(code("INVALID_FIELD_VALUE"), CloudError::InvalidRequest { .. }));
+        assert!(matches!(
+            code("INVALID_FIELD_VALUE"),
+            CloudError::InvalidRequest { .. }
+        ));
         assert!(matches!(
             map_code(None, Some(400), "bad", None, None),
             CloudError::InvalidRequest { .. }
@@ -241,7 +256,10 @@ mod tests {
             kind: ApiErrorKind::Authentication,
             ..dead
         };
-        assert!(matches!(map_api_error(&auth, None), CloudError::InvalidRequest { .. }));
+        assert!(matches!(
+            map_api_error(&auth, None),
+            CloudError::InvalidRequest { .. }
+        ));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use quartermaster_policies::GCPNodeClassSpec;
 use quartermaster_pricing::{Accelerator as CatalogAccelerator, CapacityType};
 
 use crate::error::GcpError;
-use crate::names::{instance_name, label_key, label_value, request_id};
+use crate::names::{image_label, instance_name, label_key, label_value, request_id};
 use crate::port::{Accelerator, InsertSpec};
 
 /// Machine families whose GPUs come with the machine type (A2, A3, A4, G2, G4): they take no
@@ -37,7 +37,9 @@ pub struct InsertInputs<'a> {
 
 /// Whether `machine_type` carries its GPUs itself.
 pub fn has_builtin_gpus(machine_type: &str) -> bool {
-    BUILTIN_GPU_FAMILIES.iter().any(|f| machine_type.starts_with(f))
+    BUILTIN_GPU_FAMILIES
+        .iter()
+        .any(|f| machine_type.starts_with(f))
 }
 
 /// The Compute Engine accelerator type of a catalog GPU model (`t4` -> `nvidia-tesla-t4`).
@@ -76,7 +78,10 @@ pub fn labels(inputs: &InsertInputs<'_>) -> BTreeMap<String, String> {
         .map(|(k, v)| (label_key(k), label_value(v)))
         .collect();
     labels.insert(crate::LABEL_CLUSTER.to_owned(), label_value(inputs.cluster));
-    labels.insert(crate::LABEL_NODEPOOL.to_owned(), label_value(inputs.node_pool));
+    labels.insert(
+        crate::LABEL_NODEPOOL.to_owned(),
+        label_value(inputs.node_pool),
+    );
     labels.insert(crate::LABEL_NODECLAIM.to_owned(), label_value(inputs.claim));
     labels
 }
@@ -107,7 +112,11 @@ pub fn insert_spec(
         )));
     }
     let image = source_image(spec);
-    if inputs.source_instance_template.is_none() && image.is_none() {
+    let template = spec
+        .source_instance_template
+        .as_deref()
+        .or(inputs.source_instance_template);
+    if template.is_none() && image.is_none() {
         return Err(GcpError::NodeClass(format!(
             "{}: no boot image (spec.image) and no instance template to take one from",
             inputs.node_class
@@ -124,12 +133,18 @@ pub fn insert_spec(
         accelerators,
         spot,
         terminate_on_host_maintenance: gpu || spot,
-        labels: labels(inputs),
-        source_instance_template: inputs.source_instance_template.map(str::to_owned),
+        labels: {
+            let mut labels = labels(inputs);
+            if let Some(boot) = image.as_deref().or(template) {
+                labels.insert(crate::LABEL_IMAGE.to_owned(), image_label(boot));
+            }
+            labels
+        },
+        source_instance_template: template.map(str::to_owned),
         source_image: image,
         disk_size_gib: spec.disk.as_ref().and_then(|d| d.size_gib),
         disk_type: spec.disk.as_ref().and_then(|d| d.disk_type.clone()),
-        metadata: BTreeMap::new(),
+        metadata: spec.metadata.clone(),
         network: spec.network.clone(),
         subnetwork: spec.subnetwork.clone(),
         service_account: spec.service_account.clone(),
@@ -159,6 +174,8 @@ mod tests {
             labels: BTreeMap::from([("team".into(), "ML".into())]),
             tags: vec![],
             disk: None,
+            source_instance_template: None,
+            metadata: BTreeMap::new(),
         }
     }
 
@@ -182,7 +199,10 @@ mod tests {
         }
     }
 
-    fn inputs<'a>(spec: &'a GCPNodeClassSpec, extra: &'a BTreeMap<String, String>) -> InsertInputs<'a> {
+    fn inputs<'a>(
+        spec: &'a GCPNodeClassSpec,
+        extra: &'a BTreeMap<String, String>,
+    ) -> InsertInputs<'a> {
         InsertInputs {
             cluster: "prod",
             claim: "gpu-abc",
@@ -198,11 +218,19 @@ mod tests {
     fn a2_carries_its_gpus_and_spot_is_deleted_on_preemption() {
         let s = spec();
         let extra = BTreeMap::new();
-        let i = insert_spec(&inputs(&s, &extra), &offering("a2-highgpu-1g", CapacityType::Spot), None).unwrap();
+        let i = insert_spec(
+            &inputs(&s, &extra),
+            &offering("a2-highgpu-1g", CapacityType::Spot),
+            None,
+        )
+        .unwrap();
         assert!(i.accelerators.is_empty());
         assert!(i.spot && i.terminate_on_host_maintenance);
         assert_eq!(i.name, "qm-gpu-abc");
-        assert_eq!(i.source_image.as_deref(), Some("projects/cos-cloud/global/images/family/cos-stable"));
+        assert_eq!(
+            i.source_image.as_deref(),
+            Some("projects/cos-cloud/global/images/family/cos-stable")
+        );
         assert_eq!(i.labels["quartermaster-nodeclaim"], "gpu-abc");
         assert_eq!(i.labels["quartermaster-cluster"], "prod");
         assert_eq!(i.labels["team"], "ml");
@@ -212,8 +240,19 @@ mod tests {
     fn n1_with_a_t4_gets_guest_accelerators_and_terminates_on_maintenance() {
         let s = spec();
         let extra = BTreeMap::new();
-        let i = insert_spec(&inputs(&s, &extra), &offering("n1-standard-8", CapacityType::OnDemand), Some(&t4())).unwrap();
-        assert_eq!(i.accelerators, vec![Accelerator { accelerator_type: "nvidia-tesla-t4".into(), count: 1 }]);
+        let i = insert_spec(
+            &inputs(&s, &extra),
+            &offering("n1-standard-8", CapacityType::OnDemand),
+            Some(&t4()),
+        )
+        .unwrap();
+        assert_eq!(
+            i.accelerators,
+            vec![Accelerator {
+                accelerator_type: "nvidia-tesla-t4".into(),
+                count: 1
+            }]
+        );
         assert!(!i.spot && i.terminate_on_host_maintenance);
     }
 
@@ -221,7 +260,12 @@ mod tests {
     fn a_cpu_type_on_demand_may_live_migrate() {
         let s = spec();
         let extra = BTreeMap::new();
-        let i = insert_spec(&inputs(&s, &extra), &offering("n2-standard-8", CapacityType::OnDemand), None).unwrap();
+        let i = insert_spec(
+            &inputs(&s, &extra),
+            &offering("n2-standard-8", CapacityType::OnDemand),
+            None,
+        )
+        .unwrap();
         assert!(i.accelerators.is_empty() && !i.terminate_on_host_maintenance);
     }
 
@@ -230,11 +274,22 @@ mod tests {
         let mut s = spec();
         s.image = None;
         let extra = BTreeMap::new();
-        let e = insert_spec(&inputs(&s, &extra), &offering("n2-standard-8", CapacityType::OnDemand), None).unwrap_err();
+        let e = insert_spec(
+            &inputs(&s, &extra),
+            &offering("n2-standard-8", CapacityType::OnDemand),
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("no boot image"), "{e}");
         let mut with_template = inputs(&s, &extra);
-        with_template.source_instance_template = Some("projects/proj/global/instanceTemplates/gke-pool");
-        let i = insert_spec(&with_template, &offering("n2-standard-8", CapacityType::OnDemand), None).unwrap();
+        with_template.source_instance_template =
+            Some("projects/proj/global/instanceTemplates/gke-pool");
+        let i = insert_spec(
+            &with_template,
+            &offering("n2-standard-8", CapacityType::OnDemand),
+            None,
+        )
+        .unwrap();
         assert!(i.source_instance_template.is_some() && i.source_image.is_none());
     }
 }

@@ -16,10 +16,11 @@ pub mod instance;
 pub mod names;
 pub mod port;
 mod rate;
-mod sdk;
+pub mod sdk;
 
 pub use cloud::{
-    GcpCloud, LABEL_CLUSTER, LABEL_NODECLAIM, LABEL_NODEPOOL, parse_provider_id, provider_id,
+    GcpCloud, LABEL_CLUSTER, LABEL_IMAGE, LABEL_NODECLAIM, LABEL_NODECLASS, LABEL_NODEPOOL,
+    drift_reason, parse_provider_id, provider_id,
 };
 pub use config::{GcpSettings, OperationWait};
 pub use error::GcpError;

@@ -19,7 +19,9 @@ pub fn instance_name(claim: &str) -> String {
         return name;
     }
     // Sanitized or too long: keep it unique with a hash of the original claim name.
-    let hash = Uuid::new_v5(&REQUEST_NAMESPACE, claim.as_bytes()).simple().to_string();
+    let hash = Uuid::new_v5(&REQUEST_NAMESPACE, claim.as_bytes())
+        .simple()
+        .to_string();
     let keep = MAX_LEN - 3 - 1 - 8;
     let mut body: String = body.chars().take(keep).collect();
     while body.ends_with('-') {
@@ -33,8 +35,21 @@ pub fn instance_name(claim: &str) -> String {
 /// Engine; a fallback offering gets its own id (reusing the id would return the failed
 /// operation of the offering before it).
 pub fn request_id(claim: &str, machine_type: &str, zone: &str, spot: bool) -> String {
-    let key = format!("{claim}/{machine_type}/{zone}/{}", if spot { "spot" } else { "standard" });
+    let key = format!(
+        "{claim}/{machine_type}/{zone}/{}",
+        if spot { "spot" } else { "standard" }
+    );
     Uuid::new_v5(&REQUEST_NAMESPACE, key.as_bytes()).to_string()
+}
+
+/// The label value that records which boot image (or instance template) an instance was
+/// started from: a short stable hash, since image URLs outgrow label values. Drift compares it
+/// with the NodeClass's current image.
+pub fn image_label(image: &str) -> String {
+    Uuid::new_v5(&REQUEST_NAMESPACE, format!("image/{image}").as_bytes())
+        .simple()
+        .to_string()[..16]
+        .to_owned()
 }
 
 /// `value` as a label value: lower-case letters, digits, `-` and `_`, at most 63 characters.
@@ -105,7 +120,10 @@ mod tests {
 
     #[test]
     fn labels_are_in_the_gce_alphabet() {
-        assert_eq!(label_key("quartermaster.dev/nodepool"), "quartermaster-dev-nodepool");
+        assert_eq!(
+            label_key("quartermaster.dev/nodepool"),
+            "quartermaster-dev-nodepool"
+        );
         assert_eq!(label_key("1abc"), "k-1abc");
         assert_eq!(label_value("Pool.A"), "pool-a");
     }

@@ -74,6 +74,8 @@ pub struct GceInstance {
     pub spot: bool,
     /// RFC 3339 creation time.
     pub creation_timestamp: Option<String>,
+    /// RFC 3339 time of the last stop (a preempted spot instance has one).
+    pub last_stop_timestamp: Option<String>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
 }
@@ -152,6 +154,8 @@ pub trait Compute: Send + Sync {
     fn list(&self, project: String, filter: String) -> PortFuture<'_, Vec<GceInstance>>;
     /// `instances.delete`: the operation it started.
     fn delete(&self, project: String, zone: String, name: String) -> PortFuture<'_, Operation>;
+    /// `zones.get`: the zone's status (`UP`, `DOWN`).
+    fn get_zone(&self, project: String, zone: String) -> PortFuture<'_, String>;
     /// `zoneOperations.get`.
     fn get_operation(
         &self,

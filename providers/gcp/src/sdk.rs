@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use google_cloud_compute_v1::client::{Instances, ZoneOperations};
+use google_cloud_compute_v1::client::{Instances, ZoneOperations, Zones};
 use google_cloud_compute_v1::model;
 use google_cloud_compute_v1::model::scheduling::{
     InstanceTerminationAction, OnHostMaintenance, ProvisioningModel,
@@ -13,7 +13,9 @@ use google_cloud_gax::error::rpc::StatusDetails;
 
 use crate::config::GcpSettings;
 use crate::error::GcpError;
-use crate::port::{ApiError, ApiErrorKind, Compute, GceInstance, InsertSpec, Operation, PortFuture};
+use crate::port::{
+    ApiError, ApiErrorKind, Compute, GceInstance, InsertSpec, Operation, PortFuture,
+};
 use crate::rate::RateLimits;
 
 /// The port over the SDK's clients.
@@ -21,6 +23,7 @@ use crate::rate::RateLimits;
 pub struct SdkCompute {
     instances: Instances,
     operations: ZoneOperations,
+    zones: Zones,
     limits: RateLimits,
 }
 
@@ -31,35 +34,33 @@ impl SdkCompute {
         // The SDK is built without its aws-lc provider: TLS uses ring, as kube does here. A
         // provider installed earlier (by kube or a test) is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let instances = {
-            let mut b = Instances::builder().with_attempt_timeout(settings.attempt_timeout);
-            if let Some(e) = &settings.endpoint {
-                b = b.with_endpoint(e.clone());
-            }
-            if settings.anonymous {
-                b = b.with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build());
-            }
-            if !settings.sdk_retries {
-                b = b.with_retry_policy(google_cloud_gax::retry_policy::NeverRetry);
-            }
-            b.build().await.map_err(|e| GcpError::Settings(format!("Compute Engine client: {e}")))?
-        };
-        let operations = {
-            let mut b = ZoneOperations::builder().with_attempt_timeout(settings.attempt_timeout);
-            if let Some(e) = &settings.endpoint {
-                b = b.with_endpoint(e.clone());
-            }
-            if settings.anonymous {
-                b = b.with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build());
-            }
-            if !settings.sdk_retries {
-                b = b.with_retry_policy(google_cloud_gax::retry_policy::NeverRetry);
-            }
-            b.build().await.map_err(|e| GcpError::Settings(format!("zone operations client: {e}")))?
-        };
+        // Every client gets the same endpoint, credentials, retry policy and attempt timeout.
+        macro_rules! client {
+            ($client:ty, $what:literal) => {{
+                let mut b = <$client>::builder().with_attempt_timeout(settings.attempt_timeout);
+                if let Some(e) = &settings.endpoint {
+                    b = b.with_endpoint(e.clone());
+                }
+                if settings.anonymous {
+                    b = b.with_credentials(
+                        google_cloud_auth::credentials::anonymous::Builder::new().build(),
+                    );
+                }
+                if !settings.sdk_retries {
+                    b = b.with_retry_policy(google_cloud_gax::retry_policy::NeverRetry);
+                }
+                b.build()
+                    .await
+                    .map_err(|e| GcpError::Settings(format!("{} client: {e}", $what)))?
+            }};
+        }
+        let instances = client!(Instances, "Compute Engine instances");
+        let operations = client!(ZoneOperations, "zone operations");
+        let zones = client!(Zones, "zones");
         Ok(Self {
             instances,
             operations,
+            zones,
             limits: RateLimits::new(settings.rate_limits),
         })
     }
@@ -125,7 +126,11 @@ fn instance(i: model::Instance) -> GceInstance {
     GceInstance {
         name: i.name.unwrap_or_default(),
         zone: i.zone.as_deref().map(last_segment).unwrap_or_default(),
-        machine_type: i.machine_type.as_deref().map(last_segment).unwrap_or_default(),
+        machine_type: i
+            .machine_type
+            .as_deref()
+            .map(last_segment)
+            .unwrap_or_default(),
         status: i
             .status
             .as_ref()
@@ -134,6 +139,7 @@ fn instance(i: model::Instance) -> GceInstance {
             .to_owned(),
         spot,
         creation_timestamp: i.creation_timestamp,
+        last_stop_timestamp: i.last_stop_timestamp,
         labels: i.labels.into_iter().collect(),
     }
 }
@@ -152,7 +158,9 @@ fn operation(op: model::Operation) -> Operation {
         name: op.name.unwrap_or_default(),
         done: op.status.as_ref().and_then(|s| s.name()) == Some("DONE"),
         errors,
-        http_status: op.http_error_status_code.and_then(|c| u16::try_from(c).ok()),
+        http_status: op
+            .http_error_status_code
+            .and_then(|c| u16::try_from(c).ok()),
     }
 }
 
@@ -197,9 +205,13 @@ fn body(spec: &InsertSpec) -> model::Instance {
             .set_initialize_params(params)]);
     }
     if !spec.metadata.is_empty() {
-        i = i.set_metadata(model::Metadata::new().set_items(spec.metadata.iter().map(|(k, v)| {
-            model::metadata::Items::new().set_key(k.clone()).set_value(v.clone())
-        })));
+        i = i.set_metadata(
+            model::Metadata::new().set_items(spec.metadata.iter().map(|(k, v)| {
+                model::metadata::Items::new()
+                    .set_key(k.clone())
+                    .set_value(v.clone())
+            })),
+        );
     }
     if spec.network.is_some() || spec.subnetwork.is_some() {
         let mut nic = model::NetworkInterface::new();
@@ -301,6 +313,25 @@ impl Compute for SdkCompute {
         })
     }
 
+    fn get_zone(&self, project: String, zone: String) -> PortFuture<'_, String> {
+        Box::pin(async move {
+            self.limits.read().await;
+            let z = self
+                .zones
+                .get()
+                .set_project(project)
+                .set_zone(zone)
+                .send()
+                .await
+                .map_err(api_error)?;
+            Ok(z.status
+                .as_ref()
+                .and_then(|s| s.name())
+                .unwrap_or("UNKNOWN")
+                .to_owned())
+        })
+    }
+
     fn get_operation(
         &self,
         project: String,
@@ -329,7 +360,10 @@ mod tests {
 
     #[test]
     fn urls_become_names() {
-        assert_eq!(last_segment("https://x/projects/p/zones/us-central1-a"), "us-central1-a");
+        assert_eq!(
+            last_segment("https://x/projects/p/zones/us-central1-a"),
+            "us-central1-a"
+        );
         assert_eq!(last_segment("a2-highgpu-1g"), "a2-highgpu-1g");
     }
 
@@ -353,7 +387,10 @@ mod tests {
         assert_eq!(json["scheduling"]["provisioningModel"], "SPOT");
         assert_eq!(json["scheduling"]["instanceTerminationAction"], "DELETE");
         assert_eq!(json["scheduling"]["onHostMaintenance"], "TERMINATE");
-        assert_eq!(json["machineType"], "zones/us-central1-a/machineTypes/n1-standard-8");
+        assert_eq!(
+            json["machineType"],
+            "zones/us-central1-a/machineTypes/n1-standard-8"
+        );
         assert_eq!(
             json["guestAccelerators"][0]["acceleratorType"],
             "projects/p/zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4"

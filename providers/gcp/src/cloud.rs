@@ -1,0 +1,562 @@
+//! [`GcpCloud`]: the [`CloudProvider`] over the Compute Engine port.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use quartermaster_cloud::{
+    Clock, CloudError, CloudEvent, CloudFuture, CloudProvider, Instance, InstanceState,
+    LaunchOffering, LaunchRequest, NodeClassSpec,
+};
+use quartermaster_policies::GCPNodeClassSpec;
+use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType};
+
+use crate::config::{GcpSettings, OperationWait};
+use crate::error::GcpError;
+use crate::errors::{map_api_error, map_operation};
+use crate::instance::{InsertInputs, insert_spec, source_image};
+use crate::names::{image_label, label_value};
+use crate::port::{Compute, GceInstance, Operation};
+use crate::sdk::SdkCompute;
+
+/// The label naming the cluster an instance belongs to.
+pub const LABEL_CLUSTER: &str = "quartermaster-cluster";
+/// The label naming the NodePool.
+pub const LABEL_NODEPOOL: &str = "quartermaster-nodepool";
+/// The label naming the NodeClaim an instance was launched for.
+pub const LABEL_NODECLAIM: &str = "quartermaster-nodeclaim";
+/// The label naming the GCPNodeClass an instance was launched from.
+pub const LABEL_NODECLASS: &str = "quartermaster-nodeclass";
+/// The label with a hash of the boot image (or template) an instance was started from.
+pub const LABEL_IMAGE: &str = "quartermaster-image";
+
+/// How long a preempted spot instance has between the notice and its end (GCE: 30 s).
+const PREEMPTION_NOTICE_SECONDS: i64 = 30;
+
+/// The GCP cloud.
+pub struct GcpCloud {
+    compute: Arc<dyn Compute>,
+    cluster: String,
+    project: Option<String>,
+    source_instance_template: Option<String>,
+    operation_wait: OperationWait,
+    catalog: Catalog,
+    clock: Arc<dyn Clock>,
+    /// The latest spec of each GCPNodeClass a launch used, for drift.
+    node_classes: Mutex<BTreeMap<String, GCPNodeClassSpec>>,
+    /// Instances whose preemption was already reported.
+    preempted: Mutex<BTreeSet<String>>,
+}
+
+impl std::fmt::Debug for GcpCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GcpCloud")
+            .field("cluster", &self.cluster)
+            .field("project", &self.project)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GcpCloud {
+    /// The GCP cloud through the SDK, configured by `settings`.
+    pub async fn connect(
+        settings: GcpSettings,
+        catalog: Catalog,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, GcpError> {
+        let compute = Arc::new(SdkCompute::connect(&settings).await?);
+        Ok(Self::with_port(compute, &settings, catalog, clock))
+    }
+
+    /// The GCP cloud over any implementation of the port (tests fake it).
+    pub fn with_port(
+        compute: Arc<dyn Compute>,
+        settings: &GcpSettings,
+        catalog: Catalog,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            compute,
+            cluster: settings.cluster.clone(),
+            project: settings.project.clone(),
+            source_instance_template: settings.source_instance_template.clone(),
+            operation_wait: settings.operation_wait,
+            catalog,
+            clock,
+            node_classes: Mutex::new(BTreeMap::new()),
+            preempted: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The port, for `doctor`'s probes.
+    pub fn port(&self) -> &Arc<dyn Compute> {
+        &self.compute
+    }
+
+    /// Records the current spec of GCPNodeClass `name` (the controller calls this when the
+    /// NodeClass changes; launches record it too), so `is_drifted` compares against it.
+    pub fn set_node_class(&self, name: &str, spec: GCPNodeClassSpec) {
+        self.node_classes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(label_value(name), spec);
+    }
+
+    fn node_class(&self, label: &str) -> Option<GCPNodeClassSpec> {
+        self.node_classes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(label)
+            .cloned()
+    }
+
+    /// The project garbage collection lists.
+    fn list_project(&self) -> Result<String, CloudError> {
+        self.project
+            .clone()
+            .ok_or_else(|| CloudError::InvalidRequest {
+                message: "no GCP project configured (--gcp-project / GCP_PROJECT)".to_owned(),
+            })
+    }
+
+    fn cluster_filter(&self) -> String {
+        format!(
+            "labels.{LABEL_CLUSTER} = \"{}\"",
+            label_value(&self.cluster)
+        )
+    }
+
+    fn price(&self, instance_type: &str, zone: &str, capacity_type: CapacityType) -> f64 {
+        self.catalog
+            .get(Cloud::Gcp, instance_type)
+            .and_then(|t| {
+                t.offerings
+                    .iter()
+                    .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+                    .or_else(|| {
+                        t.offerings
+                            .iter()
+                            .find(|o| o.capacity_type == capacity_type)
+                    })
+            })
+            .map_or(0.0, |o| o.price_per_hour)
+    }
+
+    fn instance(&self, project: &str, i: &GceInstance) -> Instance {
+        let capacity_type = if i.spot {
+            CapacityType::Spot
+        } else {
+            CapacityType::OnDemand
+        };
+        Instance {
+            provider_id: provider_id(project, &i.zone, &i.name),
+            claim_name: i.labels.get(LABEL_NODECLAIM).cloned().unwrap_or_default(),
+            instance_type: i.machine_type.clone(),
+            zone: i.zone.clone(),
+            capacity_type,
+            price_per_hour: self.price(&i.machine_type, &i.zone, capacity_type),
+            state: state(&i.status),
+            launched_at: i
+                .creation_timestamp
+                .as_deref()
+                .and_then(parse_time)
+                .unwrap_or_else(|| self.clock.now()),
+            tags: i.labels.clone(),
+        }
+    }
+
+    /// The instance already launched for `claim` in `project`, if any (not a stopped one).
+    async fn existing(
+        &self,
+        project: &str,
+        claim: &str,
+    ) -> Result<Option<GceInstance>, CloudError> {
+        let filter = format!(
+            "({}) AND (labels.{LABEL_NODECLAIM} = \"{}\")",
+            self.cluster_filter(),
+            label_value(claim)
+        );
+        let found = self
+            .compute
+            .list(project.to_owned(), filter)
+            .await
+            .map_err(|e| map_api_error(&e, None))?;
+        Ok(found.into_iter().find(|i| i.status != "TERMINATED"))
+    }
+
+    /// Polls the zone operation `op` until it is done; its error, if it carries one.
+    async fn wait(
+        &self,
+        project: &str,
+        zone: &str,
+        mut op: Operation,
+        offering: Option<&LaunchOffering>,
+    ) -> Result<(), CloudError> {
+        let mut polls = 0;
+        while !op.done {
+            if polls >= self.operation_wait.max_polls {
+                return Err(CloudError::Transient {
+                    message: format!("operation {} in {zone} is not done yet", op.name),
+                });
+            }
+            polls += 1;
+            tokio::time::sleep(self.operation_wait.poll_interval).await;
+            op = self
+                .compute
+                .get_operation(project.to_owned(), zone.to_owned(), op.name.clone())
+                .await
+                .map_err(|e| map_api_error(&e, offering))?;
+        }
+        match map_operation(&op, offering) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn launch(&self, request: &LaunchRequest) -> Result<Instance, CloudError> {
+        let spec = match &request.node_class_spec {
+            Some(NodeClassSpec::Gcp(spec)) => spec.as_ref(),
+            Some(_) => {
+                return Err(CloudError::InvalidRequest {
+                    message: format!(
+                        "NodeClass {} is not a GCPNodeClass; the GCP cloud cannot launch it",
+                        request.node_class
+                    ),
+                });
+            }
+            None => {
+                return Err(CloudError::InvalidRequest {
+                    message: format!("GCPNodeClass {} was not found", request.node_class),
+                });
+            }
+        };
+        self.set_node_class(&request.node_class, spec.clone());
+        let mut spec = spec.clone();
+        if spec.project.is_empty() {
+            spec.project = self.project.clone().unwrap_or_default();
+        }
+        let project = spec.project.clone();
+        // A retried or restarted launch finds the instance it already has: never a second one.
+        if !project.is_empty() {
+            if let Some(i) = self.existing(&project, &request.claim_name).await? {
+                tracing::info!(nodeclaim = %request.claim_name, instance = %i.name, "instance already launched");
+                return Ok(self.instance(&project, &i));
+            }
+        }
+        let mut extra = request.tags.clone();
+        extra.insert(LABEL_NODECLASS.to_owned(), request.node_class.clone());
+        let inputs = InsertInputs {
+            cluster: &self.cluster,
+            claim: &request.claim_name,
+            node_pool: &request.node_pool,
+            node_class: &request.node_class,
+            spec: &spec,
+            source_instance_template: self.source_instance_template.as_deref(),
+            extra_labels: &extra,
+        };
+        let offerings = request.offerings();
+        let mut failures: Vec<CloudError> = Vec::new();
+        for offering in &offerings {
+            let accelerator = self
+                .catalog
+                .get(Cloud::Gcp, &offering.instance_type)
+                .and_then(|t| t.accelerator.as_ref());
+            let insert = insert_spec(&inputs, offering, accelerator)?;
+            let labels = insert.labels.clone();
+            let name = insert.name.clone();
+            let launched = match self.compute.insert(insert).await {
+                Ok(op) => {
+                    self.wait(&project, &offering.zone, op, Some(offering))
+                        .await
+                }
+                Err(e) if e.code.as_deref() == Some("alreadyExists") || e.status == Some(409) => {
+                    // Our deterministic name exists in this zone: the insert of an earlier try.
+                    match self
+                        .compute
+                        .get(project.clone(), offering.zone.clone(), name.clone())
+                        .await
+                    {
+                        Ok(i) if i.labels.get(LABEL_NODECLAIM) == labels.get(LABEL_NODECLAIM) => {
+                            return Ok(self.instance(&project, &i));
+                        }
+                        _ => Err(map_api_error(&e, Some(offering))),
+                    }
+                }
+                Err(e) => Err(map_api_error(&e, Some(offering))),
+            };
+            match launched {
+                Ok(()) => {
+                    return Ok(Instance {
+                        provider_id: provider_id(&project, &offering.zone, &name),
+                        claim_name: request.claim_name.clone(),
+                        instance_type: offering.instance_type.clone(),
+                        zone: offering.zone.clone(),
+                        capacity_type: offering.capacity_type,
+                        price_per_hour: offering.price_per_hour,
+                        state: InstanceState::Pending,
+                        launched_at: self.clock.now(),
+                        tags: labels,
+                    });
+                }
+                // Capacity and quota fall through to the next offering; anything else ends
+                // the launch as it is.
+                Err(
+                    e
+                    @ (CloudError::InsufficientCapacity { .. } | CloudError::QuotaExceeded { .. }),
+                ) => {
+                    tracing::info!(nodeclaim = %request.claim_name, instance_type = %offering.instance_type, zone = %offering.zone, error = %e, "offering unavailable, trying the next");
+                    failures.push(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(exhausted(&offerings, &failures))
+    }
+
+    async fn get_one(&self, provider_id: &str) -> Result<(String, GceInstance), CloudError> {
+        let (project, zone, name) =
+            parse_provider_id(provider_id).ok_or_else(|| CloudError::InvalidRequest {
+                message: format!(
+                    "{provider_id:?} is not a GCP provider id (gce://PROJECT/ZONE/NAME)"
+                ),
+            })?;
+        let i = self
+            .compute
+            .get(project.to_owned(), zone.to_owned(), name.to_owned())
+            .await
+            .map_err(|e| not_found_as(map_api_error(&e, None), provider_id))?;
+        Ok((project.to_owned(), i))
+    }
+
+    /// Interruption events for spot instances that are being (or were) preempted, each once.
+    fn preemptions(&self, instances: &[GceInstance], now: DateTime<Utc>) -> Vec<CloudEvent> {
+        let project = self.project.clone().unwrap_or_default();
+        let mut seen = self.preempted.lock().unwrap_or_else(|e| e.into_inner());
+        let mut events = Vec::new();
+        for i in instances {
+            let stopping = matches!(i.status.as_str(), "STOPPING" | "TERMINATED");
+            if !(i.spot && (stopping || i.last_stop_timestamp.is_some())) {
+                continue;
+            }
+            let id = provider_id(&project, &i.zone, &i.name);
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let terminates_at = i
+                .last_stop_timestamp
+                .as_deref()
+                .and_then(parse_time)
+                .unwrap_or(now)
+                + ChronoDuration::seconds(PREEMPTION_NOTICE_SECONDS);
+            events.push(if i.status == "TERMINATED" {
+                CloudEvent::Terminated { provider_id: id }
+            } else {
+                CloudEvent::Interruption {
+                    provider_id: id,
+                    terminates_at,
+                }
+            });
+        }
+        events
+    }
+}
+
+/// `gce://PROJECT/ZONE/NAME`, as the GCP cloud controller manager writes a Node's providerID.
+pub fn provider_id(project: &str, zone: &str, name: &str) -> String {
+    format!("gce://{project}/{zone}/{name}")
+}
+
+/// The project, zone and instance name of a provider id.
+pub fn parse_provider_id(provider_id: &str) -> Option<(&str, &str, &str)> {
+    let rest = provider_id.strip_prefix("gce://")?;
+    let mut parts = rest.split('/');
+    let (project, zone, name) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || project.is_empty() || zone.is_empty() || name.is_empty() {
+        return None;
+    }
+    Some((project, zone, name))
+}
+
+fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn state(status: &str) -> InstanceState {
+    match status {
+        "PROVISIONING" | "STAGING" => InstanceState::Pending,
+        "RUNNING" => InstanceState::Running,
+        "TERMINATED" => InstanceState::Terminated,
+        _ => InstanceState::ShuttingDown,
+    }
+}
+
+fn not_found_as(e: CloudError, provider_id: &str) -> CloudError {
+    match e {
+        CloudError::NotFound { .. } => CloudError::NotFound {
+            provider_id: provider_id.to_owned(),
+        },
+        other => other,
+    }
+}
+
+/// The error when every offering failed: capacity naming the last offering (so the engine
+/// knows every offering of the request was tried), or quota when only quotas stopped it.
+fn exhausted(offerings: &[LaunchOffering], failures: &[CloudError]) -> CloudError {
+    let words: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    let message = if words.is_empty() {
+        "no offering could be tried".to_owned()
+    } else {
+        words.join("; ")
+    };
+    if !failures.is_empty()
+        && failures
+            .iter()
+            .all(|e| matches!(e, CloudError::QuotaExceeded { .. }))
+    {
+        return CloudError::QuotaExceeded { message };
+    }
+    match offerings.last() {
+        Some(last) => CloudError::InsufficientCapacity {
+            instance_type: last.instance_type.clone(),
+            zone: last.zone.clone(),
+            capacity_type: last.capacity_type,
+            message,
+        },
+        None => CloudError::InvalidRequest { message },
+    }
+}
+
+/// Why `instance` no longer matches `spec`: its boot image (or template) label differs.
+pub fn drift_reason(instance: &Instance, spec: &GCPNodeClassSpec) -> Option<String> {
+    let wanted = source_image(spec).or_else(|| spec.source_instance_template.clone())?;
+    let have = instance.tags.get(LABEL_IMAGE)?;
+    (*have != image_label(&wanted))
+        .then(|| format!("the GCPNodeClass's boot image changed (now {wanted})"))
+}
+
+impl CloudProvider for GcpCloud {
+    fn cloud(&self) -> Cloud {
+        Cloud::Gcp
+    }
+
+    fn create<'a>(&'a self, request: &'a LaunchRequest) -> CloudFuture<'a, Instance> {
+        Box::pin(self.launch(request))
+    }
+
+    fn delete<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
+        Box::pin(async move {
+            let (project, zone, name) =
+                parse_provider_id(provider_id).ok_or_else(|| CloudError::InvalidRequest {
+                    message: format!(
+                        "{provider_id:?} is not a GCP provider id (gce://PROJECT/ZONE/NAME)"
+                    ),
+                })?;
+            self.compute
+                .delete(project.to_owned(), zone.to_owned(), name.to_owned())
+                .await
+                .map_err(|e| not_found_as(map_api_error(&e, None), provider_id))?;
+            Ok(())
+        })
+    }
+
+    fn get<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, Instance> {
+        Box::pin(async move {
+            let (project, i) = self.get_one(provider_id).await?;
+            Ok(self.instance(&project, &i))
+        })
+    }
+
+    fn list(&self) -> CloudFuture<'_, Vec<Instance>> {
+        Box::pin(async move {
+            let project = self.list_project()?;
+            let found = self
+                .compute
+                .list(project.clone(), self.cluster_filter())
+                .await
+                .map_err(|e| map_api_error(&e, None))?;
+            Ok(found
+                .iter()
+                .filter(|i| i.labels.contains_key(LABEL_NODECLAIM))
+                .map(|i| self.instance(&project, i))
+                .collect())
+        })
+    }
+
+    fn instance_types(&self) -> CloudFuture<'_, Vec<InstanceType>> {
+        Box::pin(async move { Ok(self.catalog.for_cloud(Cloud::Gcp).cloned().collect()) })
+    }
+
+    fn is_drifted<'a>(&'a self, instance: &'a Instance) -> CloudFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let Some(class) = instance.tags.get(LABEL_NODECLASS) else {
+                return Ok(None);
+            };
+            Ok(self
+                .node_class(class)
+                .and_then(|spec| drift_reason(instance, &spec)))
+        })
+    }
+
+    fn poll_events(&self) -> CloudFuture<'_, Vec<CloudEvent>> {
+        Box::pin(async move {
+            let Some(project) = self.project.clone() else {
+                return Ok(Vec::new());
+            };
+            let found = self
+                .compute
+                .list(project, self.cluster_filter())
+                .await
+                .map_err(|e| map_api_error(&e, None))?;
+            Ok(self.preemptions(&found, self.clock.now()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_ids_round_trip() {
+        let p = provider_id("proj", "us-central1-a", "qm-x");
+        assert_eq!(p, "gce://proj/us-central1-a/qm-x");
+        assert_eq!(
+            parse_provider_id(&p),
+            Some(("proj", "us-central1-a", "qm-x"))
+        );
+        assert_eq!(parse_provider_id("aws:///us-east-1a/i-1"), None);
+        assert_eq!(parse_provider_id("gce://proj/zone"), None);
+        assert_eq!(parse_provider_id("gce://proj/zone/a/b"), None);
+    }
+
+    #[test]
+    fn statuses_map_to_states() {
+        assert_eq!(state("STAGING"), InstanceState::Pending);
+        assert_eq!(state("RUNNING"), InstanceState::Running);
+        assert_eq!(state("STOPPING"), InstanceState::ShuttingDown);
+        assert_eq!(state("TERMINATED"), InstanceState::Terminated);
+    }
+
+    #[test]
+    fn exhausted_names_the_last_offering_or_quota() {
+        let o = |t: &str| LaunchOffering {
+            instance_type: t.into(),
+            zone: "us-central1-a".into(),
+            capacity_type: CapacityType::Spot,
+            price_per_hour: 1.0,
+        };
+        let quota = CloudError::QuotaExceeded {
+            message: "GPUS_ALL_REGIONS".into(),
+        };
+        assert!(matches!(
+            exhausted(&[o("a"), o("b")], std::slice::from_ref(&quota)),
+            CloudError::QuotaExceeded { .. }
+        ));
+        match exhausted(&[o("a"), o("b")], &[quota]) {
+            CloudError::QuotaExceeded { .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
