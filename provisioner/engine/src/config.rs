@@ -43,6 +43,9 @@ pub struct EngineConfig {
     /// Put between the NodePool name and the counter in NodeClaim names (`gpu-k3x9q00001`),
     /// so names stay unique across controller restarts. Empty in simulations (`gpu-00001`).
     pub claim_name_tag: String,
+    /// The NodeClaims planned for one gang must all be launched within this long; otherwise
+    /// every one of them is deleted and the gang is planned again, whole (10 min).
+    pub gang_launch_timeout: TimeDelta,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +65,7 @@ impl Default for EngineConfig {
             max_single_candidates: 5,
             max_target_nodes: 200,
             claim_name_tag: String::new(),
+            gang_launch_timeout: TimeDelta::minutes(10),
         }
     }
 }

@@ -20,6 +20,8 @@ mod consolidation;
 mod drift;
 #[path = "explain.rs"]
 mod explain;
+#[path = "gangs.rs"]
+mod gangs;
 #[path = "static_pools.rs"]
 mod static_pools;
 
@@ -30,7 +32,7 @@ use crate::config::EngineConfig;
 use crate::disruption::DisruptionState;
 use crate::events::{Action, DeleteReason, Event};
 use crate::pools::PoolPolicy;
-use crate::state::{Claim, Phase, PodEntry, PodState};
+use crate::state::{Claim, GangLaunch, Phase, PodEntry, PodState};
 use crate::unavailable::UnavailableOfferings;
 
 /// What the engine is built from.
@@ -79,6 +81,12 @@ pub struct EngineStats {
     pub consolidation_replacements: u64,
     /// Consolidations called off because no cheaper replacement could launch.
     pub consolidations_cancelled: u64,
+    /// Gangs whose planned NodeClaims were launched as a group.
+    pub gang_launches: u64,
+    /// Gang launches rolled back (a member could not be launched in the gang's zone in time).
+    pub gang_rollbacks: u64,
+    /// NodeClaims deleted by those rollbacks.
+    pub gang_claims_rolled_back: u64,
 }
 
 /// A NodeClaim as reports see it.
@@ -142,6 +150,8 @@ pub struct Engine {
     static_retry_at: Vec<Option<DateTime<Utc>>>,
     /// Do-not-disrupt annotations, PodDisruptionBudgets, moves in progress, counters.
     disruption: DisruptionState,
+    /// Gang launches in progress, by gang.
+    gangs: BTreeMap<String, GangLaunch>,
 }
 
 impl Engine {
@@ -166,6 +176,7 @@ impl Engine {
             consolidation_wake: None,
             static_retry_at,
             disruption: DisruptionState::default(),
+            gangs: BTreeMap::new(),
         }
     }
 
@@ -194,7 +205,7 @@ impl Engine {
             initialized: c.phase == Phase::Initialized,
             created_at: c.created_at,
             initialized_at: c.initialized_at,
-            labels: c.labels.clone(),
+            labels: c.node_labels(),
             deleting: c.deleting,
             template_hash: c.template_hash.clone(),
         })
@@ -293,6 +304,7 @@ impl Engine {
         if self.unavailable.expire(now) && self.any_unschedulable() {
             self.batch.force = true;
         }
+        self.gang_progress(now);
         self.retry_launches(now);
         self.enforce_budgets(now);
         self.keep_static_pools(now);
@@ -345,6 +357,7 @@ impl Engine {
         times.extend(self.consolidation_wake);
         times.extend(self.static_deadlines());
         times.extend(self.disruption_deadline());
+        times.extend(self.gang_deadlines());
         // What was due at the last poll and is still here is blocked (a disruption budget):
         // it is looked at again when something happens, not in a busy loop.
         times
@@ -513,8 +526,18 @@ impl Engine {
             for pod in &node.pods {
                 self.nominate(now, pod, &name);
             }
-            self.launch(&name);
-            created.push(name);
+            let gang = node
+                .pods
+                .iter()
+                .find_map(|p| self.pods.get(p)?.pod.gang.as_ref())
+                .map(|g| g.name.clone());
+            created.push((name, gang));
+        }
+        // A gang's claims are launched together, in its zone.
+        self.group_gangs(now, &created);
+        let created: Vec<String> = created.into_iter().map(|(name, _)| name).collect();
+        for name in &created {
+            self.launch(name);
         }
         let retry = now + self.config.unschedulable_retry;
         for u in plan.unschedulable {
@@ -609,6 +632,7 @@ impl Engine {
             template_hash,
             forced_at: None,
             last_change: now,
+            gang: None,
         })
     }
 
@@ -674,7 +698,7 @@ impl Engine {
             zone: c.offering.zone.clone(),
             capacity_type: c.offering.capacity_type,
             price_per_hour: c.offering.price_per_hour,
-            labels: c.labels.clone(),
+            labels: c.node_labels(),
             tags,
             fallbacks: c
                 .alternatives

@@ -168,6 +168,9 @@ pub enum DeleteReason {
     /// Older than its pool's `expireAfter` (forceful: after `terminationGracePeriod` its pods
     /// go too, do-not-disrupt or not).
     Expired,
+    /// A member of its gang could not be launched in the gang's zone in time: the gang's
+    /// launched members go too, and the gang is planned again whole.
+    GangRollback,
 }
 
 impl std::fmt::Display for DeleteReason {
@@ -181,6 +184,7 @@ impl std::fmt::Display for DeleteReason {
             Self::ScaledDown => "scaled down",
             Self::Drifted => "drifted",
             Self::Expired => "expired",
+            Self::GangRollback => "gang rollback",
         })
     }
 }

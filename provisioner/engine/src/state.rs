@@ -97,9 +97,41 @@ pub(crate) struct Claim {
     /// When a pod last started or stopped running on it (consolidation waits `consolidateAfter`
     /// from here).
     pub last_change: DateTime<Utc>,
+    /// The gang launch it is part of (its gang's name), with the labels that say so.
+    pub gang: Option<GangMember>,
+}
+
+/// A claim's part in a gang launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GangMember {
+    /// The gang (`namespace/name`), the key of [`GangLaunch`]es.
+    pub gang: String,
+    /// `quartermaster.dev/gang` and `quartermaster.dev/placement-group`.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The NodeClaims the solver planned for one gang, launched as a group: all of them are
+/// launched (accepted by the cloud) before `deadline`, in `zone`, or every one is deleted.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GangLaunch {
+    /// The zone the gang was placed in; fallbacks stay in it.
+    pub zone: String,
+    /// Its claims.
+    pub claims: Vec<String>,
+    /// When the gang must be complete.
+    pub deadline: DateTime<Utc>,
 }
 
 impl Claim {
+    /// The labels its node carries: the offering's and the pool's, and its gang's.
+    pub fn node_labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        if let Some(g) = &self.gang {
+            labels.extend(g.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        labels
+    }
+
     /// The name pods are placed under: the node's once registered, the claim's before.
     pub fn target_name(&self) -> &str {
         self.node

@@ -7,6 +7,7 @@ mod disruption;
 mod explain;
 mod fixtures;
 mod fleet;
+mod gangs;
 mod lifecycle;
 mod node_shape;
 mod provider_fallback;
