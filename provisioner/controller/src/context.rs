@@ -31,6 +31,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// The cluster's name (tags, cost reports).
     pub cluster_name: String,
+    /// The cluster's region (`--region`): NodePools whose NodeClass names none buy here.
+    pub region: Option<String>,
     /// Whether this replica leads.
     pub leadership: Leadership,
 }

@@ -302,6 +302,7 @@ impl Driver {
                 .collect(),
             &self.ctx.catalog,
             &table,
+            self.ctx.region.as_deref(),
         );
         for (object, reason) in &observed.rejected {
             tracing::warn!(object, reason, "object left out of provisioning");

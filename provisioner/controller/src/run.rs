@@ -37,6 +37,8 @@ pub struct Settings {
     pub engine: EngineConfig,
     /// Longest time between two passes of the provisioning loop.
     pub resync: Duration,
+    /// `--region`: the cluster's region, where NodePools whose NodeClass names no region buy.
+    pub region: Option<String>,
 }
 
 /// Work that runs only while this replica leads (the kwok cloud's kubelet): started when it
@@ -89,6 +91,7 @@ pub async fn run(
         clock,
         metrics: metrics.clone(),
         cluster_name: settings.cluster_name.clone(),
+        region: settings.region.clone(),
         leadership: leadership.clone(),
     });
 

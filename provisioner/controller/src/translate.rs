@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
-use quartermaster_cluster::{ClusterError, snapshot_with_resources};
+use quartermaster_cluster::{ClusterError, snapshot_with_resources_in_region};
 use quartermaster_engine::{EngineSetup, FoundClaim, NodeView, PoolPolicy};
 use quartermaster_policies::labels::{LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE};
 use quartermaster_policies::quantity::parse_quantity;
@@ -120,6 +120,8 @@ pub fn is_daemon_pod(pod: &KubePod) -> bool {
 /// (so the engine knows what each node holds); pods on other nodes are not. `resources` is the
 /// table of the engine in use: its slots are kept, new names are appended. Objects that cannot
 /// be read are left out and listed in [`Observed::rejected`]; they never stop the others.
+/// `region` is the cluster's (`--region`): NodePools whose NodeClass names no region buy there
+/// (see [`quartermaster_cluster::snapshot_in_region`]).
 #[allow(clippy::too_many_arguments)]
 pub fn observe(
     pods: &[std::sync::Arc<KubePod>],
@@ -129,6 +131,7 @@ pub fn observe(
     daemon_sets: Vec<Value>,
     catalog: &Catalog,
     resources: &ResourceTable,
+    region: Option<&str>,
 ) -> Observed {
     let mut objects: Vec<Value> = Vec::new();
     let mut where_bound: BTreeMap<PodRef, (Option<String>, Option<DateTime<Utc>>)> =
@@ -213,7 +216,7 @@ pub fn observe(
 
     let mut rejected = Vec::new();
     let ingested = loop {
-        match snapshot_with_resources(&objects, catalog, resources.clone()) {
+        match snapshot_with_resources_in_region(&objects, catalog, resources.clone(), region) {
             Ok(ingested) => break Some(ingested),
             Err(e) => {
                 let (object, index) = match &e {
@@ -513,5 +516,94 @@ mod disruption_input_tests {
             "quartermaster.dev/do-not-disrupt",
             "false"
         )));
+    }
+}
+
+#[cfg(test)]
+mod region_tests {
+    use super::*;
+
+    fn pool(class_region: Option<&str>) -> (Vec<std::sync::Arc<NodePool>>, Vec<Value>) {
+        let pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "quartermaster.dev/v1", "kind": "NodePool",
+            "metadata": {"name": "gpu"},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "quartermaster.dev", "kind": "AWSNodeClass", "name": "default"},
+                "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["g5.xlarge"]}]
+            }}}
+        }))
+        .expect("a NodePool");
+        let mut class = serde_json::json!({"apiVersion": "quartermaster.dev/v1", "kind": "AWSNodeClass",
+            "metadata": {"name": "default"},
+            "spec": {"amiFamily": "AL2023", "role": "KarpenterNodeRole",
+                "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+                "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]}});
+        if let Some(r) = class_region {
+            class["spec"]["region"] = Value::from(r);
+        }
+        (vec![std::sync::Arc::new(pool)], vec![class])
+    }
+
+    fn buys_in(observed: &Observed, region: &str) -> bool {
+        let labels = [
+            (
+                "topology.kubernetes.io/region".to_owned(),
+                region.to_owned(),
+            ),
+            (LABEL_INSTANCE_TYPE.to_owned(), "g5.xlarge".to_owned()),
+        ]
+        .into();
+        observed.setup.pools[0].spec.requirements.matches(&labels)
+    }
+
+    #[test]
+    fn a_pool_whose_node_class_names_no_region_buys_in_the_cluster_region() {
+        let catalog = Catalog::embedded_all_regions();
+        let (pools, classes) = pool(None);
+        let observed = observe(
+            &[],
+            &Default::default(),
+            &pools,
+            classes,
+            Vec::new(),
+            &catalog,
+            &ResourceTable::default(),
+            Some("us-west-2"),
+        );
+        assert!(observed.rejected.is_empty(), "{:?}", observed.rejected);
+        assert!(buys_in(&observed, "us-west-2"));
+        assert!(!buys_in(&observed, "us-east-1"));
+
+        // The NodeClass's own region wins over the cluster's.
+        let (pools, classes) = pool(Some("eu-west-1"));
+        let observed = observe(
+            &[],
+            &Default::default(),
+            &pools,
+            classes,
+            Vec::new(),
+            &catalog,
+            &ResourceTable::default(),
+            Some("us-west-2"),
+        );
+        assert!(buys_in(&observed, "eu-west-1"));
+        assert!(!buys_in(&observed, "us-west-2"));
+
+        // No cluster region: the catalog's default region of the cloud.
+        let (pools, classes) = pool(None);
+        let observed = observe(
+            &[],
+            &Default::default(),
+            &pools,
+            classes,
+            Vec::new(),
+            &catalog,
+            &ResourceTable::default(),
+            None,
+        );
+        let default = catalog
+            .default_region(quartermaster_pricing::Cloud::Aws)
+            .expect("a default region");
+        assert!(buys_in(&observed, default));
     }
 }

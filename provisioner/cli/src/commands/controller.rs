@@ -71,6 +71,7 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         identity,
         engine,
         resync: Duration::from_secs(10),
+        region: args.region.clone(),
     };
     let client_settings = ClientSettings {
         kubeconfig: args.kubeconfig.clone(),
@@ -84,7 +85,8 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
     runtime.block_on(async move {
         let client = build_client(&client_settings).await?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let catalog = Catalog::embedded();
+        // Every region: NodeClasses name theirs, the others buy in `--region`.
+        let catalog = Catalog::embedded_all_regions();
         let mut providers = Providers::new();
         let mut while_leading: Vec<quartermaster_controller::run::LeaderTask> = Vec::new();
         if let Some((cloud, provider)) =

@@ -69,6 +69,7 @@ impl Env {
             clock: clock.clone(),
             metrics: Arc::new(Metrics::new()),
             cluster_name: "test".into(),
+            region: None,
             leadership,
         });
         let config = EngineConfig {
