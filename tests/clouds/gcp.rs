@@ -109,7 +109,10 @@ async fn launch_get_list_delete_through_the_sdk() {
         vec![],
     );
     let launched = cloud.create(&req).await.expect("launch");
-    assert_eq!(launched.provider_id, "gce://test-project/us-central1-a/qm-gpu-abc12");
+    assert_eq!(
+        launched.provider_id,
+        "gce://test-project/us-central1-a/qm-gpu-abc12"
+    );
     assert_eq!(launched.instance_type, "a2-highgpu-1g");
     assert_eq!(launched.capacity_type, CapacityType::Spot);
 
@@ -163,7 +166,10 @@ async fn capacity_inside_a_finished_operation_falls_through_to_the_next_offering
     );
     let launched = cloud.create(&req).await.expect("the fallback launches");
     assert_eq!(launched.zone, ZONE_B);
-    assert_eq!(server.instances(), vec![format!("{ZONE_B}/qm-gpu-fallback")]);
+    assert_eq!(
+        server.instances(),
+        vec![format!("{ZONE_B}/qm-gpu-fallback")]
+    );
     assert_eq!(server.calls("POST"), 2, "one insert per offering");
 
     // With every offering exhausted, the error names the last one tried.
@@ -176,7 +182,10 @@ async fn capacity_inside_a_finished_operation_falls_through_to_the_next_offering
     match cloud.create(&req).await {
         Err(CloudError::InsufficientCapacity { zone, message, .. }) => {
             assert_eq!(zone, ZONE_B);
-            assert!(message.contains("does not have enough resources"), "{message}");
+            assert!(
+                message.contains("does not have enough resources"),
+                "{message}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -225,7 +234,10 @@ async fn a_launch_retried_after_a_crash_creates_no_second_instance() {
         ))
         .await
         .expect("found");
-    assert_eq!(found.provider_id, "gce://test-project/us-central1-b/qm-gpu-other");
+    assert_eq!(
+        found.provider_id,
+        "gce://test-project/us-central1-b/qm-gpu-other"
+    );
     assert_eq!(found.state, InstanceState::Running);
     assert_eq!(server.calls("POST"), 1);
 }
@@ -252,7 +264,11 @@ async fn http_429_is_throttled_and_500_is_transient() {
         cloud.create(&req).await,
         Err(CloudError::Transient { .. })
     ));
-    assert_eq!(server.calls("POST"), 1, "a 500 is not a capacity error: no fallback");
+    assert_eq!(
+        server.calls("POST"),
+        1,
+        "a 500 is not a capacity error: no fallback"
+    );
     assert!(server.instances().is_empty());
     // The 429 on a list (the look-up before a launch) stops the launch the same way.
     server.fail_next(Call::List, HttpFault::throttled());
@@ -269,7 +285,10 @@ async fn a_dead_endpoint_fails_as_transient() {
         Err(e @ CloudError::Transient { .. }) => assert!(e.is_retryable()),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(cloud.list().await, Err(CloudError::Transient { .. })));
+    assert!(matches!(
+        cloud.list().await,
+        Err(CloudError::Transient { .. })
+    ));
 }
 
 #[tokio::test]
@@ -324,7 +343,10 @@ async fn a_preempted_spot_instance_is_an_interruption_once() {
         matches!(events.as_slice(), [CloudEvent::Interruption { provider_id, .. }] if *provider_id == launched.provider_id),
         "{events:?}"
     );
-    assert!(cloud.poll_events().await.expect("poll").is_empty(), "reported once");
+    assert!(
+        cloud.poll_events().await.expect("poll").is_empty(),
+        "reported once"
+    );
 }
 
 #[tokio::test]

@@ -145,7 +145,11 @@ impl GcpServer {
 
     /// The next `call` answers `fault`.
     pub fn fail_next(&self, call: Call, fault: HttpFault) {
-        self.state().faults.entry(call).or_default().push_back(fault);
+        self.state()
+            .faults
+            .entry(call)
+            .or_default()
+            .push_back(fault);
     }
 
     /// Puts an instance in place, as if launched earlier (or by someone else).
@@ -174,9 +178,9 @@ impl GcpServer {
     /// `lastStopTimestamp`.
     pub fn set_status(&self, project: &str, zone: &str, name: &str, status: &str) {
         let mut st = self.state();
-        if let Some(i) = st
-            .instances
-            .get_mut(&(project.to_owned(), zone.to_owned(), name.to_owned()))
+        if let Some(i) =
+            st.instances
+                .get_mut(&(project.to_owned(), zone.to_owned(), name.to_owned()))
         {
             i["status"] = json!(status);
             i["lastStopTimestamp"] = json!("2026-12-01T00:00:00.000-08:00");
@@ -243,7 +247,12 @@ fn reply(status: u16, body: &Value, retry_after: Option<u64>) -> Response<Full<B
         .expect("a valid response")
 }
 
-fn error(status: u16, reason: &str, message: &str, retry_after: Option<u64>) -> Response<Full<Bytes>> {
+fn error(
+    status: u16,
+    reason: &str,
+    message: &str,
+    retry_after: Option<u64>,
+) -> Response<Full<Bytes>> {
     let rpc_status = match status {
         404 => "NOT_FOUND",
         409 => "ALREADY_EXISTS",
@@ -300,10 +309,7 @@ async fn handle(
         .unwrap_or_default();
     let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
     st.calls.push(format!("{method} {path}"));
-    let segments: Vec<&str> = path
-        .trim_start_matches("/compute/v1/")
-        .split('/')
-        .collect();
+    let segments: Vec<&str> = path.trim_start_matches("/compute/v1/").split('/').collect();
     let call = match (&method, segments.as_slice()) {
         (&Method::POST, ["projects", _, "zones", _, "instances"]) => Call::Insert,
         (&Method::GET, ["projects", _, "zones", _, "instances", _]) => Call::Get,
@@ -311,7 +317,14 @@ async fn handle(
         (&Method::GET, ["projects", _, "aggregated", "instances"]) => Call::List,
         (&Method::GET, ["projects", _, "zones", _, "operations", _]) => Call::Operation,
         (&Method::GET, ["projects", _, "zones", _]) => Call::Zone,
-        _ => return Ok(error(404, "notFound", &format!("no route {method} {path}"), None)),
+        _ => {
+            return Ok(error(
+                404,
+                "notFound",
+                &format!("no route {method} {path}"),
+                None,
+            ));
+        }
     };
     if let Some(f) = st.faults.get_mut(&call).and_then(VecDeque::pop_front) {
         return Ok(error(f.status, &f.reason, "injected fault", f.retry_after));
@@ -334,7 +347,11 @@ async fn handle(
             None => error(404, "notFound", "The resource was not found", None),
         },
         Call::Delete => {
-            let key = (project.clone(), segments[3].to_owned(), segments[5].to_owned());
+            let key = (
+                project.clone(),
+                segments[3].to_owned(),
+                segments[5].to_owned(),
+            );
             if st.instances.remove(&key).is_none() {
                 return Ok(error(404, "notFound", "The resource was not found", None));
             }
@@ -359,7 +376,11 @@ async fn handle(
                 .into_iter()
                 .map(|(k, v)| (k, json!({"instances": v})))
                 .collect();
-            reply(200, &json!({"kind": "compute#instanceAggregatedList", "items": items}), None)
+            reply(
+                200,
+                &json!({"kind": "compute#instanceAggregatedList", "items": items}),
+                None,
+            )
         }
         Call::Operation => match st.operations.get_mut(segments[5]) {
             Some((op, polls_left)) => {
@@ -379,9 +400,18 @@ async fn handle(
         Call::Zone => {
             let zone = segments[3];
             if zone.starts_with("us-central1-") || zone.starts_with("europe-west4-") {
-                reply(200, &json!({"kind": "compute#zone", "name": zone, "status": "UP"}), None)
+                reply(
+                    200,
+                    &json!({"kind": "compute#zone", "name": zone, "status": "UP"}),
+                    None,
+                )
             } else {
-                error(404, "notFound", &format!("The resource 'projects/{project}/zones/{zone}' was not found"), None)
+                error(
+                    404,
+                    "notFound",
+                    &format!("The resource 'projects/{project}/zones/{zone}' was not found"),
+                    None,
+                )
             }
         }
     })
@@ -437,14 +467,21 @@ fn insert(
     }
     let name = body["name"].as_str().unwrap_or_default().to_owned();
     if name.is_empty() {
-        return error(400, "required", "Required field 'resource.name' not specified", None);
+        return error(
+            400,
+            "required",
+            "Required field 'resource.name' not specified",
+            None,
+        );
     }
     let key = (project.to_owned(), zone.to_owned(), name.clone());
     if st.instances.contains_key(&key) {
         return error(
             409,
             "alreadyExists",
-            &format!("The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists"),
+            &format!(
+                "The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists"
+            ),
             None,
         );
     }
@@ -462,7 +499,13 @@ fn insert(
         let message = format!(
             "The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill the request. Try a different zone, or try again later."
         );
-        new_operation(st, project, zone, "insert", Some(("ZONE_RESOURCE_POOL_EXHAUSTED", &message)))
+        new_operation(
+            st,
+            project,
+            zone,
+            "insert",
+            Some(("ZONE_RESOURCE_POOL_EXHAUSTED", &message)),
+        )
     } else {
         let mut body = body;
         if let Some(t) = q.get("sourceInstanceTemplate") {

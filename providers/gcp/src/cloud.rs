@@ -237,11 +237,16 @@ impl GcpCloud {
         }
         let project = spec.project.clone();
         // A retried or restarted launch finds the instance it already has: never a second one.
-        if !project.is_empty() {
-            if let Some(i) = self.existing(&project, &request.claim_name).await? {
-                tracing::info!(nodeclaim = %request.claim_name, instance = %i.name, "instance already launched");
-                return Ok(self.instance(&project, &i));
-            }
+        if project.is_empty() {
+            return Err(GcpError::NodeClass(format!(
+                "{}: spec.project is empty and no --gcp-project is set",
+                request.node_class
+            ))
+            .into());
+        }
+        if let Some(i) = self.existing(&project, &request.claim_name).await? {
+            tracing::info!(nodeclaim = %request.claim_name, instance = %i.name, "instance already launched");
+            return Ok(self.instance(&project, &i));
         }
         let mut extra = request.tags.clone();
         extra.insert(LABEL_NODECLASS.to_owned(), request.node_class.clone());

@@ -10,6 +10,12 @@ pub enum GcpError {
     /// The GCPNodeClass asks for something this provider cannot do.
     #[error("GCPNodeClass: {0}")]
     NodeClass(String),
+    /// No usable credentials (the reason, never the credentials).
+    #[error("GCP credentials: {0}")]
+    Credentials(String),
+    /// The Cloud Billing Catalog answered something that is not a SKU list.
+    #[error("Cloud Billing Catalog: {0}")]
+    Prices(String),
 }
 
 impl From<GcpError> for quartermaster_cloud::CloudError {

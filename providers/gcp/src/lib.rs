@@ -8,8 +8,10 @@
 //!
 //! SDK types stop in `sdk.rs`: the provider talks to the [`port::Compute`] trait.
 
+pub mod billing;
 mod cloud;
 mod config;
+pub mod credentials;
 mod error;
 pub mod errors;
 pub mod instance;
