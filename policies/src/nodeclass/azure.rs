@@ -67,6 +67,36 @@ pub struct AzureNodeClassSpec {
     )]
     #[schemars(range(min = 1))]
     pub os_disk_size_gb: Option<i32>,
+    /// The Secret whose value is the VM's custom data (cloud-init or the AKS node bootstrap
+    /// script, as an AKS node pool's VMs receive it), read by the controller at launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_secret_ref: Option<AzureBootstrapSecretRef>,
+    /// The SSH public key (OpenSSH format) of the VMs' admin user `azureuser`; password log-in
+    /// is always disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_public_key: Option<String>,
+}
+
+/// Where a VM's bootstrap custom data is: one key of a Secret.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AzureBootstrapSecretRef {
+    /// The Secret's name.
+    pub name: String,
+    /// Its namespace; default the controller's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The key holding the custom data (plain text; the provider base64-encodes it); default
+    /// `customData`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl AzureBootstrapSecretRef {
+    /// The key holding the custom data (`customData` unless set).
+    pub fn key_or_default(&self) -> &str {
+        self.key.as_deref().unwrap_or("customData")
+    }
 }
 
 /// An OS image: a family (`Ubuntu2204`, `AzureLinux`) or an image id.

@@ -1,0 +1,82 @@
+//! Deterministic VM names from NodeClaim names, and AKS zone names (`eastus-1`) as ARM's
+//! location and zone number.
+
+/// Longest VM name (Linux VMs and their computer names allow 64 characters).
+const MAX_NAME: usize = 64;
+
+/// The VM name of a NodeClaim's `attempt`-th offering: `qm-CLAIM-N`, only letters, digits and
+/// hyphens; a claim too long for that keeps a prefix and a hash of the whole name. The same
+/// claim and offering always give the same name, so a retried PUT finds its own VM.
+pub fn vm_name(claim: &str, attempt: usize) -> String {
+    let clean: String = claim
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let clean = clean.trim_matches('-');
+    let suffix = format!("-{attempt}");
+    let full = format!("qm-{clean}{suffix}");
+    if full.len() <= MAX_NAME {
+        return full;
+    }
+    let hash = format!("{:016x}", fnv1a(claim.as_bytes()));
+    let room = MAX_NAME - "qm-".len() - 1 - 8 - suffix.len();
+    let prefix = clean[..room].trim_end_matches('-');
+    format!("qm-{prefix}-{}{suffix}", &hash[..8])
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// `eastus-1` as (`eastus`, zone `1`); a name without a zone number (`eastus`, `eastus-0`, the
+/// zone AKS gives non-zonal nodes) as (`eastus`, none); a bare zone number (`2`) in
+/// `default_location`.
+pub fn split_zone(zone: &str, default_location: &str) -> (String, Option<String>) {
+    let zonal = |n: &str| !n.is_empty() && n != "0" && n.chars().all(|c| c.is_ascii_digit());
+    if zonal(zone) {
+        return (default_location.to_owned(), Some(zone.to_owned()));
+    }
+    match zone.rsplit_once('-') {
+        Some((location, n)) if zonal(n) => (location.to_owned(), Some(n.to_owned())),
+        Some((location, "0")) => (location.to_owned(), None),
+        _ if zone.is_empty() || zone == "0" => (default_location.to_owned(), None),
+        _ => (zone.to_owned(), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_deterministic_and_valid() {
+        assert_eq!(vm_name("default-abc12", 0), "qm-default-abc12-0");
+        assert_eq!(vm_name("gpu.pool-x", 2), "qm-gpu-pool-x-2");
+        let long = "a".repeat(100);
+        let n = vm_name(&long, 1);
+        assert!(n.len() <= 64, "{n}");
+        assert_eq!(n, vm_name(&long, 1));
+        assert_ne!(
+            vm_name(&format!("{long}b"), 1),
+            vm_name(&format!("{long}c"), 1)
+        );
+        assert!(n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    }
+
+    #[test]
+    fn zones_split_into_location_and_number() {
+        assert_eq!(
+            split_zone("eastus-1", "x"),
+            ("eastus".into(), Some("1".into()))
+        );
+        assert_eq!(split_zone("eastus", "x"), ("eastus".into(), None));
+        assert_eq!(split_zone("eastus-0", "x"), ("eastus".into(), None));
+        assert_eq!(
+            split_zone("2", "westus3"),
+            ("westus3".into(), Some("2".into()))
+        );
+        assert_eq!(split_zone("", "westus3"), ("westus3".into(), None));
+    }
+}

@@ -1,0 +1,195 @@
+//! The narrow port: the handful of Azure Resource Manager calls the provider makes, in our own
+//! types. The SDK implementation is in [`crate::sdk`]; tests can fake at this seam, and the
+//! official `azure_resourcemanager_compute` can replace `azure_mgmt_compute` behind it.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// What every port method returns.
+pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
+
+/// A failed ARM call, reduced to what error mapping needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// How the call failed.
+    pub kind: ApiErrorKind,
+    /// The ARM error code (`AllocationFailed`), when the service answered with one.
+    pub code: Option<String>,
+    /// The service's or the transport's words (never credentials).
+    pub message: String,
+    /// The HTTP status, when there was a response.
+    pub status: Option<u16>,
+    /// The `Retry-After` header, when the response had one.
+    pub retry_after: Option<Duration>,
+}
+
+/// How a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiErrorKind {
+    /// The service answered with an error (or a finished operation reported one).
+    Service,
+    /// No answer: connection refused, timeout, DNS, TLS.
+    Dispatch,
+    /// No credential could be had.
+    Credential,
+    /// The response could not be read.
+    Response,
+}
+
+impl ApiError {
+    /// A service error with `code` and `message` (tests, and failed operations).
+    pub fn service(code: &str, message: &str) -> Self {
+        Self {
+            kind: ApiErrorKind::Service,
+            code: Some(code.to_owned()),
+            message: message.to_owned(),
+            status: None,
+            retry_after: None,
+        }
+    }
+
+    /// An error of `kind` with `message` and no code.
+    pub fn other(kind: ApiErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            code: None,
+            message: message.into(),
+            status: None,
+            retry_after: None,
+        }
+    }
+}
+
+/// A virtual machine as ARM reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vm {
+    /// The ARM id (`/subscriptions/…/virtualMachines/NAME`).
+    pub id: String,
+    /// The VM name.
+    pub name: String,
+    /// The VM size (`Standard_NC24ads_A100_v4`).
+    pub size: String,
+    /// The location (`eastus`).
+    pub location: String,
+    /// The zone number (`1`), when the VM is zonal.
+    pub zone: Option<String>,
+    /// `Spot` or `Regular`.
+    pub priority: Option<String>,
+    /// `Creating`, `Succeeded`, `Failed`, `Deleting`, `Updating`.
+    pub provisioning_state: Option<String>,
+    /// When ARM created it.
+    pub time_created: Option<DateTime<Utc>>,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What a VM PUT asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmSpec {
+    /// The VM name (also the computer name).
+    pub name: String,
+    /// Location.
+    pub location: String,
+    /// Size.
+    pub size: String,
+    /// The zone number, when zonal.
+    pub zone: Option<String>,
+    /// Spot (`priority=Spot`, `evictionPolicy=Delete`, `maxPrice=-1`) or regular.
+    pub spot: bool,
+    /// The subnet's ARM id.
+    pub subnet_id: String,
+    /// The image.
+    pub image: ImageRef,
+    /// OS disk size, GB.
+    pub os_disk_size_gb: Option<i32>,
+    /// Custom data, base64.
+    pub custom_data: Option<String>,
+    /// The admin user's SSH public key.
+    pub ssh_public_key: Option<String>,
+    /// User-assigned managed identities (ARM ids).
+    pub identities: Vec<String>,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// An image reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageRef {
+    /// An image or gallery image version by ARM id.
+    Id(String),
+    /// A marketplace image.
+    Marketplace {
+        /// Publisher.
+        publisher: String,
+        /// Offer.
+        offer: String,
+        /// SKU.
+        sku: String,
+        /// Version (`latest`).
+        version: String,
+    },
+}
+
+/// An accepted VM PUT: the VM as ARM returned it and where to follow the operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    /// The VM as the PUT's response described it.
+    pub vm: Vm,
+    /// The `Azure-AsyncOperation` (else `Location`) URL, when the operation is asynchronous.
+    pub operation_url: Option<String>,
+    /// How long ARM asks us to wait before polling.
+    pub retry_after: Option<Duration>,
+}
+
+/// Where an asynchronous operation is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OperationStatus {
+    /// Still running.
+    InProgress {
+        /// How long ARM asks us to wait before polling again.
+        retry_after: Option<Duration>,
+    },
+    /// Done.
+    Succeeded,
+    /// Failed (or canceled) with this error (`AllocationFailed` …).
+    Failed(ApiError),
+}
+
+/// One resource SKU (a VM size in a location) as the Resource SKUs API lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sku {
+    /// The size (`Standard_NC24ads_A100_v4`).
+    pub name: String,
+    /// The family (`standardNCADSA100v4Family`), what quotas count.
+    pub family: Option<String>,
+    /// The location.
+    pub location: String,
+    /// Zones it is offered in.
+    pub zones: Vec<String>,
+    /// Capabilities (`vCPUs`, `MemoryGB`, `GPUs`, …).
+    pub capabilities: BTreeMap<String, String>,
+    /// Why it cannot be used, when it cannot (`NotAvailableForSubscription`).
+    pub restrictions: Vec<String>,
+}
+
+/// The ARM calls the provider makes, in one subscription and resource group.
+pub trait Arm: Send + Sync {
+    /// GET one VM; `None` when it does not exist.
+    fn get_vm(&self, name: String) -> PortFuture<'_, Option<Vm>>;
+    /// PUT a VM (`.send()` only: the operation is followed with [`Arm::operation`]).
+    fn put_vm(&self, spec: VmSpec) -> PortFuture<'_, Accepted>;
+    /// GET an operation URL.
+    fn operation(&self, url: String) -> PortFuture<'_, OperationStatus>;
+    /// DELETE a VM (the operation is not followed; `Ok` when it is already gone).
+    fn delete_vm(&self, name: String) -> PortFuture<'_, ()>;
+    /// Every VM of the resource group (every page).
+    fn list_vms(&self) -> PortFuture<'_, Vec<Vm>>;
+    /// The resource SKUs of the subscription in `location` (virtual machines only).
+    fn resource_skus(&self, location: String) -> PortFuture<'_, Vec<Sku>>;
+    /// Whether the resource group exists (doctor).
+    fn resource_group_exists(&self) -> PortFuture<'_, bool>;
+}
