@@ -371,3 +371,14 @@ async fn a_changed_image_is_drift() {
     let reason = cloud.is_drifted(&got).await.expect("drift");
     assert!(reason.is_some_and(|r| r.contains("cos-beta")));
 }
+
+#[test]
+fn the_controller_on_gcp_without_a_project_says_which_flag_is_missing() {
+    let out = quartermaster_tests::quartermaster(&["controller", "--cloud-provider", "gcp"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("--gcp-project") && out.stderr.contains("GCP_PROJECT"),
+        "stderr: {}",
+        out.stderr
+    );
+}
