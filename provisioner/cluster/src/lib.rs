@@ -18,6 +18,7 @@ mod nodepool;
 mod objects;
 mod overlay;
 mod pod;
+pub mod provisioning_request;
 mod quantities;
 mod selectors;
 mod workloads;
@@ -51,6 +52,8 @@ pub struct Ingested {
     /// Static NodePools (`spec.replicas`): pool name → the node count it keeps whatever the
     /// pods need. The snapshot does not act on it; `plan` buys the missing nodes.
     pub static_pools: BTreeMap<String, u64>,
+    /// ProvisioningRequests with the pods planned for them, in input order.
+    pub provisioning_requests: Vec<provisioning_request::RequestPods>,
 }
 
 /// Builds a snapshot from Kubernetes objects. Existing nodes are priced only from what they say
@@ -120,7 +123,8 @@ fn ingest_into(
 ) -> Result<Ingested, ClusterError> {
     let mut notes = Vec::new();
     let inventory = Inventory::sort(objects, &mut notes)?;
-    let expansion = workloads::expand(&inventory, &mut notes)?;
+    let mut expansion = workloads::expand(&inventory, &mut notes)?;
+    let requests = provisioning_request::expand(&inventory, &mut expansion.pending, &mut notes);
     let mut snapshot = ClusterSnapshot {
         resources,
         ..ClusterSnapshot::default()
@@ -140,6 +144,19 @@ fn ingest_into(
             pod.gang = workload.gang.clone();
             snapshot.pending.push(pod);
         }
+    }
+    let mut provisioning_requests = Vec::new();
+    for expanded in requests {
+        let mut request = expanded.request;
+        for workload in &expanded.checks {
+            let template = solver_pod(&workload.template, &mut snapshot.resources, &mut notes)?;
+            for id in &workload.replicas {
+                let mut pod = template.clone();
+                pod.id = id.clone();
+                request.check.push(pod);
+            }
+        }
+        provisioning_requests.push(request);
     }
     let mut bound: BTreeMap<&str, Vec<Pod>> = BTreeMap::new();
     for (node, source) in &expansion.bound {
@@ -260,6 +277,7 @@ fn ingest_into(
         snapshot,
         notes,
         static_pools,
+        provisioning_requests,
     })
 }
 

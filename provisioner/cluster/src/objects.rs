@@ -85,6 +85,10 @@ pub(crate) struct Inventory {
     /// Gang PodGroups (Volcano `scheduling.volcano.sh`, coscheduling `scheduling.x-k8s.io`):
     /// `(namespace, name)` → `spec.minMember`.
     pub pod_groups: BTreeMap<(String, String), u32>,
+    /// ProvisioningRequests (`autoscaling.x-k8s.io`), in input order.
+    pub provisioning_requests: Vec<crate::provisioning_request::RequestObject>,
+    /// PodTemplates by `(namespace, name)` (what ProvisioningRequests name).
+    pub pod_templates: BTreeMap<(String, String), crate::provisioning_request::PodTemplateObject>,
     /// Kinds skipped (`Kind`, or `Kind.group` outside the core group), with how many objects of
     /// each.
     pub skipped: BTreeMap<String, usize>,
@@ -204,6 +208,10 @@ impl Inventory {
                     .and_then(|m| u32::try_from(m).ok())
                     .unwrap_or(0);
                 inv.pod_groups.insert((ns.to_owned(), name.to_owned()), min);
+                continue;
+            }
+            if crate::provisioning_request::is_read_here(api_group, kind) {
+                crate::provisioning_request::read(&mut inv, value, kind)?;
                 continue;
             }
             if api_group == crate::overlay::GROUP && kind == crate::overlay::KIND {

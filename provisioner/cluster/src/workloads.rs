@@ -184,6 +184,7 @@ pub(crate) fn expand<'a>(
 
     let mut materialized: BTreeSet<(String, String, String)> = BTreeSet::new();
     let mut finished = 0usize;
+    let holding = crate::provisioning_request::holding(inv);
     for pod in &inv.pods {
         let controller = controller_of(pod);
         if let Some(c) = &controller {
@@ -225,6 +226,14 @@ pub(crate) fn expand<'a>(
             {
                 notes.push(format!(
                     "{}: has scheduling gates; not planned until they are removed",
+                    pod.id
+                ))
+            }
+            None if crate::provisioning_request::consumed_request(&pod.meta)
+                .is_some_and(|r| holding.contains(&(pod.namespace.clone(), r.to_owned()))) =>
+            {
+                notes.push(format!(
+                    "{}: consumes a ProvisioningRequest whose capacity is booked; not planned again",
                     pod.id
                 ))
             }
