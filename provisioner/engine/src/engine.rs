@@ -22,6 +22,8 @@ mod drift;
 mod explain;
 #[path = "gangs.rs"]
 mod gangs;
+#[path = "provisioning_requests.rs"]
+pub(crate) mod provisioning_requests;
 #[path = "static_pools.rs"]
 mod static_pools;
 

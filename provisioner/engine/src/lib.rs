@@ -24,6 +24,9 @@ pub use disruption::{
     CommandKind, DO_NOT_DISRUPT, DisruptionCommand, DisruptionStats, KARPENTER_DO_NOT_DISRUPT,
     PodDisruptionBudgetView, SPOT_TO_SPOT_MIN_TYPES, TEMPLATE_HASH_LABEL, do_not_disrupt,
 };
+pub use engine::provisioning_requests::{
+    LABEL_PROVISIONING_REQUEST, RequestVerdict, check_capacity,
+};
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, FoundClaim, NodeView};
 pub use pools::{EngineError, PoolPolicy};

@@ -11,4 +11,5 @@ mod gangs;
 mod lifecycle;
 mod node_shape;
 mod provider_fallback;
+mod provisioning_requests;
 mod static_pools;
