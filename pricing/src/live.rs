@@ -39,6 +39,9 @@ pub struct PriceQuote {
 
 /// Spot dearer than this many times on-demand is not believed.
 pub const MAX_SPOT_TO_ON_DEMAND: f64 = 1.5;
+/// Spot cheaper than this share of on-demand is not believed (EC2's deepest spot discounts are
+/// about 90%, i.e. 0.1 × on-demand; emulators answer 0.00001).
+pub const MIN_SPOT_TO_ON_DEMAND: f64 = 0.05;
 /// An on-demand quote below this share of the embedded on-demand price is not believed.
 pub const MIN_ON_DEMAND_TO_EMBEDDED: f64 = 0.2;
 /// An on-demand quote above this multiple of the embedded on-demand price is not believed.
@@ -62,6 +65,11 @@ pub enum RejectReason {
         /// embedded one).
         on_demand: f64,
     },
+    /// A spot price below [`MIN_SPOT_TO_ON_DEMAND`] × the on-demand price of the same offering.
+    SpotFarBelowOnDemand {
+        /// The on-demand price it was compared with.
+        on_demand: f64,
+    },
     /// An on-demand price outside [`MIN_ON_DEMAND_TO_EMBEDDED`]..[`MAX_ON_DEMAND_TO_EMBEDDED`]
     /// × the embedded on-demand price.
     OnDemandFarFromEmbedded {
@@ -79,6 +87,10 @@ impl std::fmt::Display for RejectReason {
             Self::SpotAboveOnDemand { on_demand } => write!(
                 f,
                 "spot price above {MAX_SPOT_TO_ON_DEMAND}x the on-demand price {on_demand}"
+            ),
+            Self::SpotFarBelowOnDemand { on_demand } => write!(
+                f,
+                "spot price below {MIN_SPOT_TO_ON_DEMAND}x the on-demand price {on_demand}"
             ),
             Self::OnDemandFarFromEmbedded { embedded } => write!(
                 f,
@@ -132,7 +144,7 @@ impl Catalog {
     /// `price_as_of`.
     ///
     /// A quote is rejected (the catalog's price stays) when it is zero or negative, not finite,
-    /// dated after `now`, a spot price above 1.5 × the on-demand price of its zone, or an
+    /// dated after `now`, a spot price above 1.5 × or below 0.05 × the on-demand price of its zone, or an
     /// on-demand price below 0.2 × or above 5 × the catalog's on-demand price. On-demand
     /// quotes are merged first, so spot quotes are compared with the live on-demand price.
     /// Quotes for types, regions or zones the catalog does not have are counted in
@@ -252,12 +264,17 @@ impl Work {
                 }
             }
             CapacityType::Spot => {
-                if let Some(on_demand) = on_demand_in(current, &quote.region, &zones)
-                    && price > MAX_SPOT_TO_ON_DEMAND * on_demand
-                {
-                    self.rejected
-                        .push(reject(RejectReason::SpotAboveOnDemand { on_demand }));
-                    return;
+                if let Some(on_demand) = on_demand_in(current, &quote.region, &zones) {
+                    if price > MAX_SPOT_TO_ON_DEMAND * on_demand {
+                        self.rejected
+                            .push(reject(RejectReason::SpotAboveOnDemand { on_demand }));
+                        return;
+                    }
+                    if price < MIN_SPOT_TO_ON_DEMAND * on_demand {
+                        self.rejected
+                            .push(reject(RejectReason::SpotFarBelowOnDemand { on_demand }));
+                        return;
+                    }
                 }
             }
             CapacityType::Reserved => {}

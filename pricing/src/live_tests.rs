@@ -173,6 +173,25 @@ fn spot_above_one_and_a_half_on_demand_is_rejected() {
 }
 
 #[test]
+fn spot_below_a_twentieth_of_on_demand_is_rejected() {
+    // What moto's DescribeSpotPriceHistory answers for every type.
+    let m = catalog().with_live_prices(
+        &[quote(Some("us-east-1a"), CapacityType::Spot, 0.00001)],
+        now(),
+    );
+    assert_eq!(
+        m.rejected[0].reason,
+        RejectReason::SpotFarBelowOnDemand { on_demand: 1.006 }
+    );
+    assert_eq!(
+        price(&m.catalog, "us-east-1a", CapacityType::Spot)
+            .unwrap()
+            .0,
+        0.40
+    );
+}
+
+#[test]
 fn spot_is_compared_with_the_live_on_demand_price() {
     // On-demand rises to 2.0 live (merged first, whatever the order): spot 1.6 is believable.
     let m = catalog().with_live_prices(
