@@ -19,6 +19,7 @@ mod labels;
 mod layering;
 mod node_shape;
 mod plan;
+mod provisioning_request;
 mod report;
 mod simulate;
 mod static_pools;

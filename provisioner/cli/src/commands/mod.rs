@@ -7,6 +7,7 @@ mod crds;
 pub mod explain;
 pub mod import;
 mod plan;
+mod plan_requests;
 pub mod report;
 mod simulate;
 mod validate;

@@ -45,7 +45,8 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
     static_nodes::fold_into_plan(&mut plan, reserved);
     // No pod to place and none running on a given node: the input holds no workload at all.
     let nothing_pending = ingested.snapshot.pending.is_empty()
-        && ingested.snapshot.nodes.iter().all(|n| n.pods.is_empty());
+        && ingested.snapshot.nodes.iter().all(|n| n.pods.is_empty())
+        && ingested.provisioning_requests.is_empty();
     if nothing_pending {
         notes.push(NO_WORKLOAD.to_owned());
     }
@@ -56,9 +57,19 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
             .cloned()
             .collect::<Vec<_>>(),
     );
+    let requests = super::plan_requests::answers(
+        &ingested.provisioning_requests,
+        &ingested.snapshot,
+        &plan,
+        &catalog,
+        now,
+    );
+    notes.extend(requests.iter().map(|r| r.note()));
     match args.output {
         PlanFormat::Json => {
-            serde_json::to_writer_pretty(&mut *out, &to_json(&plan, &notes))
+            let mut value = to_json(&plan, &notes);
+            value["provisioning_requests"] = requests.iter().map(|r| r.json()).collect();
+            serde_json::to_writer_pretty(&mut *out, &value)
                 .context("writing JSON")?;
             writeln!(out)?;
         }
