@@ -816,3 +816,87 @@ fn derived_labels_in_karpenter_and_gpu_feature_discovery_formats() {
     // A fractional vGPU slice has no GPU Feature Discovery product.
     assert!(!l(Cloud::Azure, "Standard_NV6ads_A10_v5").contains_key(labels::INSTANCE_GPU_PRODUCT));
 }
+
+#[test]
+fn the_gpu_types_added_in_december_carry_their_sourced_facts() {
+    // Every region: H200, MI300X (eastus2) and A3 Mega (us-east4/5) are outside the defaults.
+    let c = Catalog::embedded_all_regions();
+    // Azure spot (SKY-AZ): A100 and A10 sizes are discounted; H100 sizes show none, so no spot.
+    assert_eq!(
+        price(Cloud::Azure, "Standard_NC24ads_A100_v4", CapacityType::Spot),
+        0.444433
+    );
+    assert_eq!(
+        price(Cloud::Azure, "Standard_NV36ads_A10_v5", CapacityType::Spot),
+        0.8
+    );
+    assert_eq!(
+        price(Cloud::Azure, "Standard_NC4as_T4_v3", CapacityType::Spot),
+        0.062699
+    );
+    for name in ["Standard_ND96isr_H100_v5", "Standard_NC40ads_H100_v5"] {
+        let t = c.get(Cloud::Azure, name).unwrap();
+        assert!(
+            t.cheapest_offering(Some(CapacityType::Spot)).is_none(),
+            "{name}"
+        );
+    }
+    // H200 and MI300X are priced in eastus2 only; MI300X advertises the AMD resource.
+    let mi = c.get(Cloud::Azure, "Standard_ND96isr_MI300X_v5").unwrap();
+    assert!(mi.offerings.iter().all(|o| o.region == "eastus2"));
+    assert_eq!(mi.capacity()["amd.com/gpu"], 8);
+    assert!(!mi.capacity().contains_key(resources::NVIDIA_GPU));
+    assert_eq!(mi.labels()[labels::INSTANCE_GPU_MANUFACTURER], "amd");
+    let h200 = c.get(Cloud::Azure, "Standard_ND96isr_H200_v5").unwrap();
+    assert_eq!(h200.accelerator.as_ref().unwrap().memory_mib, 144384);
+    assert!(
+        embedded()
+            .get(Cloud::Azure, "Standard_ND96isr_H200_v5")
+            .is_none()
+    );
+    let gb200 = c
+        .get(Cloud::Azure, "Standard_ND128isr_NDR_GB200_v6")
+        .unwrap();
+    assert_eq!(gb200.arch, crate::Arch::Arm64);
+    // Fractional A10 slices never advertise a whole GPU.
+    for name in ["Standard_NV12ads_A10_v5", "Standard_NV18ads_A10_v5"] {
+        let t = c.get(Cloud::Azure, name).unwrap();
+        assert!(!t.capacity().contains_key(resources::NVIDIA_GPU), "{name}");
+    }
+    // GCP: partial A3 sizes with SKY-GCP host + per-H100 spot; A3 Mega outside us-central1.
+    assert_eq!(
+        price(Cloud::Gcp, "a3-highgpu-1g", CapacityType::OnDemand),
+        11.06125
+    );
+    assert_eq!(
+        price(Cloud::Gcp, "a3-highgpu-1g", CapacityType::Spot),
+        3.35377
+    );
+    let mega = c.get(Cloud::Gcp, "a3-megagpu-8g").unwrap();
+    assert!(
+        mega.offerings
+            .iter()
+            .all(|o| o.region.starts_with("us-east"))
+    );
+    assert_eq!(
+        price(Cloud::Gcp, "a2-ultragpu-1g", CapacityType::OnDemand),
+        5.068798
+    );
+    // AWS: Blackwell, Trainium 1n, Inferentia2 sizes and g7e.
+    assert_eq!(
+        price(Cloud::Aws, "p6-b200.48xlarge", CapacityType::OnDemand),
+        113.9328
+    );
+    let b300 = c.get(Cloud::Aws, "p6-b300.48xlarge").unwrap();
+    assert_eq!(b300.capacity()[resources::AWS_EFA], 16);
+    for name in ["trn1n.32xlarge", "inf2.8xlarge", "inf2.24xlarge"] {
+        let t = c.get(Cloud::Aws, name).unwrap();
+        assert_eq!(t.accelerator.as_ref().unwrap().memory_mib, 32768, "{name}");
+    }
+    let g7e = c.get(Cloud::Aws, "g7e.2xlarge").unwrap();
+    assert_eq!(g7e.accelerator.as_ref().unwrap().memory_mib, 98304);
+    assert_eq!(
+        price(Cloud::Aws, "g7e.48xlarge", CapacityType::OnDemand),
+        33.14432
+    );
+}
