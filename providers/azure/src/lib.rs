@@ -16,6 +16,7 @@
 
 mod cloud;
 mod config;
+mod credentials;
 mod error;
 pub mod errors;
 pub mod names;
@@ -26,6 +27,7 @@ mod sdk;
 
 pub use cloud::{AzureCloud, BootstrapData, TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL};
 pub use config::{AzureSettings, CallLimits, CredentialSource, DEFAULT_ENDPOINT};
+pub use credentials::{credential_source, probe_token};
 pub use error::AzureError;
 pub use rate::RateLimitSettings;
 pub use sdk::{operation_of, sku_of, vm_body, vm_of};

@@ -176,6 +176,17 @@ pub struct Sku {
     pub restrictions: Vec<String>,
 }
 
+/// One compute quota of a location (`standardNCADSA100v4Family` vCPUs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Usage {
+    /// The quota's name (a SKU family, `cores`, `lowPriorityCores`).
+    pub name: String,
+    /// In use.
+    pub current: i64,
+    /// The limit.
+    pub limit: i64,
+}
+
 /// The ARM calls the provider makes, in one subscription and resource group.
 pub trait Arm: Send + Sync {
     /// GET one VM; `None` when it does not exist.
@@ -190,6 +201,8 @@ pub trait Arm: Send + Sync {
     fn list_vms(&self) -> PortFuture<'_, Vec<Vm>>;
     /// The resource SKUs of the subscription in `location` (virtual machines only).
     fn resource_skus(&self, location: String) -> PortFuture<'_, Vec<Sku>>;
+    /// The compute quotas of the subscription in `location` (doctor).
+    fn usages(&self, location: String) -> PortFuture<'_, Vec<Usage>>;
     /// Whether the resource group exists (doctor).
     fn resource_group_exists(&self) -> PortFuture<'_, bool>;
 }

@@ -26,7 +26,8 @@ use serde_json::{Value, json};
 
 use crate::config::{AzureSettings, CredentialSource};
 use crate::port::{
-    Accepted, ApiError, ApiErrorKind, Arm, ImageRef, OperationStatus, PortFuture, Sku, Vm, VmSpec,
+    Accepted, ApiError, ApiErrorKind, Arm, ImageRef, OperationStatus, PortFuture, Sku, Usage, Vm,
+    VmSpec,
 };
 use crate::rate::RateLimits;
 
@@ -142,7 +143,7 @@ impl SdkArm {
 }
 
 /// The credential for `source`.
-fn credential(source: &CredentialSource) -> Result<Arc<dyn TokenCredential>, ApiError> {
+pub(crate) fn credential(source: &CredentialSource) -> Result<Arc<dyn TokenCredential>, ApiError> {
     match source {
         CredentialSource::DefaultChain => azure_identity::create_default_credential()
             .map_err(|e| ApiError::other(ApiErrorKind::Credential, e.to_string())),
@@ -589,6 +590,27 @@ impl Arm for SdkArm {
                 }
             }
             Ok(skus)
+        })
+    }
+
+    fn usages(&self, location: String) -> PortFuture<'_, Vec<Usage>> {
+        Box::pin(async move {
+            self.limits.read().await;
+            let mut pages = self
+                .client
+                .usage_client()
+                .list(&location, &self.subscription)
+                .into_stream();
+            let mut usages = Vec::new();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(api_error)?;
+                usages.extend(page.value.into_iter().map(|u| Usage {
+                    name: u.name.value.unwrap_or_default(),
+                    current: i64::from(u.current_value),
+                    limit: u.limit,
+                }));
+            }
+            Ok(usages)
         })
     }
 

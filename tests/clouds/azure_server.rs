@@ -1,0 +1,494 @@
+//! A small Azure Resource Manager of ours on 127.0.0.1: the REST paths `azure_mgmt_compute`
+//! (API 2024-07-01) calls for the Azure provider — VM PUT / GET / DELETE / list, the
+//! `Azure-AsyncOperation` URL a PUT answers with, resource SKUs, a resource group GET — plus the
+//! Retail Prices API, holding VMs in memory, with injectable faults: a PUT whose operation
+//! finishes with `AllocationFailed` for a (size, zone), and HTTP errors (429, 500, ...) queued
+//! per call. ARM calls without a bearer token are answered 401.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+/// The kinds of call faults can be queued for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Call {
+    /// VM PUT.
+    Put,
+    /// VM GET.
+    Get,
+    /// VM list.
+    List,
+    /// VM DELETE.
+    Delete,
+    /// Operation GET.
+    Operation,
+    /// Resource SKUs.
+    Skus,
+    /// Compute usages (quotas).
+    Usages,
+    /// Resource group GET.
+    ResourceGroup,
+    /// Retail prices.
+    Prices,
+}
+
+/// An HTTP error answered instead of the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpFault {
+    /// HTTP status.
+    pub status: u16,
+    /// ARM error code.
+    pub code: String,
+    /// A `Retry-After` header, seconds.
+    pub retry_after: Option<u64>,
+}
+
+impl HttpFault {
+    /// 429 `TooManyRequests` with `Retry-After: 7`.
+    pub fn throttled() -> Self {
+        Self {
+            status: 429,
+            code: "TooManyRequests".into(),
+            retry_after: Some(7),
+        }
+    }
+
+    /// 500 `InternalServerError`.
+    pub fn internal() -> Self {
+        Self {
+            status: 500,
+            code: "InternalServerError".into(),
+            retry_after: None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// VM name -> VM JSON.
+    vms: BTreeMap<String, Value>,
+    /// Operation id -> (VM name, final operation JSON, polls left before it is final).
+    operations: BTreeMap<String, (String, Value, u32)>,
+    /// (size, zone number) without capacity.
+    exhausted: BTreeSet<(String, String)>,
+    /// Queued faults per call.
+    faults: BTreeMap<Call, VecDeque<HttpFault>>,
+    /// Every call, `METHOD path`.
+    calls: Vec<String>,
+    /// Resource SKUs listed.
+    skus: Vec<Value>,
+    /// Retail price items listed.
+    prices: Vec<Value>,
+    /// Usages listed.
+    usages: Vec<Value>,
+    /// Resource groups that exist (lowercase).
+    resource_groups: BTreeSet<String>,
+    /// VMs created (first PUT of a name).
+    creates: usize,
+    /// Operations are `InProgress` for this many polls before they are final.
+    polls_before_done: u32,
+    next_op: u64,
+}
+
+/// The running server; stops when dropped.
+pub struct AzureServer {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for AzureServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl AzureServer {
+    /// A server on a free port of 127.0.0.1 holding `resource_group`; operations need one poll
+    /// before they are final.
+    pub async fn start(resource_group: &str) -> AzureServer {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the Azure server");
+        let addr = listener.local_addr().expect("server address");
+        let state = Arc::new(Mutex::new(State {
+            polls_before_done: 1,
+            resource_groups: BTreeSet::from([resource_group.to_ascii_lowercase()]),
+            ..State::default()
+        }));
+        let s = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handle(req, s.clone(), addr));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        AzureServer { addr, state, task }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// PUTs of `size` in zone number `zone` finish with `AllocationFailed`.
+    pub fn exhaust(&self, size: &str, zone: &str) {
+        self.state()
+            .exhausted
+            .insert((size.to_owned(), zone.to_owned()));
+    }
+
+    /// The next `call` answers `fault`.
+    pub fn fail_next(&self, call: Call, fault: HttpFault) {
+        self.state()
+            .faults
+            .entry(call)
+            .or_default()
+            .push_back(fault);
+    }
+
+    /// The resource SKUs the SKU list answers.
+    pub fn set_skus(&self, skus: Vec<Value>) {
+        self.state().skus = skus;
+    }
+
+    /// The compute usages (quotas) listed: (family, current, limit).
+    pub fn set_usages(&self, usages: &[(&str, i64, i64)]) {
+        self.state().usages = usages
+            .iter()
+            .map(|(name, current, limit)| {
+                json!({"name": {"value": name, "localizedValue": name}, "currentValue": current, "limit": limit, "unit": "Count"})
+            })
+            .collect();
+    }
+
+    /// The price items the Retail Prices API answers.
+    pub fn set_prices(&self, items: Vec<Value>) {
+        self.state().prices = items;
+    }
+
+    /// Puts a running VM in place, as if launched earlier (or by someone else).
+    pub fn put_vm(&self, name: &str, size: &str, zone: &str, tags: &[(&str, &str)]) {
+        let tags: BTreeMap<&str, &str> = tags.iter().copied().collect();
+        let vm = json!({
+            "id": format!("/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/{name}"),
+            "name": name,
+            "type": "Microsoft.Compute/virtualMachines",
+            "location": "eastus",
+            "zones": [zone],
+            "tags": tags,
+            "properties": {
+                "hardwareProfile": {"vmSize": size},
+                "priority": "Regular",
+                "provisioningState": "Succeeded",
+                "timeCreated": "2026-12-01T00:00:00Z",
+            },
+        });
+        self.state().vms.insert(name.to_owned(), vm);
+    }
+
+    /// The VM names held.
+    pub fn vm_names(&self) -> Vec<String> {
+        self.state().vms.keys().cloned().collect()
+    }
+
+    /// One VM's JSON, as stored.
+    pub fn vm(&self, name: &str) -> Option<Value> {
+        self.state().vms.get(name).cloned()
+    }
+
+    /// VMs created (the first PUT of each name).
+    pub fn creates(&self) -> usize {
+        self.state().creates
+    }
+
+    /// How many calls started with `prefix` (`PUT`, `GET /subscriptions/...`).
+    pub fn calls(&self, prefix: &str) -> usize {
+        self.state()
+            .calls
+            .iter()
+            .filter(|c| c.starts_with(prefix))
+            .count()
+    }
+}
+
+fn reply(status: u16, body: &Value, headers: &[(&str, String)]) -> Response<Full<Bytes>> {
+    let mut r = Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("content-type", "application/json");
+    for (k, v) in headers {
+        r = r.header(*k, v);
+    }
+    r.body(Full::new(Bytes::from(body.to_string())))
+        .expect("a valid response")
+}
+
+fn error(
+    status: u16,
+    code: &str,
+    message: &str,
+    retry_after: Option<u64>,
+) -> Response<Full<Bytes>> {
+    let headers: Vec<(&str, String)> = retry_after
+        .map(|s| ("retry-after", s.to_string()))
+        .into_iter()
+        .collect();
+    reply(
+        status,
+        &json!({"error": {"code": code, "message": message}}),
+        &headers,
+    )
+}
+
+/// What a path asks for.
+enum Route {
+    Vm(String),
+    Vms,
+    Operation(String),
+    Skus,
+    Usages,
+    ResourceGroup(String),
+    Prices,
+    Unknown,
+}
+
+fn route(path: &str) -> Route {
+    if path == "/api/retail/prices" {
+        return Route::Prices;
+    }
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let lower: Vec<String> = parts.iter().map(|p| p.to_ascii_lowercase()).collect();
+    let l: Vec<&str> = lower.iter().map(String::as_str).collect();
+    match l.as_slice() {
+        [
+            "subscriptions",
+            _,
+            "resourcegroups",
+            _,
+            "providers",
+            "microsoft.compute",
+            "virtualmachines",
+        ] => Route::Vms,
+        [
+            "subscriptions",
+            _,
+            "resourcegroups",
+            _,
+            "providers",
+            "microsoft.compute",
+            "virtualmachines",
+            _,
+        ] => Route::Vm(parts[7].to_owned()),
+        [
+            "subscriptions",
+            _,
+            "providers",
+            "microsoft.compute",
+            "locations",
+            _,
+            "operations",
+            _,
+        ] => Route::Operation(parts[7].to_owned()),
+        ["subscriptions", _, "providers", "microsoft.compute", "skus"] => Route::Skus,
+        [
+            "subscriptions",
+            _,
+            "providers",
+            "microsoft.compute",
+            "locations",
+            _,
+            "usages",
+        ] => Route::Usages,
+        ["subscriptions", _, "resourcegroups", rg] => Route::ResourceGroup((*rg).to_owned()),
+        _ => Route::Unknown,
+    }
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    state: Arc<Mutex<State>>,
+    addr: SocketAddr,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let authorized = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("Bearer ") && v.len() > "Bearer ".len());
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let route = route(&path);
+    let call = match (&method, &route) {
+        (&Method::PUT, Route::Vm(_)) => Some(Call::Put),
+        (&Method::GET, Route::Vm(_)) => Some(Call::Get),
+        (&Method::DELETE, Route::Vm(_)) => Some(Call::Delete),
+        (&Method::GET, Route::Vms) => Some(Call::List),
+        (&Method::GET, Route::Operation(_)) => Some(Call::Operation),
+        (&Method::GET, Route::Skus) => Some(Call::Skus),
+        (&Method::GET, Route::Usages) => Some(Call::Usages),
+        (&Method::GET, Route::ResourceGroup(_)) => Some(Call::ResourceGroup),
+        (&Method::GET, Route::Prices) => Some(Call::Prices),
+        _ => None,
+    };
+    let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+    st.calls.push(format!("{method} {path}"));
+    let Some(call) = call else {
+        return Ok(error(
+            404,
+            "NotFound",
+            &format!("no route {method} {path}"),
+            None,
+        ));
+    };
+    if call != Call::Prices && !authorized {
+        return Ok(error(401, "AuthenticationFailed", "no bearer token", None));
+    }
+    if let Some(f) = st.faults.get_mut(&call).and_then(VecDeque::pop_front) {
+        return Ok(error(f.status, &f.code, "injected fault", f.retry_after));
+    }
+    let response = match route {
+        Route::Vm(name) => match method {
+            Method::PUT => put_vm(&mut st, &name, &body, &path, addr),
+            Method::GET => match st.vms.get(&name) {
+                Some(vm) => reply(200, vm, &[]),
+                None => error(
+                    404,
+                    "ResourceNotFound",
+                    &format!("VM {name} not found"),
+                    None,
+                ),
+            },
+            _ => match st.vms.remove(&name) {
+                Some(_) => reply(202, &Value::Null, &[]),
+                None => reply(204, &Value::Null, &[]),
+            },
+        },
+        Route::Vms => {
+            let vms: Vec<Value> = st.vms.values().cloned().collect();
+            reply(200, &json!({ "value": vms }), &[])
+        }
+        Route::Operation(id) => operation(&mut st, &id),
+        Route::Skus => reply(200, &json!({ "value": st.skus }), &[]),
+        Route::Usages => reply(200, &json!({ "value": st.usages }), &[]),
+        Route::ResourceGroup(rg) => {
+            if st.resource_groups.contains(&rg) {
+                reply(200, &json!({ "name": rg, "location": "eastus" }), &[])
+            } else {
+                error(
+                    404,
+                    "ResourceGroupNotFound",
+                    &format!("resource group {rg} not found"),
+                    None,
+                )
+            }
+        }
+        Route::Prices => reply(
+            200,
+            &json!({ "BillingCurrency": "USD", "Items": st.prices, "NextPageLink": null, "Count": st.prices.len() }),
+            &[],
+        ),
+        Route::Unknown => error(404, "NotFound", "no route", None),
+    };
+    Ok(response)
+}
+
+fn put_vm(
+    st: &mut State,
+    name: &str,
+    body: &Value,
+    path: &str,
+    addr: SocketAddr,
+) -> Response<Full<Bytes>> {
+    let size = body["properties"]["hardwareProfile"]["vmSize"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let zone = body["zones"][0].as_str().unwrap_or_default().to_owned();
+    let location = body["location"].as_str().unwrap_or("eastus").to_owned();
+    if size.is_empty() || body["properties"]["networkProfile"].is_null() {
+        return error(
+            400,
+            "InvalidParameter",
+            "vmSize and networkProfile are required",
+            None,
+        );
+    }
+    let mut vm = body.clone();
+    vm["id"] = json!(path);
+    vm["name"] = json!(name);
+    vm["type"] = json!("Microsoft.Compute/virtualMachines");
+    vm["properties"]["provisioningState"] = json!("Creating");
+    vm["properties"]["timeCreated"] = json!("2026-12-01T00:00:00Z");
+    let created = !st.vms.contains_key(name);
+    if created {
+        st.creates += 1;
+    }
+    st.vms.insert(name.to_owned(), vm.clone());
+    st.next_op += 1;
+    let id = format!("op-{}", st.next_op);
+    let done = if st.exhausted.contains(&(size.clone(), zone.clone())) {
+        json!({"status": "Failed", "error": {"code": "AllocationFailed", "message": format!("Allocation failed: no capacity for {size} in zone {zone}")}})
+    } else {
+        json!({"status": "Succeeded"})
+    };
+    let polls = st.polls_before_done;
+    st.operations
+        .insert(id.clone(), (name.to_owned(), done, polls));
+    let subscription = path.split('/').nth(2).unwrap_or_default();
+    let url = format!(
+        "http://{addr}/subscriptions/{subscription}/providers/Microsoft.Compute/locations/{location}/operations/{id}?api-version=2024-07-01"
+    );
+    reply(
+        if created { 201 } else { 200 },
+        &vm,
+        &[("azure-asyncoperation", url)],
+    )
+}
+
+fn operation(st: &mut State, id: &str) -> Response<Full<Bytes>> {
+    let Some((name, done, polls)) = st.operations.get_mut(id) else {
+        return error(404, "NotFound", "no such operation", None);
+    };
+    if *polls > 0 {
+        *polls -= 1;
+        return reply(200, &json!({"status": "InProgress"}), &[]);
+    }
+    let (name, done) = (name.clone(), done.clone());
+    let final_state = if done["status"] == "Succeeded" {
+        "Succeeded"
+    } else {
+        "Failed"
+    };
+    if let Some(vm) = st.vms.get_mut(&name) {
+        vm["properties"]["provisioningState"] = json!(final_state);
+    }
+    reply(200, &done, &[])
+}
