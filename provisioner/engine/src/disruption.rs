@@ -174,6 +174,8 @@ pub(crate) struct DisruptionState {
     pub protected_nodes: BTreeSet<String>,
     /// The cluster's PodDisruptionBudgets.
     pub pdbs: Vec<PodDisruptionBudgetView>,
+    /// Claims whose instance the cloud says drifted from its NodeClass, with the reason.
+    pub cloud_drifted: BTreeMap<String, String>,
     /// The next move's id.
     pub next_move: u64,
     /// Counters.

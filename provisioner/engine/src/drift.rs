@@ -1,7 +1,9 @@
 //! Drift and expiry.
 //!
 //! Drift: every claim records the hash of its NodePool template and NodeClass spec
-//! ([`crate::TEMPLATE_HASH_LABEL`]); a claim whose hash is not its pool's current one is replaced
+//! ([`crate::TEMPLATE_HASH_LABEL`]); a claim whose hash is not its pool's current one, or whose
+//! instance the cloud says no longer matches its NodeClass ([`crate::Event::CloudDrifted`]: a
+//! moved AMI alias, other security groups or subnets), is replaced
 //! (replacement first, within the pool's `Drifted` budget, never a do-not-disrupt pod or node,
 //! never a Job's pod, never past a PodDisruptionBudget), one move per pass, before consolidation.
 //!
@@ -23,12 +25,17 @@ impl Engine {
     /// Replaces one drifted node, if any may be; true when a move started.
     pub(super) fn replace_drifted(&mut self, now: DateTime<Utc>) -> bool {
         let left = self.budget_left(DisruptionReason::Drifted, now);
+        let claims = &self.claims;
+        self.disruption
+            .cloud_drifted
+            .retain(|name, _| claims.get(name).is_some_and(|c| !c.deleting));
         let drifted: Vec<_> = self
             .movable_nodes(now)
             .into_iter()
             .filter(|cand| {
                 let c = &self.claims[&cand.name];
                 c.template_hash != self.setup.pools[c.pool].template_hash
+                    || self.disruption.cloud_drifted.contains_key(&cand.name)
             })
             .collect();
         // Held back by a budget: looked at again later (its window ends without an event).
@@ -49,6 +56,13 @@ impl Engine {
             }
         }
         false
+    }
+
+    /// The cloud says the instance `provider_id` drifted from its NodeClass.
+    pub(super) fn cloud_drifted(&mut self, provider_id: &str, reason: String) {
+        if let Some(name) = self.claim_by_provider_id(provider_id) {
+            self.disruption.cloud_drifted.insert(name, reason);
+        }
     }
 
     /// NodePools changed: matched by name, replaced; new ones added.

@@ -297,6 +297,10 @@ impl Engine {
             Event::DisruptionBudgets(pdbs) => self.disruption.pdbs = pdbs,
             Event::CatalogChanged(catalog) => self.catalog_changed(catalog),
             Event::PoolsChanged(pools) => self.pools_changed(pools),
+            Event::CloudDrifted {
+                provider_id,
+                reason,
+            } => self.cloud_drifted(&provider_id, reason),
         }
     }
 

@@ -118,6 +118,15 @@ pub enum Event {
     /// replaces the one the engine has; new ones are added. Claims of a pool whose template
     /// hash changed have drifted.
     PoolsChanged(Vec<crate::PoolPolicy>),
+    /// The cloud says an instance no longer matches its NodeClass (`CloudProvider::is_drifted`:
+    /// its AMI, security groups or subnet): its claim has drifted and is replaced like one
+    /// whose template changed.
+    CloudDrifted {
+        /// Provider id of the instance.
+        provider_id: String,
+        /// Why (`AMIDrift: …`).
+        reason: String,
+    },
 }
 
 /// A NodeClaim as the cluster records it (the durable memory of what was decided and launched).

@@ -580,3 +580,52 @@ fn one_pass_asks_the_solver_a_bounded_number_of_questions() {
     assert_eq!(cmds.len(), 1);
     assert!(cmds[0].claims.len() >= 32, "{:?}", cmds[0]);
 }
+
+#[test]
+fn a_node_the_cloud_says_drifted_is_replaced_like_a_template_change() {
+    let mut e = engine_with(
+        pool("on-demand", json!({}), json!({})),
+        EngineConfig::default(),
+    );
+    for (name, p) in [("n0", "a"), ("n1", "b")] {
+        node_with(
+            &mut e,
+            name,
+            "c.xlarge",
+            CapacityType::OnDemand,
+            vec![pod(p, 3000, 0)],
+            t(0),
+            None,
+        );
+    }
+    assert!(commands(&run(&mut e, 0, 600)).is_empty(), "nothing drifted");
+    // The AMI alias of n1's NodeClass moved to a newer image.
+    e.handle(
+        t(650),
+        Event::CloudDrifted {
+            provider_id: "sim:///us-east-1a/n1".into(),
+            reason: "AMIDrift: the instance runs ami-1; amiSelectorTerms now select ami-2".into(),
+        },
+    );
+    // An instance no claim owns is ignored.
+    e.handle(
+        t(650),
+        Event::CloudDrifted {
+            provider_id: "sim:///us-east-1a/gone".into(),
+            reason: "SubnetDrift".into(),
+        },
+    );
+    let actions = run(&mut e, 650, 900);
+    let cmds = commands(&actions);
+    assert_eq!(cmds.len(), 1, "{actions:?}");
+    assert_eq!(cmds[0].kind, CommandKind::Drift);
+    assert_eq!(cmds[0].claims, vec!["n1".to_owned()]);
+    bring_up(&mut e, &actions, t(950));
+    let actions = run(&mut e, 950, 1100);
+    assert_eq!(
+        deleted(&actions),
+        vec![("n1".to_owned(), DeleteReason::Drifted)]
+    );
+    // Once it is gone nothing else drifts.
+    assert!(commands(&run(&mut e, 1100, 2000)).is_empty());
+}
