@@ -45,6 +45,28 @@ pub const CONSUME_ANNOTATION: &str = "autoscaling.x-k8s.io/consume-provisioning-
 /// The older spelling of [`CONSUME_ANNOTATION`] (Kueue sets both).
 pub const CONSUME_ANNOTATION_CA: &str =
     "cluster-autoscaler.kubernetes.io/consume-provisioning-request";
+/// Set instead of [`CONSUME_ANNOTATION`] by a reader that hands over bound pods without their
+/// `spec.nodeName` (the controller): the pod consumes this request and is bound to a node.
+pub const CONSUMING_BOUND_ANNOTATION: &str = "quartermaster.dev/consuming-provisioning-request";
+
+/// Marks a bound pod (as JSON) that consumes a request so that it still counts as bound once
+/// its `spec.nodeName` is dropped ([`CONSUMING_BOUND_ANNOTATION`]).
+pub fn mark_bound_consumer(pod: &mut Value) {
+    let Some(annotations) = pod
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let request = [CONSUME_ANNOTATION, CONSUME_ANNOTATION_CA]
+        .iter()
+        .find_map(|k| annotations.remove(*k))
+        .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()));
+    if let Some(request) = request {
+        annotations.insert(CONSUMING_BOUND_ANNOTATION.to_owned(), request);
+    }
+}
+
 /// The label on the pods planned for a request, naming the request (same namespace).
 pub const LABEL_REQUEST: &str = "quartermaster.dev/provisioning-request";
 
@@ -303,8 +325,13 @@ pub(crate) fn expand<'a>(
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded" | "Failed")
         );
-        if let Some(request) = consumed_request(&pod.meta)
-            && bound
+        let marked = pod
+            .meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CONSUMING_BOUND_ANNOTATION))
+            .map(String::as_str);
+        if let Some(request) = consumed_request(&pod.meta).filter(|_| bound).or(marked)
             && !finished
         {
             *consumed

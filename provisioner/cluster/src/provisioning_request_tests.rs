@@ -219,3 +219,29 @@ spec: {provisioningClassName: x, podSets: [{podTemplateRef: {name: a}, count: ma
         "{problem}"
     );
 }
+
+#[test]
+fn a_bound_consumer_handed_over_without_its_node_still_counts() {
+    let mut pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "w0", "namespace": "team",
+            "annotations": {CONSUME_ANNOTATION: "job-prov"}},
+        "spec": {"containers": [{"name": "w"}]}
+    });
+    mark_bound_consumer(&mut pod);
+    let mut objects = crate::testing::objects(&format!(
+        "{}{}",
+        template("ppt-w"),
+        request("job-prov", CLASS_BEST_EFFORT_ATOMIC, &[("ppt-w", 2)], "")
+    ));
+    objects.push(pod);
+    let ingested = crate::snapshot_from_objects(&objects).unwrap();
+    assert_eq!(ingested.provisioning_requests[0].consumed, 1);
+    let names: Vec<&str> = ingested
+        .snapshot
+        .pending
+        .iter()
+        .map(|p| p.id.name.as_str())
+        .collect();
+    assert_eq!(names, ["w0", "provreq-job-prov-0-1"]);
+}

@@ -26,7 +26,7 @@ use crate::launch::{error_kind, launch};
 use crate::lifecycle;
 use crate::sweep;
 use crate::termination::terminate;
-use crate::translate::{FINALIZER, LABEL_NODECLAIM, Observed, found_claim, node_view, observe};
+use crate::translate::{FINALIZER, LABEL_NODECLAIM, Observed, found_claim, node_view};
 
 /// How many new `Unschedulable` events of one pass carry the top reasons offerings were ruled
 /// out for (each is a solve of the whole snapshot).
@@ -94,6 +94,7 @@ pub struct Driver {
     table: ResourceTable,
     /// Do-not-disrupt pods and nodes and PDBs last told to the engine (told again on change).
     disruption_inputs: DisruptionInputs,
+    requests: crate::provisioning_requests::Requests,
 }
 
 /// What voluntary disruption must respect, as last told to the engine.
@@ -131,6 +132,7 @@ impl Driver {
             last_pass: None,
             table: ResourceTable::default(),
             disruption_inputs: DisruptionInputs::default(),
+            requests: Default::default(),
         }
     }
 
@@ -226,6 +228,9 @@ impl Driver {
             self.dispatch(now, action);
         }
         self.announce(now);
+        if let Some(engine) = &self.engine {
+            crate::provisioning_requests::sync(&self.ctx, engine, &mut self.requests, now);
+        }
         lifecycle::sync_status(self, now);
         self.terminations();
         self.collect_garbage(now);
@@ -284,7 +289,7 @@ impl Driver {
             .filter_map(|n| n.metadata.name.clone())
             .collect();
         let table = self.table.clone();
-        let observed = observe(
+        let observed = crate::translate::observe_with_requests(
             &stores.pods.state(),
             &our_nodes,
             &stores.node_pools.state(),
@@ -300,6 +305,10 @@ impl Driver {
                     Some(v)
                 })
                 .collect(),
+            crate::provisioning_requests::objects(
+                &stores.provisioning_requests.state(),
+                &stores.pod_templates.state(),
+            ),
             &self.ctx.catalog,
             &table,
             self.ctx.region.as_deref(),
@@ -310,6 +319,7 @@ impl Driver {
         if self.engine.is_none() || observed.fingerprint != self.fingerprint {
             self.rebuild(now, &observed, &claims, &nodes);
         }
+        self.requests.observed = observed.provisioning_requests.clone();
         self.feed_claims(now, &claims, &nodes);
         self.feed_pods(now, &observed);
         self.feed_disruption_inputs(now, &claims, &nodes);
@@ -338,6 +348,8 @@ impl Driver {
                         p.metadata.name.clone()?,
                     ))
                 })
+                // Capacity booked for a ProvisioningRequest is not consolidated away.
+                .chain(self.requests.observed.iter().flat_map(|r| r.pending.clone()))
                 .collect(),
             nodes: nodes
                 .iter()

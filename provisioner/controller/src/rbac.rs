@@ -83,6 +83,21 @@ pub const CLUSTER_RULES: &[ApiAccess] = &[
         resource: "azurenodeclasses",
         verbs: READ,
     },
+    ApiAccess {
+        group: "",
+        resource: "podtemplates",
+        verbs: READ,
+    },
+    ApiAccess {
+        group: "autoscaling.x-k8s.io",
+        resource: "provisioningrequests",
+        verbs: READ,
+    },
+    ApiAccess {
+        group: "autoscaling.x-k8s.io",
+        resource: "provisioningrequests/status",
+        verbs: &["patch"],
+    },
 ];
 
 /// Extra cluster-wide access with `--cloud-provider kwok`: the kwok cloud creates Node objects,

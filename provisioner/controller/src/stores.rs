@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::{StreamExt, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, PodTemplate};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -16,6 +16,8 @@ use kube::{Api, Client, Resource};
 use quartermaster_policies::{AWSNodeClass, AzureNodeClass, GCPNodeClass, NodeClaim, NodePool};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
+
+use crate::provisioning_requests::ProvisioningRequest;
 
 /// The stores of every kind the controller reads.
 #[derive(Clone)]
@@ -38,12 +40,16 @@ pub struct Stores {
     pub daemon_sets: Store<DaemonSet>,
     /// PodDisruptionBudgets (honoured by evictions; read for status).
     pub pdbs: Store<PodDisruptionBudget>,
+    /// ProvisioningRequests (`autoscaling.x-k8s.io/v1`; empty where the CRD is not installed).
+    pub provisioning_requests: Store<ProvisioningRequest>,
+    /// PodTemplates (what ProvisioningRequests name).
+    pub pod_templates: Store<PodTemplate>,
     changed: Arc<Notify>,
     synced: Arc<AtomicUsize>,
 }
 
 /// How many kinds are watched (readiness waits for all of them).
-const KINDS: usize = 9;
+const KINDS: usize = 11;
 
 impl Stores {
     /// Starts one watch per kind on `client`; the returned future drives them all (run it in a
@@ -61,6 +67,8 @@ impl Stores {
         let (azure, w_azure) = reflector::store();
         let (daemon_sets, w_ds) = reflector::store();
         let (pdbs, w_pdbs) = reflector::store();
+        let (provisioning_requests, w_provreqs) = reflector::store();
+        let (pod_templates, w_templates) = reflector::store();
         let streams = vec![
             watch(Api::<Pod>::all(client.clone()), w_pods, &changed, &synced),
             watch(Api::<Node>::all(client.clone()), w_nodes, &changed, &synced),
@@ -106,6 +114,18 @@ impl Stores {
                 &changed,
                 &synced,
             ),
+            watch_optional(
+                Api::<ProvisioningRequest>::all(client.clone()),
+                w_provreqs,
+                &changed,
+                &synced,
+            ),
+            watch(
+                Api::<PodTemplate>::all(client.clone()),
+                w_templates,
+                &changed,
+                &synced,
+            ),
         ];
         let stores = Self {
             pods,
@@ -117,6 +137,8 @@ impl Stores {
             azure_node_classes: azure,
             daemon_sets,
             pdbs,
+            provisioning_requests,
+            pod_templates,
             changed,
             synced,
         };
@@ -139,6 +161,8 @@ impl Stores {
             azure_node_classes: w.azure_node_classes.as_reader(),
             daemon_sets: w.daemon_sets.as_reader(),
             pdbs: w.pdbs.as_reader(),
+            provisioning_requests: w.provisioning_requests.as_reader(),
+            pod_templates: w.pod_templates.as_reader(),
             changed: Arc::new(Notify::new()),
             synced: Arc::new(AtomicUsize::new(KINDS)),
         }
@@ -173,6 +197,8 @@ pub struct Writers {
     pub azure_node_classes: reflector::store::Writer<AzureNodeClass>,
     pub daemon_sets: reflector::store::Writer<DaemonSet>,
     pub pdbs: reflector::store::Writer<PodDisruptionBudget>,
+    pub provisioning_requests: reflector::store::Writer<ProvisioningRequest>,
+    pub pod_templates: reflector::store::Writer<PodTemplate>,
 }
 
 impl Writers {
@@ -200,6 +226,36 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    watch_kind(api, writer, changed, synced, false)
+}
+
+/// [`watch`] for a kind whose CRD may not be installed (ProvisioningRequests come with Cluster
+/// Autoscaler's or Kueue's CRDs): a failed first list counts as synced (empty), so decisions do
+/// not wait for a kind the cluster does not serve; the watch keeps retrying.
+fn watch_optional<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    changed: &Arc<Notify>,
+    synced: &Arc<AtomicUsize>,
+) -> futures::future::BoxFuture<'static, ()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    watch_kind(api, writer, changed, synced, true)
+}
+
+fn watch_kind<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    changed: &Arc<Notify>,
+    synced: &Arc<AtomicUsize>,
+    optional: bool,
+) -> futures::future::BoxFuture<'static, ()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
     let changed = changed.clone();
     let synced = synced.clone();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
@@ -221,6 +277,12 @@ where
                 }
                 Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
                 Ok(_) => changed.notify_one(),
+                Err(e) if optional && !seen_init => {
+                    seen_init = true;
+                    synced.fetch_add(1, Ordering::AcqRel);
+                    changed.notify_one();
+                    tracing::info!(kind, error = %e, "kind not served (CRD not installed?); read as empty, watch retried");
+                }
                 Err(e) => tracing::warn!(kind, error = %e, "watch failed; retrying with backoff"),
             }
         }

@@ -52,6 +52,8 @@ pub struct Observed {
     pub rejected: Vec<(String, String)>,
     /// What the engine's setup depends on, to tell whether it must be rebuilt.
     pub fingerprint: String,
+    /// ProvisioningRequests with their pods (those the engine places are among `pods`).
+    pub provisioning_requests: Vec<quartermaster_cluster::provisioning_request::RequestPods>,
 }
 
 /// Whether the kube-scheduler gave up on `pod` for want of a node: unbound, `PodScheduled=False`
@@ -133,6 +135,33 @@ pub fn observe(
     resources: &ResourceTable,
     region: Option<&str>,
 ) -> Observed {
+    observe_with_requests(
+        pods,
+        our_nodes,
+        node_pools,
+        node_classes,
+        daemon_sets,
+        Vec::new(),
+        catalog,
+        resources,
+        region,
+    )
+}
+
+/// [`observe`] with ProvisioningRequests and PodTemplates (`requests`, as objects): their pods
+/// join the pending pods and [`Observed::provisioning_requests`] lists them.
+#[allow(clippy::too_many_arguments)]
+pub fn observe_with_requests(
+    pods: &[std::sync::Arc<KubePod>],
+    our_nodes: &std::collections::BTreeSet<String>,
+    node_pools: &[std::sync::Arc<NodePool>],
+    node_classes: Vec<Value>,
+    daemon_sets: Vec<Value>,
+    requests: Vec<Value>,
+    catalog: &Catalog,
+    resources: &ResourceTable,
+    region: Option<&str>,
+) -> Observed {
     let mut objects: Vec<Value> = Vec::new();
     let mut where_bound: BTreeMap<PodRef, (Option<String>, Option<DateTime<Utc>>)> =
         BTreeMap::new();
@@ -163,6 +192,9 @@ pub fn observe(
             // The snapshot reads bound pods as a node's load; here every reported pod is read
             // as a pod of its own, and where it runs is kept aside.
             spec.remove("nodeName");
+        }
+        if node.is_some() {
+            quartermaster_cluster::provisioning_request::mark_bound_consumer(&mut value);
         }
         // Only requests, constraints and identity matter; status would make it "finished".
         if let Some(obj) = value.as_object_mut() {
@@ -213,6 +245,7 @@ pub fn observe(
     objects.extend(pool_values);
     objects.extend(node_classes);
     objects.extend(daemon_sets);
+    objects.extend(requests);
 
     let mut rejected = Vec::new();
     let ingested = loop {
@@ -249,6 +282,7 @@ pub fn observe(
             pods: BTreeMap::new(),
             rejected,
             fingerprint,
+            provisioning_requests: Vec::new(),
         };
     };
     let snapshot = ingested.snapshot;
@@ -289,6 +323,7 @@ pub fn observe(
         pods: observed_pods,
         rejected,
         fingerprint,
+        provisioning_requests: ingested.provisioning_requests,
     }
 }
 

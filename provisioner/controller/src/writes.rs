@@ -127,6 +127,32 @@ impl Writer {
         .await
     }
 
+    /// Writes a ProvisioningRequest's status (server-side apply on the status subresource).
+    pub async fn apply_provisioning_request_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &quartermaster_cluster::provisioning_request::ProvisioningRequestStatus,
+    ) -> Result<(), ControllerError> {
+        self.check()?;
+        let body = json!({
+            "apiVersion": quartermaster_cluster::provisioning_request::API_VERSION,
+            "kind": quartermaster_cluster::provisioning_request::KIND,
+            "status": status,
+        });
+        let api: Api<crate::provisioning_requests::ProvisioningRequest> =
+            Api::namespaced(self.client.clone(), namespace);
+        let r = api
+            .patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
     async fn apply_status<K, S>(
         &self,
         api: Api<K>,

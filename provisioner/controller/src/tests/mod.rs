@@ -3,6 +3,7 @@
 //! refilled from the server's state between passes as watches would, and a manual clock.
 
 mod fake_api;
+mod provisioning_requests;
 mod scenarios;
 
 use std::sync::Arc;
@@ -113,6 +114,14 @@ impl Env {
         Writers::replace(
             &mut self.writers.daemon_sets,
             typed(api.list("apps", "daemonsets")),
+        );
+        Writers::replace(
+            &mut self.writers.provisioning_requests,
+            typed(api.list("autoscaling.x-k8s.io", "provisioningrequests")),
+        );
+        Writers::replace(
+            &mut self.writers.pod_templates,
+            typed(api.list("", "podtemplates")),
         );
     }
 
