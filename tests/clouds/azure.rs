@@ -419,3 +419,93 @@ async fn azure_a_failing_price_api_is_an_error_and_the_embedded_prices_stay() {
     .await;
     assert!(matches!(r, Err(AzureError::Prices(_))), "{r:?}");
 }
+
+/// `quartermaster doctor --cloud azure … -o json` in-process: (exit code, checks).
+async fn doctor(endpoint: String) -> (u8, Vec<serde_json::Value>) {
+    tokio::task::spawn_blocking(move || {
+        let args = [
+            "quartermaster",
+            "doctor",
+            "--cloud",
+            "azure",
+            "--azure-endpoint",
+            &endpoint,
+            "--azure-subscription-id",
+            "sub",
+            "--azure-resource-group",
+            "rg",
+            "--region",
+            "eastus",
+            "-o",
+            "json",
+        ];
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = quartermaster::run(args, &mut out, &mut err);
+        let checks: Vec<serde_json::Value> = serde_json::from_slice(&out).unwrap_or_else(|e| {
+            panic!(
+                "doctor printed no JSON ({e}): {} {}",
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&err)
+            )
+        });
+        (code, checks)
+    })
+    .await
+    .expect("doctor ran")
+}
+
+fn outcome<'a>(checks: &'a [serde_json::Value], name: &str) -> &'a str {
+    checks
+        .iter()
+        .find(|c| c["name"] == name)
+        .and_then(|c| c["outcome"].as_str())
+        .unwrap_or_else(|| panic!("no check {name}: {checks:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_doctor_passes_against_the_local_endpoint() {
+    let server = AzureServer::start("rg").await;
+    server.set_skus(vec![json!({
+        "resourceType": "virtualMachines", "name": A100, "family": "standardNCADSA100v4Family",
+        "locations": ["eastus"], "locationInfo": [{"location": "eastus", "zones": ["1", "2", "3"]}],
+        "restrictions": []
+    })]);
+    server.set_usages(&[("standardNCADSA100v4Family", 0, 96), ("cores", 4, 100)]);
+    let (code, checks) = doctor(server.endpoint()).await;
+    assert_eq!(code, 0, "{checks:#?}");
+    assert_eq!(outcome(&checks, "credentials"), "OK");
+    assert_eq!(
+        outcome(&checks, "permission Microsoft.Compute/virtualMachines/read"),
+        "OK"
+    );
+    assert_eq!(outcome(&checks, "resource group"), "OK");
+    assert_eq!(outcome(&checks, "GPU sizes in eastus"), "OK");
+    assert_eq!(outcome(&checks, "quota standardNCADSA100v4Family"), "OK");
+    // No secret in the output: the static test token never appears.
+    assert!(
+        !serde_json::to_string(&checks)
+            .unwrap()
+            .contains("quartermaster-local-test")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_doctor_fails_clearly_against_a_dead_endpoint() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let (code, checks) = doctor(endpoint).await;
+    assert_eq!(code, 1, "{checks:#?}");
+    let probe = checks
+        .iter()
+        .find(|c| c["name"] == "permission Microsoft.Compute/virtualMachines/read")
+        .expect("the permission probe");
+    assert_eq!(probe["outcome"], "FAIL");
+    assert!(
+        probe["fix"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--azure-endpoint"),
+        "{probe}"
+    );
+}
