@@ -2,7 +2,9 @@
 //! plays the kube-scheduler (it carries out the engine's `Bind` actions, checking that the pod
 //! fits and tolerates the node, which keeps the engine honest) and the kubelet (job pods finish
 //! after their run time on a node; a drained pod stops, and restarts from scratch or resumes
-//! when it is bound again).
+//! when it is bound again). A gang's pods are held, bound but not started, until `minMember`
+//! of them are bound (as Volcano or the coscheduling plugin do): their nodes are paid for and
+//! their GPUs idle meanwhile.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -50,7 +52,9 @@ pub struct JobRun {
 struct LivePod {
     record: usize,
     pod: Pod,
+    /// Bound to this node (running, or held until its gang is complete).
     node: Option<String>,
+    /// Started (bound, and its gang complete).
     running_since: Option<DateTime<Utc>>,
     job: Option<JobRun>,
     generation: u64,
@@ -105,9 +109,9 @@ impl Cluster {
         );
     }
 
-    /// Whether the pod exists and runs on a node.
+    /// Whether the pod exists and runs on a node (a gang member held for its gang does not).
     pub fn is_running(&self, id: &PodRef) -> bool {
-        self.pods.get(id).is_some_and(|p| p.node.is_some())
+        self.pods.get(id).is_some_and(|p| p.running_since.is_some())
     }
 
     /// The node a pod runs on.
@@ -128,26 +132,33 @@ impl Cluster {
         self.nodes.get(name)
     }
 
-    /// Stops a running pod: closes its segment and updates job progress.
+    /// Unbinds a pod: a running one closes its segment and updates job progress; a held gang
+    /// member only leaves its node.
     fn stop(&mut self, now: DateTime<Utc>, id: &PodRef, evicted: bool, rec: &mut Record) {
         let Some(p) = self.pods.get_mut(id) else {
             return;
         };
-        let (Some(node), Some(since)) = (p.node.take(), p.running_since.take()) else {
+        let Some(node) = p.node.take() else {
             return;
         };
+        let since = p.running_since.take();
         self.next_generation += 1;
         p.generation = self.next_generation;
         if let Some(n) = self.nodes.get_mut(&node) {
             n.pods.remove(id);
             n.used = n.used.saturating_sub(&p.pod.requests);
-            rec.segments.push(Segment {
-                pod: p.record,
-                instance: n.instance,
-                start: since,
-                end: now,
-            });
+            if let Some(since) = since {
+                rec.segments.push(Segment {
+                    pod: p.record,
+                    instance: n.instance,
+                    start: since,
+                    end: now,
+                });
+            }
         }
+        let Some(since) = since else {
+            return;
+        };
         rec.gpus_requested
             .add(now, -(rec.pods[p.record].accelerators as f64));
         if evicted {
@@ -212,6 +223,41 @@ impl Cluster {
         n.pods.insert(id.clone());
         n.used += p.pod.requests;
         p.node = Some(node.to_owned());
+        let gang = p.pod.gang.clone();
+        // A gang member starts once minMember of its gang are bound, and starts the others.
+        let start: Vec<PodRef> = match &gang {
+            None => vec![id.clone()],
+            Some(g) => {
+                let bound: Vec<&PodRef> = self
+                    .pods
+                    .iter()
+                    .filter(|(_, q)| {
+                        q.node.is_some() && q.pod.gang.as_ref().is_some_and(|h| h.name == g.name)
+                    })
+                    .map(|(q, _)| q)
+                    .collect();
+                if bound.len() >= g.min_member as usize {
+                    bound
+                        .into_iter()
+                        .filter(|q| self.pods[*q].running_since.is_none())
+                        .cloned()
+                        .collect()
+                } else {
+                    Vec::new()
+                }
+            }
+        };
+        for q in start {
+            self.start(now, &q, rec);
+        }
+        Ok(())
+    }
+
+    /// A bound pod starts running.
+    fn start(&mut self, now: DateTime<Utc>, id: &PodRef, rec: &mut Record) {
+        let Some(p) = self.pods.get_mut(id) else {
+            return;
+        };
         p.running_since = Some(now);
         let r = &mut rec.pods[p.record];
         r.first_bound.get_or_insert(now);
@@ -224,7 +270,6 @@ impl Cluster {
             self.completions
                 .push(Reverse((now + remaining, p.generation, id.clone())));
         }
-        Ok(())
     }
 
     /// Stops every pod on a node (they wait for the engine to place them again).
@@ -248,7 +293,7 @@ impl Cluster {
         rec: &mut Record,
     ) -> bool {
         let running = self.is_running(id);
-        if running {
+        if self.node_of(id).is_some() {
             self.stop(now, id, false, rec);
         }
         let Some(p) = self.pods.remove(id) else {

@@ -16,7 +16,7 @@ use quartermaster_cloud::{CloudError, CloudEvent, CloudProvider, ManualClock};
 use quartermaster_engine::{Action, Engine, EngineStats, Event, NodeView};
 use quartermaster_pricing::{CapacityType, Cloud};
 use quartermaster_sim::{SimCloud, SimNodeEvent, SimStats};
-use quartermaster_solver::{PodRef, daemonset_overhead, to_resources};
+use quartermaster_solver::{Gang, PodRef, daemonset_overhead, to_resources};
 
 use crate::cluster::{Cluster, JobRun};
 use crate::disruption::{DisruptionRecord, Tracker, pdb_view};
@@ -303,12 +303,18 @@ impl Driver<'_> {
         busy
     }
 
-    fn create(&mut self, workload: usize, name: String, job: Option<JobRun>) {
+    fn create(&mut self, workload: usize, name: String, job: Option<JobRun>, gang: Option<Gang>) {
         let w = &self.scenario.workloads[workload];
         let mut pod = self.world.templates[workload].clone();
         pod.id = PodRef::new(&w.namespace, name);
+        pod.gang = gang;
         self.cluster
             .create_pod(self.now, pod.clone(), workload, job, &mut self.rec);
+        // Without gang awareness the provisioner sees each pod on its own; the cluster still
+        // starts the gang's pods only together.
+        if !self.scenario.gang_aware {
+            pod.gang = None;
+        }
         self.workload_of.insert(pod.id.clone(), workload);
         if w.max_unavailable.is_some() {
             self.guarded
@@ -332,6 +338,10 @@ impl Driver<'_> {
         };
         let (parallelism, checkpointed) = (spec.parallelism, spec.checkpointed);
         let base = format!("{}-{job:05}", w.name);
+        let gang = spec.gang.then(|| Gang {
+            name: format!("{}/{base}", w.namespace),
+            min_member: parallelism,
+        });
         for i in 0..parallelism {
             let name = if parallelism == 1 {
                 base.clone()
@@ -343,7 +353,7 @@ impl Driver<'_> {
                 done: TimeDelta::zero(),
                 checkpointed,
             };
-            self.create(workload, name, Some(run));
+            self.create(workload, name, Some(run), gang.clone());
         }
     }
 
@@ -358,7 +368,7 @@ impl Driver<'_> {
                 d.next += 1;
                 let ns = &self.scenario.workloads[workload].namespace;
                 d.pods.push(PodRef::new(ns, &pod_name));
-                self.create(workload, pod_name, None);
+                self.create(workload, pod_name, None, None);
             }
             return;
         }

@@ -10,6 +10,7 @@ use quartermaster_engine::EngineStats;
 use serde::Serialize;
 
 use crate::driver::Run;
+use crate::record::Record;
 use crate::scenario::Scenario;
 
 /// Engine counters, as reported.
@@ -43,6 +44,12 @@ pub struct EngineCounters {
     pub consolidation_deletes: u64,
     /// Nodes replaced by a cheaper one by consolidation.
     pub consolidation_replacements: u64,
+    /// Gangs whose NodeClaims were launched as a group.
+    pub gang_launches: u64,
+    /// Gang launches rolled back (a member could not be launched in the gang's zone in time).
+    pub gang_rollbacks: u64,
+    /// NodeClaims deleted by those rollbacks.
+    pub gang_claims_rolled_back: u64,
 }
 
 impl From<&EngineStats> for EngineCounters {
@@ -62,6 +69,9 @@ impl From<&EngineStats> for EngineCounters {
             empty_deletions: s.empty_deletions,
             consolidation_deletes: s.consolidation_deletes,
             consolidation_replacements: s.consolidation_replacements,
+            gang_launches: s.gang_launches,
+            gang_rollbacks: s.gang_rollbacks,
+            gang_claims_rolled_back: s.gang_claims_rolled_back,
         }
     }
 }
@@ -110,6 +120,12 @@ pub struct Summary {
     pub gpu_hours_requested: f64,
     /// `gpu_hours_requested / gpu_hours_paid` (0 when nothing was paid).
     pub gpu_utilisation: f64,
+    /// Accelerator-hours paid on nodes while no pod using accelerators ran on them (booting,
+    /// empty, or holding gang members that wait for the rest of their gang).
+    pub idle_gpu_hours: f64,
+    /// For scenarios with gangs: gang launches rolled back (null otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gang_rollbacks: Option<u64>,
     /// Dollars billed.
     pub total_cost: f64,
     /// Dollars billed when the same trace is run with every NodePool restricted to on-demand.
@@ -166,6 +182,46 @@ pub struct Summary {
     pub budget_violations: u64,
     /// Voluntary moves of do-not-disrupt pods (expiry excepted: it is forceful).
     pub do_not_disrupt_violations: u64,
+}
+
+/// Accelerator-hours billed on each accelerator instance while no pod requesting accelerators
+/// ran on it: its billed time minus the union of those pods' run segments, times its
+/// accelerators.
+fn idle_gpu_hours(rec: &Record, end: DateTime<Utc>) -> f64 {
+    type Interval = (DateTime<Utc>, DateTime<Utc>);
+    let mut busy: BTreeMap<usize, Vec<Interval>> = BTreeMap::new();
+    for s in &rec.segments {
+        if rec.pods[s.pod].accelerators > 0 && s.end > s.start {
+            busy.entry(s.instance).or_default().push((s.start, s.end));
+        }
+    }
+    let mut idle = 0.0;
+    for (i, inst) in rec.instances.iter().enumerate() {
+        if inst.accelerators == 0 {
+            continue;
+        }
+        let mut running = busy.remove(&i).unwrap_or_default();
+        running.sort();
+        let mut covered = 0.0;
+        let mut current: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
+        for (a, b) in running {
+            match &mut current {
+                Some((_, e)) if a <= *e => *e = (*e).max(b),
+                _ => {
+                    if let Some((s, e)) = current {
+                        covered += (e - s).as_seconds_f64();
+                    }
+                    current = Some((a, b));
+                }
+            }
+        }
+        if let Some((s, e)) = current {
+            covered += (e - s).as_seconds_f64();
+        }
+        let billed = inst.hours(end) * 3600.0;
+        idle += f64::from(inst.accelerators) * (billed - covered).max(0.0) / 3600.0;
+    }
+    idle
 }
 
 /// Rounds to 6 decimals (micro-dollars, micro-hours): stable, readable JSON.
@@ -285,6 +341,8 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         } else {
             0.0
         },
+        idle_gpu_hours: round6(idle_gpu_hours(rec, end)),
+        gang_rollbacks: scenario.has_gangs().then_some(run.engine.gang_rollbacks),
         total_cost,
         on_demand_only_cost,
         savings,

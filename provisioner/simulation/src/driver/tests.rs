@@ -205,3 +205,79 @@ fn a_pod_over_the_pool_limit_waits_and_runs_when_room_frees_up() {
     // Never more than one GPU paid at once.
     assert_eq!(rec.gpus_paid.max(), 1.0);
 }
+
+/// A gang Job of two 1-GPU pods where only one g2 instance can exist at a time.
+fn gang_of_two(gang_aware: bool) -> Scenario {
+    let job = "    - name: train
+      kind: Job
+      parallelism: 2
+      gang: true
+      arrivals: [{at: 10m}]
+      duration: 1h
+      template:
+        spec:
+          containers: [{name: c, resources: {requests: {cpu: '2', memory: 8Gi}, limits: {nvidia.com/gpu: 1}}}]
+";
+    let text = scenario_text(
+        "4h",
+        "[on-demand]",
+        "{capacity: [{family: g2, max: 1}]}",
+        job,
+    )
+    .replace(
+        "  seed: 3\n",
+        &format!("  seed: 3\n  gangAware: {gang_aware}\n"),
+    );
+    Scenario::parse("gang.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_gang_member_waits_bound_for_the_rest_and_its_gpus_count_as_idle() {
+    let s = gang_of_two(false);
+    assert!(s.has_gangs() && !s.gang_aware);
+    let r = run(&s, 1, None).unwrap();
+    let rec = &r.record;
+    // One member got a node and holds it, never started: its partner never gets one.
+    assert_eq!(rec.pods.len(), 2);
+    assert!(
+        rec.pods
+            .iter()
+            .all(|p| p.first_bound.is_none() && !p.completed)
+    );
+    assert!(rec.segments.is_empty());
+    assert_eq!(rec.pending.current(), 2.0);
+    assert_eq!(r.engine.gang_rollbacks, 0);
+    let summary = crate::summary::summarise(&s, 1, &r, &r);
+    assert_eq!(summary.gang_rollbacks, Some(0));
+    assert!(summary.idle_gpu_hours > 3.5, "{summary:?}");
+    assert!((summary.idle_gpu_hours - summary.gpu_hours_paid).abs() < 1e-6);
+}
+
+#[test]
+fn a_gang_aware_engine_rolls_back_instead_of_holding_a_node_for_half_a_gang() {
+    let aware = gang_of_two(true);
+    let r = run(&aware, 1, None).unwrap();
+    assert!(r.engine.gang_rollbacks >= 1, "{:?}", r.engine);
+    let aware_summary = crate::summary::summarise(&aware, 1, &r, &r);
+    let blind = gang_of_two(false);
+    let b = run(&blind, 1, None).unwrap();
+    let blind_summary = crate::summary::summarise(&blind, 1, &b, &b);
+    assert!(
+        aware_summary.idle_gpu_hours < blind_summary.idle_gpu_hours / 4.0,
+        "{} vs {}",
+        aware_summary.idle_gpu_hours,
+        blind_summary.idle_gpu_hours
+    );
+}
+
+#[test]
+fn a_gang_starts_when_all_its_members_are_bound() {
+    let s = gang_of_two(true).without_gang_awareness();
+    let mut s = s;
+    s.cloud.capacity.clear();
+    let r = run(&s, 1, None).unwrap();
+    let rec = &r.record;
+    assert!(rec.pods.iter().all(|p| p.completed), "{:?}", rec.pods);
+    let starts: Vec<_> = rec.pods.iter().map(|p| p.first_bound).collect();
+    assert_eq!(starts[0], starts[1], "both start together");
+}

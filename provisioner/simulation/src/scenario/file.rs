@@ -79,6 +79,11 @@ pub struct Spec {
     /// offset from the start; default the end of the run.
     #[serde(default)]
     pub measure_at: Option<Dur>,
+    /// Whether the provisioner knows which pods form a gang (default true). `false` runs the
+    /// same workload with every pod provisioned for on its own (as an autoscaler without gang
+    /// support does), while the cluster still starts a gang's pods only together.
+    #[serde(default)]
+    pub gang_aware: Option<bool>,
 }
 
 /// One entry of `spec.changes`.
@@ -143,6 +148,9 @@ pub struct EngineFile {
     /// Most nodes one consolidation move removes.
     #[serde(default)]
     pub max_move_nodes: Option<usize>,
+    /// How long a gang's NodeClaims may take to be launched before they are rolled back.
+    #[serde(default)]
+    pub gang_launch_timeout: Option<Dur>,
 }
 
 /// One workload: a stream of Jobs or a Deployment.
@@ -170,6 +178,10 @@ pub struct WorkloadFile {
     /// Job: an evicted pod resumes where it stopped (default: it restarts from scratch).
     #[serde(default)]
     pub checkpointed: Option<bool>,
+    /// Job: each job's pods are a gang (a PodGroup of `parallelism` members): placed together,
+    /// in one zone, or not at all, and started only once all of them are bound.
+    #[serde(default)]
+    pub gang: Option<bool>,
     /// Deployment: replicas from the start.
     #[serde(default)]
     pub replicas: Option<u32>,

@@ -67,6 +67,8 @@ pub struct Scenario {
     pub changes: Vec<Change>,
     /// When the achievable saving is measured (default: the end).
     pub measure_at: Option<DateTime<Utc>>,
+    /// Whether the engine is told which pods form a gang (`spec.gangAware`, default true).
+    pub gang_aware: bool,
 }
 
 /// A change during the run.
@@ -158,6 +160,8 @@ pub struct JobSpec {
     pub duration: DurationDist,
     /// Whether evicted pods resume instead of restarting.
     pub checkpointed: bool,
+    /// Whether each job's pods are a gang of `parallelism` members.
+    pub gang: bool,
 }
 
 /// When jobs arrive.
@@ -267,6 +271,20 @@ impl Scenario {
     /// The simulated end.
     pub fn end(&self) -> DateTime<Utc> {
         self.start + self.duration
+    }
+
+    /// Whether any workload is a gang.
+    pub fn has_gangs(&self) -> bool {
+        self.workloads
+            .iter()
+            .any(|w| matches!(&w.kind, WorkloadKind::Job(j) if j.gang))
+    }
+
+    /// The same scenario with the engine not told about gangs (`spec.gangAware: false`).
+    pub fn without_gang_awareness(&self) -> Scenario {
+        let mut s = self.clone();
+        s.gang_aware = false;
+        s
     }
 
     /// The same scenario with every NodePool restricted to on-demand capacity (the baseline

@@ -61,7 +61,7 @@ fn unknown_fields_name_their_path() {
         )),
         "x.yaml: spec.workload[0].parallelizm: unknown field `parallelizm`, expected one of \
          `name`, `namespace`, `kind`, `template`, `arrivals`, `parallelism`, `duration`, \
-         `checkpointed`, `replicas`, `schedule`, `diurnal`, `maxUnavailable` at line 19 column 7"
+         `checkpointed`, `gang`, `replicas`, `schedule`, `diurnal`, `maxUnavailable` at line 19 column 7"
     );
     let e = error(&edited(
         "  duration: 2h\n",

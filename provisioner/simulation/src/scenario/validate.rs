@@ -137,6 +137,7 @@ pub(super) fn scenario(
         workloads,
         changes,
         measure_at,
+        gang_aware: spec.gang_aware.unwrap_or(true),
     })
 }
 
@@ -233,6 +234,11 @@ fn engine_config(file: &str, e: &EngineFile) -> Result<EngineConfig, SimulationE
             &mut c.unschedulable_retry,
         ),
         ("maxBackoff", e.max_backoff, &mut c.max_backoff),
+        (
+            "gangLaunchTimeout",
+            e.gang_launch_timeout,
+            &mut c.gang_launch_timeout,
+        ),
     ];
     for (name, value, target) in fields {
         if let Some(d) = value {
@@ -377,6 +383,7 @@ fn workload(file: &str, at: &str, w: WorkloadFile) -> Result<Workload, Simulatio
                 parallelism,
                 duration,
                 checkpointed: w.checkpointed.unwrap_or(false),
+                gang: w.gang.unwrap_or(false),
             })
         }
         "Deployment" => {
@@ -389,6 +396,7 @@ fn workload(file: &str, at: &str, w: WorkloadFile) -> Result<Workload, Simulatio
                     ("parallelism", w.parallelism.is_some()),
                     ("duration", w.duration.is_some()),
                     ("checkpointed", w.checkpointed.is_some()),
+                    ("gang", w.gang.is_some()),
                 ],
             )?;
             let mut schedule = Vec::new();
