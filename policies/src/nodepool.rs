@@ -148,6 +148,13 @@ pub struct NodeClaimTemplateSpec {
     /// MIG resources are counted against what the device plugin will advertise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_sharing: Option<GpuSharingSpec>,
+    /// Guard against oversized GPU nodes: a new node never has more accelerators than the
+    /// pods placed on it request by more than this, unless its price per accelerator is no
+    /// higher than that of the cheapest node that keeps within it (an 8-GPU node for a 1-GPU
+    /// pod). Unset: no guard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_gpu_overshoot: Option<i64>,
 }
 
 /// `spec.template.spec.gpuSharing`: how the GPUs of a NodePool's nodes are shared. The node

@@ -191,3 +191,34 @@ fn gpu_sharing_takes_each_strategy_with_its_own_fields_only() {
         serde_json::from_value(serde_json::json!({"strategy": "timeslicing"}));
     assert!(bad.is_err());
 }
+
+#[test]
+fn max_gpu_overshoot_is_a_non_negative_whole_number() {
+    let mut np = pool();
+    np.spec.template.spec.max_gpu_overshoot = Some(2);
+    assert!(crate::validate::validate_nodepool(&np).is_empty());
+    np.spec.template.spec.max_gpu_overshoot = Some(0);
+    assert!(crate::validate::validate_nodepool(&np).is_empty());
+    np.spec.template.spec.max_gpu_overshoot = Some(-1);
+    let errs: Vec<String> = crate::validate::validate_nodepool(&np)
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].contains("spec.template.spec.maxGpuOvershoot")
+            && errs[0].contains("0 or more, got -1"),
+        "{errs:?}"
+    );
+    // The field is camelCase in YAML; a fraction is not an accelerator count.
+    let spec: Result<NodeClaimTemplateSpec, _> = serde_json::from_value(serde_json::json!({
+        "nodeClassRef": {"group": "quartermaster.dev", "kind": "AWSNodeClass", "name": "x"},
+        "maxGpuOvershoot": 2
+    }));
+    assert_eq!(spec.expect("parses").max_gpu_overshoot, Some(2));
+    let spec: Result<NodeClaimTemplateSpec, _> = serde_json::from_value(serde_json::json!({
+        "nodeClassRef": {"group": "quartermaster.dev", "kind": "AWSNodeClass", "name": "x"},
+        "maxGpuOvershoot": 1.5
+    }));
+    assert!(spec.is_err());
+}

@@ -122,6 +122,15 @@ pub fn validate_nodepool(np: &NodePool) -> Vec<FieldError> {
     if let Some(sharing) = &ts.gpu_sharing {
         gpu_sharing(sharing, "spec.template.spec.gpuSharing", &mut errs);
     }
+    if let Some(m) = ts.max_gpu_overshoot
+        && !(0..=i64::from(u32::MAX)).contains(&m)
+    {
+        push(
+            &mut errs,
+            "spec.template.spec.maxGpuOvershoot",
+            format!("must be a whole number of accelerators, 0 or more, got {m}"),
+        );
+    }
 
     if let Some(d) = &spec.disruption {
         fields::duration(

@@ -275,6 +275,16 @@ pub(crate) fn node_pool(
     let mut limits = PoolLimits {
         nodes: parsed.nodes,
         max_hourly_cost: parsed.max_hourly_cost,
+        max_gpu_overshoot: match pool.spec.template.spec.max_gpu_overshoot {
+            None => None,
+            Some(m) => Some(u32::try_from(m).map_err(|_| {
+                ClusterError::invalid(
+                    id,
+                    "spec.template.spec.maxGpuOvershoot",
+                    format!("must be a whole number of accelerators, 0 or more, got {m}"),
+                )
+            })?),
+        },
         ..PoolLimits::default()
     };
     for (resource, ceiling) in &parsed.resources {
@@ -796,5 +806,34 @@ spec: {}
             Some(256 << 30)
         );
         assert_eq!(get(KIND_GCP, "silent"), None);
+    }
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use crate::testing::ingest;
+
+    const POOL: &str = "apiVersion: quartermaster.dev/v1
+kind: NodePool
+metadata: {name: gpu}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: quartermaster.dev, kind: AWSNodeClass, name: x}
+      maxGpuOvershoot: 2
+";
+
+    #[test]
+    fn max_gpu_overshoot_becomes_a_pool_limit() {
+        let ingested = ingest(POOL);
+        assert_eq!(
+            ingested.snapshot.node_pools[0].limits.max_gpu_overshoot,
+            Some(2)
+        );
+        let ingested = ingest(&POOL.replace("      maxGpuOvershoot: 2\n", ""));
+        assert_eq!(
+            ingested.snapshot.node_pools[0].limits.max_gpu_overshoot,
+            None
+        );
     }
 }

@@ -103,6 +103,22 @@ pub enum Rejection {
         /// Which limit, and by what.
         detail: String,
     },
+    /// The NodePool's `maxGpuOvershoot`: the node has too many more accelerators than the pod
+    /// occupies, and a node within the bound is cheaper per accelerator (or none holds it).
+    Overshoot {
+        /// Accelerators of the node.
+        gpus: i64,
+        /// Accelerators the pod occupies.
+        requested: i64,
+        /// The pool's `maxGpuOvershoot`.
+        max: u32,
+    },
+    /// The NodePool's `minValues`: too few distinct values of a key among the offerings that
+    /// could hold the pod.
+    MinValues {
+        /// The requirement and how many values it has.
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for Rejection {
@@ -121,6 +137,17 @@ impl std::fmt::Display for Rejection {
                 "{resource}: requests {requested}, a node has {available} for pods"
             ),
             Self::Limit { detail } => write!(f, "NodePool limit: {detail}"),
+            Self::Overshoot {
+                gpus,
+                requested,
+                max,
+            } => crate::pack::guard::Overshoot {
+                gpus: *gpus,
+                requested: *requested,
+                max: *max,
+            }
+            .fmt(f),
+            Self::MinValues { detail } => f.write_str(detail),
         }
     }
 }
@@ -144,6 +171,9 @@ impl Rejection {
                 requested,
                 ..
             } => format!("{resource}: requests {requested}, more than a node has for pods"),
+            Self::Overshoot { requested, max, .. } => format!(
+                "overshoot: more than {max} GPUs beyond the {requested} requested, maxGpuOvershoot {max}"
+            ),
             other => other.to_string(),
         }
     }
@@ -210,9 +240,24 @@ pub fn explain(
     let outcome = outcome(&plan, pod);
     let mut candidates = Vec::new();
     for pool in &snapshot.node_pools {
-        for it in catalog.for_cloud(pool.cloud) {
-            for o in &it.offerings {
-                let rejection = reject(snapshot, pool, it, o, subject).err();
+        let offerings: Vec<(&InstanceType, &Offering)> = catalog
+            .for_cloud(pool.cloud)
+            .flat_map(|it| it.offerings.iter().map(move |o| (it, o)))
+            .collect();
+        let mut rejections: Vec<Option<Rejection>> = offerings
+            .iter()
+            .map(|(it, o)| reject(snapshot, pool, it, o, subject).err())
+            .collect();
+        guard_rejections(
+            snapshot,
+            pool,
+            &offerings,
+            subject,
+            &outcome,
+            &mut rejections,
+        );
+        for ((it, o), rejection) in offerings.into_iter().zip(rejections) {
+            {
                 let verdict = match (rejection, &outcome) {
                     (Some(r), _) => Verdict::Rejected(r),
                     (None, Outcome::NewNode { .. }) if is_choice(&outcome, pool, it, o) => {
@@ -534,4 +579,96 @@ pub fn empty_pool_reason(pool: &NodePoolSpec, catalog: &Catalog) -> String {
         }
     }
     format!("together: {}", steps.join(", "))
+}
+
+/// The NodePool's guards for the pod alone, over the offerings `reject` left open: an offering
+/// with more accelerators than the pod occupies by more than `maxGpuOvershoot` is ruled out
+/// unless it is no dearer per accelerator than the cheapest open offering within the bound;
+/// when the open offerings left have fewer distinct values of a `minValues` key than required,
+/// all of them are ruled out. The plan's choice is never ruled out here (it holds more pods).
+fn guard_rejections(
+    snapshot: &ClusterSnapshot,
+    pool: &NodePoolSpec,
+    offerings: &[(&InstanceType, &Offering)],
+    pod: &Pod,
+    outcome: &Outcome,
+    rejections: &mut [Option<Rejection>],
+) {
+    use crate::pack::guard;
+    let table = &snapshot.resources;
+    if let Some(max) = pool.limits.max_gpu_overshoot {
+        let over: Vec<Option<(i64, i64, f64)>> = offerings
+            .iter()
+            .zip(rejections.iter())
+            .map(|((it, o), r)| {
+                if r.is_some() {
+                    return None;
+                }
+                let capacity = to_resources(table, &pool.node_shape.capacity(it)?);
+                let devices = i64::from(it.accelerator_count());
+                let slots = guard::accelerator_slots(table, &capacity);
+                let used = guard::devices_used(devices, &slots, &pod.requests);
+                let per_device = if devices == 0 {
+                    f64::INFINITY
+                } else {
+                    o.price_per_hour / devices as f64
+                };
+                Some((devices, used, per_device))
+            })
+            .collect();
+        let cheapest_within = offerings
+            .iter()
+            .zip(&over)
+            .filter_map(|((_, o), x)| {
+                x.filter(|&(d, u, _)| d - u <= i64::from(max))
+                    .map(|(_, _, per)| (o.price_per_hour, per))
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, per)| per);
+        for (i, x) in over.iter().enumerate() {
+            let Some((devices, used, per)) = *x else {
+                continue;
+            };
+            let (it, o) = offerings[i];
+            if devices - used > i64::from(max)
+                && cheapest_within.is_none_or(|c| per > c + 1e-9)
+                && !is_choice(outcome, pool, it, o)
+            {
+                rejections[i] = Some(Rejection::Overshoot {
+                    gpus: devices,
+                    requested: used,
+                    max,
+                });
+            }
+        }
+    }
+    for (key, n) in guard::min_values(pool) {
+        let open: Vec<usize> = (0..offerings.len())
+            .filter(|&i| rejections[i].is_none())
+            .collect();
+        let values: std::collections::BTreeSet<String> = open
+            .iter()
+            .filter_map(|&i| {
+                let (it, o) = offerings[i];
+                let mut labels = it.offering_labels(o);
+                labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+                labels.insert(NODEPOOL_LABEL.to_owned(), pool.name.clone());
+                labels.get(&key).cloned()
+            })
+            .collect();
+        if values.len() < n as usize {
+            for i in open {
+                let (it, o) = offerings[i];
+                if !is_choice(outcome, pool, it, o) {
+                    rejections[i] = Some(Rejection::MinValues {
+                        detail: format!(
+                            "minValues: NodePool {} requires {n} distinct {key} values, only {} can hold the pod",
+                            pool.name,
+                            values.len()
+                        ),
+                    });
+                }
+            }
+        }
+    }
 }

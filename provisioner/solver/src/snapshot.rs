@@ -142,6 +142,9 @@ pub struct PoolLimits {
     pub nodes: Option<u64>,
     /// `limits.maxHourlyCost`, dollars per hour.
     pub max_hourly_cost: Option<f64>,
+    /// `spec.template.spec.maxGpuOvershoot`: a new node has at most this many accelerators
+    /// more than its pods occupy, unless no node within the bound is cheaper per accelerator.
+    pub max_gpu_overshoot: Option<u32>,
 }
 
 impl Default for PoolLimits {
@@ -150,6 +153,7 @@ impl Default for PoolLimits {
             resources: Resources([i64::MAX; crate::resources::MAX_RESOURCES]),
             nodes: None,
             max_hourly_cost: None,
+            max_gpu_overshoot: None,
         }
     }
 }

@@ -38,6 +38,7 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
             .classes
             .iter()
             .any(|&(c, _)| packer.classes[c as usize].zone_sensitive);
+        let guarded = super::guard::guarded(&packer.snapshot.node_pools[pool]);
         let mut found: Vec<(f64, usize, usize)> = Vec::new();
         for &s2 in &pool_shapes[pool] {
             let shape2 = &packer.shapes[s2];
@@ -56,11 +57,16 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
                     found.push((off.price, s2, o2));
                 }
             }
-            if found.len() > MAX_ALTERNATIVES * 4 {
+            // A guarded pool looks at every offering: the overshoot guard compares with the
+            // cheapest within its bound, minValues counts distinct values.
+            if !guarded && found.len() > MAX_ALTERNATIVES * 4 {
                 break;
             }
         }
         found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let pool_spec = &packer.snapshot.node_pools[pool];
+        super::guard::within_overshoot(pool_spec, packer.shapes, &bin.requests, &mut found);
+        let all_found = found.clone();
         found.dedup_by(|a, b| {
             a.1 == b.1
                 && packer.shapes[a.1].offerings[a.2].zone == packer.shapes[b.1].offerings[b.2].zone
@@ -71,6 +77,7 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
             list.push((shape, offering));
         }
         list.truncate(MAX_ALTERNATIVES + 1);
+        super::guard::extend_for_min_values(pool_spec, packer.shapes, &all_found, &mut list);
         let (s_new, o_new) = list[0];
         if (s_new, o_new) != (shape, offering) {
             let old = &packer.shapes[shape];

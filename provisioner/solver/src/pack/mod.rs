@@ -10,6 +10,7 @@ mod accelerator_notes;
 mod bins;
 mod classes;
 mod finish;
+pub(crate) mod guard;
 mod improve;
 mod packer;
 mod reasons;
@@ -74,6 +75,7 @@ pub fn solve(
         let mut packer = packer::Packer::new(
             snapshot,
             &shapes,
+            &pool_shapes,
             classes.clone(),
             groups.clone(),
             &mut zones,
@@ -92,9 +94,19 @@ pub fn solve(
     let (mut packer, mut choices, _) = best.expect("at least one strategy runs");
     // The improvement phase works on the better construction (not on the baseline strategy,
     // whose job is to stand for Karpenter's greedy packing).
+    // A move that leaves a node of a guarded pool (maxGpuOvershoot, minValues) outside its
+    // guard undoes the phase: construction checked every node it opened.
     if options.strategy == Strategy::CostOptimal {
+        let guarded = snapshot.node_pools.iter().any(guard::guarded);
+        let saved = guarded.then(|| packer.save());
         improve::improve(&mut packer, &pool_shapes);
         choices = finish::right_size(&mut packer, &pool_shapes);
+        if let Some(saved) = saved
+            && (0..packer.bins.len()).any(|b| packer.bin_guards(b).is_err())
+        {
+            packer.restore(saved);
+            choices = finish::right_size(&mut packer, &pool_shapes);
+        }
     }
     finish::assemble(&packer, catalog, &zones, &pool_shapes, &choices, notes)
 }

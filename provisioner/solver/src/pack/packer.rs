@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::classes::{Class, CompatSet, Groups, Topology, repels};
+use super::guard;
 use super::shapes::{Shape, ZoneId, Zones};
 
 /// How many following classes a new node is filled from when it is opened.
@@ -22,6 +23,8 @@ pub struct Packer<'a> {
     pub snapshot: &'a ClusterSnapshot,
     /// Launch shapes.
     pub shapes: &'a [Shape],
+    /// Each pool's shapes, cheapest first.
+    pub pool_shapes: &'a [Vec<usize>],
     /// Pod classes.
     pub classes: Vec<Class>,
     /// Counting groups for topology rules.
@@ -54,6 +57,8 @@ struct Candidate {
     score: f64,
     price: f64,
     saturated: bool,
+    /// What the node would hold: the anchor's pods and the fill.
+    requests: Resources,
 }
 
 impl<'a> Packer<'a> {
@@ -61,6 +66,7 @@ impl<'a> Packer<'a> {
     pub fn new(
         snapshot: &'a ClusterSnapshot,
         shapes: &'a [Shape],
+        pool_shapes: &'a [Vec<usize>],
         classes: Vec<Class>,
         mut groups: Groups,
         zones: &mut Zones,
@@ -157,6 +163,7 @@ impl<'a> Packer<'a> {
         Self {
             snapshot,
             shapes,
+            pool_shapes,
             classes,
             groups,
             bins,
@@ -503,6 +510,7 @@ impl<'a> Packer<'a> {
         let rem = self.remaining[c].len() as i64;
         let k = anchor_room.min(rem);
         let mut saturated = k < rem;
+        let mut requests = scaled(&anchor.requests, k);
         if self.strategy == Strategy::KarpenterGreedy {
             let cpu = s.allocatable.get(crate::resources::CPU) as f64;
             return Candidate {
@@ -511,6 +519,7 @@ impl<'a> Packer<'a> {
                 score: k as f64 * 1e6 + cpu / 1e6 - price / 1e12,
                 price,
                 saturated,
+                requests,
             };
         }
         let mut free = s.allocatable;
@@ -548,6 +557,7 @@ impl<'a> Packer<'a> {
             saturated &= k2 < rem2;
             for (slot, amount) in class2.requests.0.iter().enumerate() {
                 free.0[slot] -= amount * k2;
+                requests.0[slot] += amount * k2;
             }
             value += k2 as f64 * class2.value.max(1e-9);
         }
@@ -557,6 +567,7 @@ impl<'a> Packer<'a> {
             score: value / price,
             price,
             saturated,
+            requests,
         }
     }
 
@@ -582,12 +593,24 @@ impl<'a> Packer<'a> {
                 )
                 .is_ok()
             && (k as usize) < self.remaining[c].len()
+            && self
+                .guards(
+                    c,
+                    shape,
+                    offering,
+                    &scaled(
+                        &self.classes[c].requests,
+                        k.min(self.remaining[c].len() as i64),
+                    ),
+                )
+                .is_ok()
         {
             return Ok(self.open(c, shape, offering));
         }
         self.memo[c] = None;
+        let mut guard_reason: Option<String> = None;
         for tier in 0..self.tiers.len() {
-            let mut best: Option<Candidate> = None;
+            let mut candidates: Vec<Candidate> = Vec::new();
             let compat_len = self.classes[c].compat.list.len();
             for i in 0..compat_len {
                 let shape = self.classes[c].compat.list[i].shape as usize;
@@ -612,27 +635,126 @@ impl<'a> Packer<'a> {
                     }
                     continue;
                 }
-                let candidate = self.evaluate(c, shape, offering, k, later);
-                let better = match best {
-                    None => true,
-                    Some(b) => {
-                        candidate.score > b.score * (1.0 + 1e-12)
-                            || (candidate.score >= b.score * (1.0 - 1e-12)
-                                && candidate.price < b.price)
-                    }
-                };
-                if better {
-                    best = Some(candidate);
-                }
+                candidates.push(self.evaluate(c, shape, offering, k, later));
             }
-            if let Some(best) = best {
+            // The best candidate that passes the pool's guards (maxGpuOvershoot, minValues),
+            // checked lazily: they look at the pool's other offerings.
+            loop {
+                let mut best: Option<usize> = None;
+                for (i, candidate) in candidates.iter().enumerate() {
+                    let better = match best {
+                        None => true,
+                        Some(b) => {
+                            let b = &candidates[b];
+                            candidate.score > b.score * (1.0 + 1e-12)
+                                || (candidate.score >= b.score * (1.0 - 1e-12)
+                                    && candidate.price < b.price)
+                        }
+                    };
+                    if better {
+                        best = Some(i);
+                    }
+                }
+                let Some(i) = best else {
+                    break;
+                };
+                let best = candidates.swap_remove(i);
+                if let Err(reason) = self.guards(c, best.shape, best.offering, &best.requests) {
+                    guard_reason.get_or_insert(reason);
+                    continue;
+                }
                 if best.saturated {
                     self.memo[c] = Some((best.shape, best.offering));
                 }
                 return Ok(self.open(c, best.shape, best.offering));
             }
         }
-        Err(last_reason.unwrap_or_else(|| "no NodePool can launch a node for it".to_owned()))
+        // A guard ruled out an offering that could otherwise hold the pods: the best one's
+        // reason says most.
+        Err(guard_reason
+            .or(last_reason)
+            .unwrap_or_else(|| "no NodePool can launch a node for it".to_owned()))
+    }
+
+    /// Whether a new node of `shape` at `offering`, opened for class `c` and holding
+    /// `requests`, passes its pool's guards: `maxGpuOvershoot` (unless no offering within the
+    /// bound that class `c` may use is cheaper per accelerator) and `minValues` (enough distinct
+    /// values among the offerings that hold the pods). The reason when it does not.
+    pub fn guards(
+        &self,
+        c: usize,
+        shape: usize,
+        offering: usize,
+        requests: &Resources,
+    ) -> Result<(), String> {
+        let class = &self.classes[c];
+        let zone = self.shapes[shape].offerings[offering].zone;
+        self.guards_with(shape, offering, requests, |s2, o2| {
+            class.allows(s2, o2)
+                && (!class.zone_sensitive || self.shapes[s2].offerings[o2].zone == zone)
+        })
+    }
+
+    /// [`Self::guards`] for new bin `b` as it is: the offerings every class on it allows.
+    pub fn bin_guards(&self, b: usize) -> Result<(), String> {
+        let bin = &self.bins[b];
+        let BinKind::New { shape, offering } = bin.kind else {
+            return Ok(());
+        };
+        if bin.pods.is_empty() {
+            return Ok(());
+        }
+        let zone_fixed = bin
+            .classes
+            .iter()
+            .any(|&(c, _)| self.classes[c as usize].zone_sensitive);
+        self.guards_with(shape, offering, &bin.requests, |s2, o2| {
+            bin.classes
+                .iter()
+                .all(|&(c, _)| self.classes[c as usize].allows(s2, o2))
+                && (!zone_fixed || self.shapes[s2].offerings[o2].zone == bin.zone)
+        })
+    }
+
+    fn guards_with(
+        &self,
+        shape: usize,
+        offering: usize,
+        requests: &Resources,
+        allows: impl Fn(usize, usize) -> bool,
+    ) -> Result<(), String> {
+        let pool_index = self.shapes[shape].pool;
+        let pool = &self.snapshot.node_pools[pool_index];
+        if !guard::guarded(pool) {
+            return Ok(());
+        }
+        let fitting = || {
+            guard::fitting(
+                self.shapes,
+                &self.pool_shapes[pool_index],
+                requests,
+                &allows,
+            )
+        };
+        let price = self.shapes[shape].offerings[offering].price;
+        guard::check_overshoot(pool, self.shapes, shape, price, requests, fitting)
+            .map_err(|o| o.to_string())?;
+        if !guard::min_values(pool).is_empty() {
+            let mut found = fitting();
+            guard::within_overshoot(pool, self.shapes, requests, &mut found);
+            guard::check_min_values(pool, self.shapes, &found)?;
+        }
+        Ok(())
+    }
+
+    /// What the improvement phase changes, to put back when its plan breaks a guard.
+    pub fn save(&self) -> (Vec<Bin>, Vec<PoolUsage>, Groups) {
+        (self.bins.clone(), self.usage.clone(), self.groups.clone())
+    }
+
+    /// Puts back what [`Self::save`] saved.
+    pub fn restore(&mut self, saved: (Vec<Bin>, Vec<PoolUsage>, Groups)) {
+        (self.bins, self.usage, self.groups) = saved;
     }
 
     fn open(&mut self, _c: usize, shape: usize, offering: usize) -> usize {
@@ -656,4 +778,13 @@ impl<'a> Packer<'a> {
         }
         self.bins.len() - 1
     }
+}
+
+/// `k` times `r`.
+fn scaled(r: &Resources, k: i64) -> Resources {
+    let mut out = Resources::ZERO;
+    for (slot, amount) in r.0.iter().enumerate() {
+        out.0[slot] = amount.saturating_mul(k);
+    }
+    out
 }

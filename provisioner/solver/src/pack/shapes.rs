@@ -66,6 +66,11 @@ pub struct Shape {
     pub allocatable: Resources,
     /// Full capacity (what NodePool limits count).
     pub capacity: Resources,
+    /// Whole accelerator devices of the type (what `maxGpuOvershoot` counts).
+    pub accelerators: i64,
+    /// The slots its accelerators are advertised in (whole, shared or MIG slices), with the
+    /// capacity of each (see [`super::guard::devices_used`]).
+    pub accelerator_slots: Vec<(usize, i64)>,
 }
 
 impl Shape {
@@ -163,11 +168,14 @@ fn build_shape(
     let overhead = daemonset_overhead(&snapshot.daemonsets, &offerings[0].labels, pool);
     let allocatable = to_resources(&snapshot.resources, &pool.node_shape.allocatable(it)?)
         .saturating_sub(&overhead);
+    let accelerator_slots = super::guard::accelerator_slots(&snapshot.resources, &capacity);
     Some(Shape {
         pool: pool_index,
         instance_type: type_index,
         offerings,
         allocatable,
         capacity,
+        accelerators: i64::from(it.accelerator_count()),
+        accelerator_slots,
     })
 }

@@ -6,4 +6,5 @@ mod cost;
 mod explain;
 pub(crate) mod fixtures;
 mod gang;
+mod guardrails;
 mod improve;
