@@ -509,3 +509,70 @@ async fn azure_doctor_fails_clearly_against_a_dead_endpoint() {
         "{probe}"
     );
 }
+
+#[tokio::test]
+async fn azure_list_finds_the_clusters_vms_even_without_a_live_claim() {
+    let server = AzureServer::start("rg").await;
+    let cloud = cloud(&server);
+    // A VM of this cluster whose NodeClaim is gone (a leak), one of another cluster, and one of
+    // no cluster at all.
+    server.put_vm(
+        "qm-old-0",
+        A100,
+        "1",
+        &[(TAG_CLUSTER, "test-cluster"), (TAG_NODECLAIM, "old")],
+    );
+    server.put_vm(
+        "qm-theirs-0",
+        A100,
+        "1",
+        &[(TAG_CLUSTER, "other-cluster"), (TAG_NODECLAIM, "theirs")],
+    );
+    server.put_vm("aks-system-1", "Standard_D4s_v5", "1", &[]);
+    let listed = cloud.list().await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].claim_name, "old");
+    assert_eq!(listed[0].zone, "eastus-1");
+    assert_eq!(listed[0].capacity_type, CapacityType::OnDemand);
+    // Garbage collection deletes it by its provider id.
+    cloud
+        .delete(&listed[0].provider_id)
+        .await
+        .expect("delete the leak");
+    assert!(server.vm("qm-old-0").is_none());
+    assert!(server.vm("qm-theirs-0").is_some());
+}
+
+#[tokio::test]
+async fn azure_a_bootstrap_secret_the_controller_cannot_read_is_an_invalid_request() {
+    let server = AzureServer::start("rg").await;
+    let cloud = AzureCloud::connect(
+        settings(server.endpoint()),
+        Catalog::embedded(),
+        Arc::new(SystemClock),
+    )
+    .expect("the client builds");
+    let req = request(
+        "gpu-nosecret",
+        &[offering(A100, "eastus-1", CapacityType::Spot)],
+    );
+    match cloud.create(&req).await {
+        Err(CloudError::InvalidRequest { message }) => {
+            assert!(message.contains("aks-bootstrap"), "{message}")
+        }
+        other => panic!("expected an invalid request, got {other:?}"),
+    }
+    assert_eq!(server.calls("PUT"), 0);
+}
+
+#[test]
+fn the_controller_on_azure_without_a_subscription_says_which_flag_is_missing() {
+    let out = quartermaster_tests::quartermaster(&["controller", "--cloud-provider", "azure"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("--azure-subscription-id")
+            && out.stderr.contains("AZURE_SUBSCRIPTION_ID"),
+        "stderr: {}",
+        out.stderr
+    );
+}
