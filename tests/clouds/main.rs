@@ -2,6 +2,7 @@
 //! our fault-injecting proxy in front for what moto does not simulate.
 
 mod aws;
+mod aws_drift;
 mod azure;
 mod fault_proxy;
 mod gcp;

@@ -46,6 +46,8 @@ pub struct AwsCloud {
     parameters: Option<Arc<dyn Parameters>>,
     /// The cluster's Kubernetes version (`1.33`), for AMI aliases.
     kubernetes_version: Option<String>,
+    /// AWSNodeClass specs by name, as last launched with or set, for drift.
+    node_classes: Mutex<BTreeMap<String, AWSNodeClassSpec>>,
 }
 
 impl std::fmt::Debug for AwsCloud {
@@ -121,7 +123,25 @@ impl AwsCloud {
             queue: None,
             parameters: None,
             kubernetes_version: None,
+            node_classes: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Records the current spec of AWSNodeClass `name` (launches record it too), so
+    /// `is_drifted` compares instances launched from it against what it selects now.
+    pub fn set_node_class(&self, name: &str, spec: AWSNodeClassSpec) {
+        self.node_classes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), spec);
+    }
+
+    fn node_class(&self, name: &str) -> Option<AWSNodeClassSpec> {
+        self.node_classes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
     }
 
     /// The region the client uses, if known.
@@ -265,6 +285,7 @@ impl AwsCloud {
                 });
             }
         };
+        self.set_node_class(&request.node_class, spec.as_ref().clone());
         // A retried or restarted launch finds the instance it already has: never a second one.
         if let Some(i) = self.existing(&request.claim_name).await? {
             tracing::info!(nodeclaim = %request.claim_name, instance = %i.id, "instance already launched");
@@ -461,6 +482,10 @@ impl AwsCloud {
         );
         tags.insert(TAG_NODEPOOL.to_owned(), request.node_pool.clone());
         tags.insert(TAG_NODECLAIM.to_owned(), request.claim_name.clone());
+        tags.insert(
+            crate::drift::TAG_NODECLASS.to_owned(),
+            request.node_class.clone(),
+        );
         tags.insert("Name".to_owned(), request.claim_name.clone());
         tags
     }
@@ -697,9 +722,41 @@ impl CloudProvider for AwsCloud {
         })
     }
 
-    fn is_drifted<'a>(&'a self, _instance: &'a Instance) -> CloudFuture<'a, Option<String>> {
-        // Drift needs the NodeClass the instance was launched from; not built yet.
-        Box::pin(async { Ok(None) })
+    fn is_drifted<'a>(&'a self, instance: &'a Instance) -> CloudFuture<'a, Option<String>> {
+        Box::pin(async move {
+            // The NodeClass it was launched from, as known (launched or set since the start).
+            let Some(spec) = instance
+                .tags
+                .get(crate::drift::TAG_NODECLASS)
+                .and_then(|name| self.node_class(name))
+            else {
+                return Ok(None);
+            };
+            let running = self.describe_one(&instance.provider_id).await?;
+            let facts = crate::drift::InstanceFacts {
+                image_id: running.image_id.clone(),
+                subnet_id: running.subnet_id.clone(),
+                security_group_ids: running.security_group_ids.iter().cloned().collect(),
+            };
+            let no_parameters = NoParameters;
+            let parameters: &dyn Parameters = match &self.parameters {
+                Some(p) => p.as_ref(),
+                None => &no_parameters,
+            };
+            let wanted = crate::drift::resolve_wanted(
+                self.ec2.as_ref(),
+                parameters,
+                &spec,
+                &self.image_key(&running.instance_type),
+                self.kubernetes_version.as_deref(),
+            )
+            .await
+            .map_err(|e| match e {
+                ResolveError::NodeClass(e) => CloudError::from(e),
+                ResolveError::Api(e) => map_api_error(&e, None),
+            })?;
+            Ok(crate::drift::compare(&facts, &wanted).map(|d| d.to_string()))
+        })
     }
 
     fn poll_events(&self) -> CloudFuture<'_, Vec<CloudEvent>> {

@@ -17,6 +17,7 @@
 mod cloud;
 mod config;
 pub mod doctor;
+pub mod drift;
 mod error;
 pub mod errors;
 pub mod fleet;

@@ -94,6 +94,10 @@ pub struct Ec2Instance {
     pub launch_time: Option<DateTime<Utc>>,
     /// The image it runs.
     pub image_id: Option<String>,
+    /// Its subnet.
+    pub subnet_id: Option<String>,
+    /// Its security groups.
+    pub security_group_ids: Vec<String>,
     /// Tags.
     pub tags: BTreeMap<String, String>,
 }

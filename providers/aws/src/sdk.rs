@@ -159,6 +159,12 @@ fn instance(i: &t::Instance) -> Option<Ec2Instance> {
             .unwrap_or_default(),
         launch_time: i.launch_time().and_then(chrono_time),
         image_id: i.image_id().map(str::to_owned),
+        subnet_id: i.subnet_id().map(str::to_owned),
+        security_group_ids: i
+            .security_groups()
+            .iter()
+            .filter_map(|g| g.group_id().map(str::to_owned))
+            .collect(),
         tags: tags_of(i.tags()),
     })
 }
