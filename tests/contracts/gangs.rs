@@ -1,9 +1,10 @@
 //! Gangs in `plan`: the real Volcano MindSpore job (minAvailable 3) is placed whole, in one
-//! zone, or not at all.
+//! zone, or not at all. Gangs in `simulate`: scenarios/gang-training.yaml run gang-aware and
+//! with `gangAware: false` — rolling a half-launched gang back leaves fewer GPUs idle.
 
 use std::collections::BTreeSet;
 
-use quartermaster_tests::{quartermaster, workspace_root};
+use quartermaster_tests::{path, quartermaster, workspace_root};
 use serde_json::Value;
 
 fn plan(pool_limits: &str) -> Value {
@@ -63,4 +64,40 @@ fn the_volcano_job_buys_nothing_when_it_cannot_run_whole() {
             .starts_with("gang default/mindspore-gpu (minMember 3): 3 member(s) must be placed together in one zone, at most 2 fit")),
         "{p:#}"
     );
+}
+
+/// `simulate -o json` of scenarios/gang-training.yaml, with `spec.gangAware` as given.
+fn simulate_gang_training(gang_aware: bool) -> Value {
+    let text = std::fs::read_to_string(path("scenarios/gang-training.yaml")).unwrap();
+    assert!(text.contains("gangAware: true"), "the scenario states its switch");
+    let dir = std::env::temp_dir().join(format!("qm-gang-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("gang-training-{gang_aware}.yaml"));
+    std::fs::write(
+        &file,
+        text.replace("gangAware: true", &format!("gangAware: {gang_aware}")),
+    )
+    .unwrap();
+    let out = quartermaster(&["simulate", "-o", "json", &file.display().to_string()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.json()
+}
+
+#[test]
+fn the_gang_training_scenario_idles_fewer_gpu_hours_gang_aware() {
+    let aware = simulate_gang_training(true);
+    let blind = simulate_gang_training(false);
+    let idle = |v: &Value| v["idle_gpu_hours"].as_f64().expect("idle_gpu_hours");
+    assert!(
+        idle(&aware) < idle(&blind),
+        "gang-aware {} vs not {}",
+        idle(&aware),
+        idle(&blind)
+    );
+    // Gang-aware: the half-launched gang was rolled back and the whole gang ran elsewhere.
+    assert!(aware["gang_rollbacks"].as_u64() >= Some(1), "{aware:#}");
+    assert_eq!(aware["pods_pending_at_end"], 0, "{aware:#}");
+    // Without gang awareness nothing rolls back: three nodes hold workers that never start.
+    assert_eq!(blind["gang_rollbacks"], 0, "{blind:#}");
+    assert!(blind["pods_pending_at_end"].as_u64() >= Some(4), "{blind:#}");
 }
