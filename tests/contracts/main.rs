@@ -15,6 +15,7 @@ mod explain;
 mod fixtures;
 mod focus;
 mod gangs;
+mod guardrails;
 mod labels;
 mod layering;
 mod node_shape;
