@@ -818,6 +818,11 @@ impl Driver {
         for provider in self.ctx.providers.values() {
             self.ctx
                 .spawn(sweep::delete_leaks(provider.clone(), known.clone(), now));
+            self.ctx.spawn(sweep::report_drift(
+                provider.clone(),
+                known.clone(),
+                self.outcomes_tx.clone(),
+            ));
         }
     }
 }

@@ -18,10 +18,11 @@ const READ: &[&str] = &["get", "list", "watch"];
 
 /// Cluster-wide access of the controller with any cloud provider (the chart's ClusterRole).
 pub const CLUSTER_RULES: &[ApiAccess] = &[
+    // delete: pods still on a node when its terminationGracePeriod ends.
     ApiAccess {
         group: "",
         resource: "pods",
-        verbs: READ,
+        verbs: &["delete", "get", "list", "watch"],
     },
     ApiAccess {
         group: "",

@@ -1,5 +1,6 @@
 //! The clouds' side of the loop, run periodically by the driver: events the clouds announce,
-//! and instances that have no NodeClaim (leaks) deleted.
+//! instances that have no NodeClaim (leaks) deleted, and instances the cloud says drifted from
+//! their NodeClass reported to the engine.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -76,6 +77,41 @@ pub async fn delete_leaks(
         tracing::warn!(instance = %i.provider_id, nodeclaim = %i.claim_name, "deleting an instance that has no NodeClaim");
         if let Err(e) = provider.delete(&i.provider_id).await {
             tracing::warn!(instance = %i.provider_id, error = %e, "could not delete a leaked instance");
+        }
+    }
+}
+
+/// Asks `provider` whether each instance of a claim in `known` drifted from its NodeClass
+/// (`CloudProvider::is_drifted`: AMI, security groups, subnet) and tells the engine about those
+/// that did; it replaces them within the pools' `Drifted` budgets.
+pub async fn report_drift(
+    provider: Arc<dyn CloudProvider>,
+    known: BTreeSet<String>,
+    outcomes: mpsc::UnboundedSender<Outcome>,
+) {
+    let instances = match provider.list().await {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::warn!(error = %e, "drift detection could not list instances");
+            return;
+        }
+    };
+    for i in instances {
+        if !known.contains(&i.claim_name) {
+            continue;
+        }
+        match provider.is_drifted(&i).await {
+            Ok(Some(reason)) => {
+                tracing::info!(instance = %i.provider_id, nodeclaim = %i.claim_name, %reason, "drifted from its NodeClass");
+                let _ = outcomes.send(Outcome::Engine(Box::new(Event::CloudDrifted {
+                    provider_id: i.provider_id,
+                    reason,
+                })));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(instance = %i.provider_id, error = %e, "could not tell whether the instance drifted");
+            }
         }
     }
 }

@@ -4,6 +4,13 @@
 //! until none is left or `terminationGracePeriod` has passed, delete the instance and retry
 //! until the provider says it is gone, delete the Node, and only then remove the finalizers.
 //! No instance is ever left running without a NodeClaim.
+//!
+//! `terminationGracePeriod` (the claim's, from its NodePool template) counts from the claim's
+//! deletion, as Karpenter's: do-not-disrupt pods are not evicted but waited for, and PDB-blocked
+//! evictions retried, until then. A pod whose own `terminationGracePeriodSeconds` would outlast
+//! the deadline is deleted early enough to get it (with the time left); once the deadline has
+//! passed every pod still there is deleted, do-not-disrupt and PDB-protected ones included,
+//! and the instance goes whatever still runs. [`plan_drain`] decides, from the pods and `now`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +25,9 @@ use serde_json::json;
 use crate::ControllerError;
 use crate::context::Context;
 use crate::time::from_kube;
-use crate::translate::{FINALIZER, TAINT_DISRUPTED, bound_node, is_daemon_pod, is_finished};
+use crate::translate::{
+    FINALIZER, TAINT_DISRUPTED, annotated_do_not_disrupt, bound_node, is_daemon_pod, is_finished,
+};
 use crate::writes::Eviction;
 
 /// How long to wait between two passes over a node's pods or two delete attempts.
@@ -35,6 +44,85 @@ pub enum Step {
     Deleting,
     /// Finalizers removed: the NodeClaim (and its Node) can go.
     Done,
+}
+
+/// A pod on a node being terminated, as [`plan_drain`] weighs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainPod {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Already terminating (evicted or deleted earlier): only waited for.
+    pub terminating: bool,
+    /// Annotated do-not-disrupt: never evicted, deleted only for the grace period.
+    pub do_not_disrupt: bool,
+    /// Its `terminationGracePeriodSeconds` (Kubernetes' default 30).
+    pub grace_seconds: i64,
+}
+
+/// What to do with one pod in this pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodStep {
+    /// Ask the Eviction API (PodDisruptionBudgets honoured).
+    Evict,
+    /// Delete it, bypassing PodDisruptionBudgets, with this grace period in seconds.
+    Delete {
+        /// The pod's grace period for this delete.
+        grace_seconds: i64,
+    },
+    /// Leave it (terminating, or do-not-disrupt before the deadline).
+    Wait,
+}
+
+/// One pass of a drain, decided: a step per pod (in the order given) and whether the
+/// instance may go now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainPlan {
+    /// The step for each pod.
+    pub steps: Vec<PodStep>,
+    /// True when nothing is left to wait for: no pod left, or the grace period is over.
+    pub proceed: bool,
+}
+
+/// Decides one drain pass over `pods` at `now`, the grace period ending at `deadline` (none:
+/// wait for the pods as long as it takes).
+pub fn plan_drain(
+    pods: &[DrainPod],
+    deadline: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> DrainPlan {
+    let over = deadline.is_some_and(|d| now >= d);
+    let steps = pods
+        .iter()
+        .map(|pod| {
+            if pod.terminating {
+                // A pod evicted earlier with a grace longer than what is left is cut short.
+                return if over {
+                    PodStep::Delete { grace_seconds: 0 }
+                } else {
+                    PodStep::Wait
+                };
+            }
+            if let Some(d) = deadline {
+                let left = (d - now).num_seconds().max(0);
+                if pod.grace_seconds >= left {
+                    return PodStep::Delete {
+                        grace_seconds: left,
+                    };
+                }
+            }
+            if pod.do_not_disrupt {
+                PodStep::Wait
+            } else {
+                PodStep::Evict
+            }
+        })
+        .collect();
+    DrainPlan {
+        steps,
+        proceed: over || pods.is_empty(),
+    }
 }
 
 /// Drives the termination of `name` until it is done, this replica stops leading, or the
@@ -83,12 +171,9 @@ pub async fn step(
 
     if let Some(node) = &node {
         cordon(ctx, node).await?;
-        let deadline = grace_deadline(claim);
-        if deadline.is_none_or(|d| now < d) {
-            let left = drain(ctx, node).await?;
-            if left > 0 {
-                return Ok(Step::Draining(left));
-            }
+        let left = drain(ctx, node, grace_deadline(claim), now).await?;
+        if left > 0 {
+            return Ok(Step::Draining(left));
         }
     }
 
@@ -201,34 +286,65 @@ async fn cordon(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
         .await
 }
 
-/// Evicts what still runs on `node`; returns how many pods are left to go.
-async fn drain(ctx: &Context, node: &Node) -> Result<usize, ControllerError> {
-    let node_name = node.metadata.name.as_deref().unwrap_or_default();
-    let pods: Vec<_> = ctx
+/// The pods of `node` a drain waits for (not finished, not DaemonSet pods).
+fn drain_pods(ctx: &Context, node_name: &str) -> Vec<DrainPod> {
+    let mut pods: Vec<DrainPod> = ctx
         .stores
         .pods
         .state()
         .into_iter()
         .filter(|p| bound_node(p) == Some(node_name) && !is_finished(p) && !is_daemon_pod(p))
+        .map(|p| DrainPod {
+            namespace: p
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            name: p.metadata.name.clone().unwrap_or_default(),
+            terminating: p.metadata.deletion_timestamp.is_some(),
+            do_not_disrupt: annotated_do_not_disrupt(&p.metadata),
+            grace_seconds: p
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .unwrap_or(DEFAULT_POD_GRACE_SECONDS),
+        })
         .collect();
-    let mut left = 0;
-    for pod in &pods {
-        left += 1;
-        if pod.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let (ns, name) = (
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or_default(),
-        );
-        match ctx.writer.evict(ns, name).await? {
-            Eviction::Evicted | Eviction::Gone => {}
-            Eviction::Blocked => {
-                tracing::debug!(pod = %format!("{ns}/{name}"), node = node_name, "eviction blocked by a PodDisruptionBudget")
+    pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    pods
+}
+
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
+
+/// One drain pass over `node` as [`plan_drain`] decides it; returns how many pods are left to
+/// wait for (0 once the grace period is over, whatever still runs).
+async fn drain(
+    ctx: &Context,
+    node: &Node,
+    deadline: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<usize, ControllerError> {
+    let node_name = node.metadata.name.as_deref().unwrap_or_default();
+    let pods = drain_pods(ctx, node_name);
+    let plan = plan_drain(&pods, deadline, now);
+    for (pod, step) in pods.iter().zip(&plan.steps) {
+        let (ns, name) = (pod.namespace.as_str(), pod.name.as_str());
+        match step {
+            PodStep::Wait => {}
+            PodStep::Evict => match ctx.writer.evict(ns, name).await? {
+                Eviction::Evicted | Eviction::Gone => {}
+                Eviction::Blocked => {
+                    tracing::debug!(pod = %format!("{ns}/{name}"), node = node_name, "eviction blocked by a PodDisruptionBudget")
+                }
+            },
+            PodStep::Delete { grace_seconds } => {
+                tracing::info!(pod = %format!("{ns}/{name}"), node = node_name, grace_seconds, "deleting a pod: the node's terminationGracePeriod ends");
+                ctx.writer.delete_pod(ns, name, *grace_seconds).await?;
             }
         }
     }
-    Ok(left)
+    Ok(if plan.proceed { 0 } else { pods.len() })
 }
 
 /// Deletes the instance; true once the provider says it is gone.
@@ -242,5 +358,200 @@ async fn gone(provider: &dyn CloudProvider, provider_id: &str) -> Result<bool, C
         Err(CloudError::NotFound { .. }) => Ok(true),
         Ok(i) => Ok(i.state == quartermaster_cloud::InstanceState::Terminated),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + s, 0).expect("a time")
+    }
+
+    fn pod(name: &str) -> DrainPod {
+        DrainPod {
+            namespace: "ml".into(),
+            name: name.into(),
+            terminating: false,
+            do_not_disrupt: false,
+            grace_seconds: 30,
+        }
+    }
+
+    #[test]
+    fn without_a_grace_period_pods_are_evicted_and_do_not_disrupt_pods_waited_for() {
+        let protected = DrainPod {
+            do_not_disrupt: true,
+            ..pod("b")
+        };
+        let going = DrainPod {
+            terminating: true,
+            ..pod("c")
+        };
+        let plan = plan_drain(&[pod("a"), protected, going], None, t(0));
+        assert_eq!(
+            plan.steps,
+            vec![PodStep::Evict, PodStep::Wait, PodStep::Wait]
+        );
+        assert!(!plan.proceed);
+        assert!(plan_drain(&[], None, t(0)).proceed);
+    }
+
+    #[test]
+    fn once_the_grace_period_is_over_every_pod_is_deleted_and_the_node_goes() {
+        let deadline = Some(t(600));
+        let protected = DrainPod {
+            do_not_disrupt: true,
+            ..pod("b")
+        };
+        let slow = DrainPod {
+            grace_seconds: 120,
+            ..pod("c")
+        };
+        let pods = [pod("a"), protected, slow];
+        // Before: evicted (PDBs honoured), do-not-disrupt waited for.
+        let before = plan_drain(&pods, deadline, t(0));
+        assert_eq!(
+            before.steps,
+            vec![PodStep::Evict, PodStep::Wait, PodStep::Evict]
+        );
+        assert!(!before.proceed);
+        // A pod whose own grace would outlast the deadline is deleted early enough to get it.
+        let near = plan_drain(&pods, deadline, t(500));
+        assert_eq!(
+            near.steps,
+            vec![
+                PodStep::Evict,
+                PodStep::Wait,
+                PodStep::Delete { grace_seconds: 100 }
+            ]
+        );
+        assert!(!near.proceed);
+        // After: everything left is deleted, do-not-disrupt included; the instance goes.
+        let terminating = DrainPod {
+            terminating: true,
+            ..pod("d")
+        };
+        let after = plan_drain(&[pod("a"), pods[1].clone(), terminating], deadline, t(600));
+        assert_eq!(after.steps, vec![PodStep::Delete { grace_seconds: 0 }; 3]);
+        assert!(after.proceed);
+    }
+}
+
+#[cfg(test)]
+mod scenario_tests {
+    use serde_json::{Value, json};
+
+    use crate::tests::{Env, FakeApi, QM, cluster_with_gpu_pool, t0};
+
+    fn pod_requests(api: &FakeApi, verb: &str, resource: &str) -> usize {
+        api.log()
+            .iter()
+            .filter(|r| r.resource == resource && r.verb() == verb)
+            .count()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_do_not_disrupt_pod_holds_the_drain_until_the_grace_period_ends_then_is_deleted() {
+        let api = cluster_with_gpu_pool(&[("llm-0", 1)]);
+        api.modify(
+            QM,
+            "nodepools",
+            "gpu",
+            json!({"spec": {"template": {"spec": {"terminationGracePeriod": "2m"}}}}),
+        );
+        api.modify(
+            "",
+            "pods",
+            "ml/llm-0",
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+        );
+        let mut env = Env::new(api);
+        env.passes(0, 5).await;
+        let claims: Vec<Value> = env.api.list(QM, "nodeclaims");
+        let name = claims[0]["metadata"]["name"]
+            .as_str()
+            .expect("a claim")
+            .to_owned();
+        assert_eq!(
+            claims[0]["spec"]["terminationGracePeriod"], "2m",
+            "the claim carries its pool's grace period"
+        );
+        env.api.modify(
+            "",
+            "pods",
+            "ml/llm-0",
+            json!({"spec": {"nodeName": name}, "status": {"phase": "Running", "conditions": []}}),
+        );
+        env.passes(6, 7).await;
+        env.api.clear_log();
+        // A user deletes the NodeClaim at t0 + 8 s: the grace period ends at t0 + 128 s.
+        let deleted_at = (t0() + chrono::TimeDelta::seconds(8)).to_rfc3339();
+        env.api.modify(
+            QM,
+            "nodeclaims",
+            &name,
+            json!({"metadata": {"deletionTimestamp": deleted_at}}),
+        );
+        env.passes(8, 12).await;
+        assert_eq!(
+            pod_requests(&env.api, "create", "pods/eviction"),
+            0,
+            "do-not-disrupt: never evicted"
+        );
+        assert_eq!(pod_requests(&env.api, "delete", "pods"), 0);
+        assert!(
+            env.api.get(QM, "nodeclaims", &name).is_some(),
+            "held by its pod"
+        );
+        assert!(
+            env.api.get("", "nodes", &name).is_some(),
+            "the instance stays"
+        );
+
+        // 25 s before the end: the pod is deleted with the 25 s left (its own grace is 30 s).
+        env.pass_at(103).await;
+        let deletes: Vec<_> = env
+            .api
+            .log()
+            .into_iter()
+            .filter(|r| r.resource == "pods" && r.verb() == "delete")
+            .collect();
+        assert!(
+            !deletes.is_empty(),
+            "the pod is deleted before the deadline"
+        );
+        assert!(
+            env.api.get("", "nodes", &name).is_some(),
+            "its deletion is waited for"
+        );
+
+        // The pod is still there (a kubelet that does not answer) when the period ends: the
+        // node goes anyway, and so does the claim.
+        env.api.insert(
+            "",
+            "pods",
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "stuck", "namespace": "ml",
+                    "annotations": {"quartermaster.dev/do-not-disrupt": "true"}},
+                "spec": {"nodeName": name, "containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Running"}}),
+        );
+        env.passes(128, 134).await;
+        assert!(
+            env.api.get("", "nodes", &name).is_none(),
+            "the node is gone"
+        );
+        assert!(
+            env.api.get(QM, "nodeclaims", &name).is_none(),
+            "and its claim"
+        );
+        assert!(
+            env.api.log().iter().any(|r| r.resource == "pods"
+                && r.verb() == "delete"
+                && r.name.as_deref() == Some("stuck")),
+            "a do-not-disrupt pod left at the deadline is deleted"
+        );
     }
 }

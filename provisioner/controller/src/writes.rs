@@ -261,6 +261,26 @@ impl Writer {
         }
     }
 
+    /// Deletes a pod with `grace_seconds` (a node's termination grace period is over: no
+    /// PodDisruptionBudget is consulted). One that is gone counts as deleted.
+    pub async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_seconds: i64,
+    ) -> Result<(), ControllerError> {
+        self.check()?;
+        let params = DeleteParams {
+            grace_period_seconds: Some(u32::try_from(grace_seconds.max(0)).unwrap_or(u32::MAX)),
+            ..DeleteParams::default()
+        };
+        let r = Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .delete(name, &params)
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
     /// Publishes a Kubernetes Event about `regarding`. Failures are logged, never fatal.
     pub async fn event(
         &self,
