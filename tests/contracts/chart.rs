@@ -767,3 +767,89 @@ fn image_dockerfile_lints_clean_and_runs_the_binary_as_the_charts_user() {
         );
     }
 }
+
+/// The controller's environment variables, as `quartermaster controller --help` names them.
+fn controller_env_vars() -> BTreeSet<String> {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    quartermaster::run(
+        ["quartermaster", "controller", "--help"],
+        &mut out,
+        &mut err,
+    );
+    let help = String::from_utf8_lossy(&out).into_owned() + &String::from_utf8_lossy(&err);
+    help.split("[env: ")
+        .skip(1)
+        .filter_map(|rest| rest.split(['=', ']']).next().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn chart_renders_the_cloud_settings_as_the_controllers_env_vars() {
+    let known = controller_env_vars();
+    assert!(known.contains("CLUSTER_REGION"), "{known:?}");
+    let expected: [(&str, &[(&str, &str)]); 4] = [
+        (
+            "aws",
+            &[
+                ("CLUSTER_REGION", "us-east-1"),
+                ("CLUSTER_ENDPOINT", "https://"),
+                ("CLUSTER_CA_BUNDLE", "LS0t"),
+                ("CLUSTER_CIDR", "10.100.0.0/16"),
+                ("INTERRUPTION_QUEUE", "my-eks-cluster"),
+            ],
+        ),
+        (
+            "gcp",
+            &[
+                ("CLUSTER_REGION", "us-central1"),
+                ("GCP_PROJECT", "my-project"),
+            ],
+        ),
+        (
+            "azure",
+            &[
+                ("CLUSTER_REGION", "eastus"),
+                ("AZURE_SUBSCRIPTION_ID", "0000"),
+                ("AZURE_RESOURCE_GROUP", "my-aks-nodes"),
+            ],
+        ),
+        ("default", &[]),
+    ];
+    for (case, vars) in expected {
+        let env: BTreeMap<String, String> = controller_container(render(case))["env"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{case}: no env"))
+            .iter()
+            .filter(|v| v.get("valueFrom").is_none())
+            .map(|v| {
+                (
+                    v["name"].as_str().unwrap_or_default().to_owned(),
+                    v["value"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        for (name, part) in vars {
+            let value = env
+                .get(*name)
+                .unwrap_or_else(|| panic!("{case}: env {name} missing: {env:?}"));
+            assert!(value.contains(part), "{case}: {name}={value}");
+        }
+        // Every variable the chart sets is one the controller reads; empty settings set none.
+        for name in env.keys() {
+            assert!(
+                known.contains(name) || name.starts_with("AWS_"),
+                "{case}: env {name} is not a controller setting: {known:?}"
+            );
+        }
+        if vars.is_empty() {
+            assert!(env.is_empty(), "{case}: {env:?}");
+        }
+    }
+    // An AWS install without what nodes need to join is refused by the schema.
+    let (ok, _, stderr) = template(&["--set".into(), "cloudProvider=aws,clusterName=c".into()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !ok && stderr.contains("/settings/clusterEndpoint"),
+        "{stderr}"
+    );
+}

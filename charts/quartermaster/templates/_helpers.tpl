@@ -96,3 +96,28 @@ replicas without repeating its labels in values.yaml). */}}
 {{- toYaml $constraints }}
 {{- end }}
 {{- end }}
+
+{{/* The controller's cloud settings as environment variables (EnvVar list items), one per
+non-empty value under settings: the variables the controller reads for the same flags. */}}
+{{- define "quartermaster.cloudEnv" -}}
+{{- $s := .Values.settings }}
+{{- $gcp := default dict $s.gcp }}
+{{- $azure := default dict $s.azure }}
+{{- $vars := list
+  (list "CLUSTER_REGION" $s.region)
+  (list "CLUSTER_ENDPOINT" $s.clusterEndpoint)
+  (list "CLUSTER_CA_BUNDLE" $s.clusterCABundle)
+  (list "CLUSTER_CIDR" $s.clusterCIDR)
+  (list "INTERRUPTION_QUEUE" $s.interruptionQueue)
+  (list "GCP_PROJECT" $gcp.project)
+  (list "GCP_ENDPOINT" $gcp.endpoint)
+  (list "AZURE_SUBSCRIPTION_ID" $azure.subscriptionId)
+  (list "AZURE_RESOURCE_GROUP" $azure.resourceGroup)
+  (list "AZURE_ENDPOINT" $azure.endpoint) }}
+{{- range $vars }}
+{{- if index . 1 }}
+- name: {{ index . 0 }}
+  value: {{ index . 1 | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
