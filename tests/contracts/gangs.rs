@@ -69,7 +69,10 @@ fn the_volcano_job_buys_nothing_when_it_cannot_run_whole() {
 /// `simulate -o json` of scenarios/gang-training.yaml, with `spec.gangAware` as given.
 fn simulate_gang_training(gang_aware: bool) -> Value {
     let text = std::fs::read_to_string(path("scenarios/gang-training.yaml")).unwrap();
-    assert!(text.contains("gangAware: true"), "the scenario states its switch");
+    assert!(
+        text.contains("gangAware: true"),
+        "the scenario states its switch"
+    );
     let dir = std::env::temp_dir().join(format!("qm-gang-sim-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join(format!("gang-training-{gang_aware}.yaml"));
@@ -99,5 +102,8 @@ fn the_gang_training_scenario_idles_fewer_gpu_hours_gang_aware() {
     assert_eq!(aware["pods_pending_at_end"], 0, "{aware:#}");
     // Without gang awareness nothing rolls back: three nodes hold workers that never start.
     assert_eq!(blind["gang_rollbacks"], 0, "{blind:#}");
-    assert!(blind["pods_pending_at_end"].as_u64() >= Some(4), "{blind:#}");
+    assert!(
+        blind["pods_pending_at_end"].as_u64() >= Some(4),
+        "{blind:#}"
+    );
 }
