@@ -141,12 +141,31 @@ pub async fn fetch(
     fetch
 }
 
-/// An API error in one line (code and message; never a credential).
+/// An API error in one short line (code and message, without the SDK's debug dump of the
+/// raw response; never a credential).
 pub fn describe(e: &ApiError) -> String {
-    match &e.code {
-        Some(code) => format!("{code}: {}", e.message),
-        None => e.message.clone(),
+    const MAX: usize = 300;
+    let message = e
+        .message
+        .split(" (ServiceError")
+        .next()
+        .and_then(|m| m.split(" (DispatchFailure").next())
+        .and_then(|m| m.split(" (TimeoutError").next())
+        .and_then(|m| m.split(" (ResponseError").next())
+        .unwrap_or(&e.message);
+    let mut text = match &e.code {
+        Some(code) => format!("{code}: {message}"),
+        None => message.to_owned(),
+    };
+    if text.len() > MAX {
+        let cut = (0..=MAX)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push('…');
     }
+    text
 }
 
 /// The latest point per (instance type, zone); an unparsable price reads as NaN so the merge
@@ -230,6 +249,26 @@ mod tests {
         assert!(nan.is_nan());
         assert_eq!(on_demand_price("{\"product\": {}}"), None);
         assert_eq!(on_demand_price("not json"), None);
+    }
+
+    #[test]
+    fn describe_drops_the_sdk_debug_dump() {
+        let e = ApiError {
+            kind: crate::port::ApiErrorKind::Dispatch,
+            code: None,
+            message: "dispatch failure: io error: Connection refused (DispatchFailure(DispatchFailure { source: .. }))".into(),
+            status: None,
+            retry_after: None,
+        };
+        assert_eq!(
+            describe(&e),
+            "dispatch failure: io error: Connection refused"
+        );
+        let long = ApiError {
+            message: "x".repeat(1000),
+            ..e
+        };
+        assert!(describe(&long).chars().count() <= 301);
     }
 
     #[test]

@@ -23,6 +23,12 @@ pub enum Command {
     ///
     /// Example: `quartermaster catalog --gpu h100 --capacity-type spot -o json`
     Catalog(CatalogArgs),
+    /// Check what a first install gets wrong on a cloud: credentials and whose, the permissions
+    /// the controller needs, the NodeClass's subnets and images, GPU quotas, the price APIs.
+    ///
+    /// One line per check (OK / WARN / FAIL, with the fix); exits 1 on any FAIL.
+    /// Example: `quartermaster doctor --cloud aws -f nodeclass.yaml --region us-west-2`
+    Doctor(DoctorArgs),
     /// Print every Quartermaster CRD as multi-document YAML (what `charts/quartermaster/crds/` holds).
     Crds,
     /// Check NodePool, NodeClaim and NodeClass manifests (multi-document YAML).
@@ -135,6 +141,11 @@ pub struct ControllerArgs {
     /// A batch of pending pods closes at the latest this long after its first pod.
     #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s")]
     pub batch_max_duration: String,
+    /// How often live prices are fetched from the cloud's price APIs while leading (AWS Pricing
+    /// API and spot price history, GCP Cloud Billing Catalog, Azure Retail Prices); a changed
+    /// price reprices running nodes and triggers consolidation. `0` keeps the catalog as started.
+    #[arg(long, env = "PRICE_REFRESH_INTERVAL", default_value = "12h")]
+    pub price_refresh_interval: String,
     /// error, warn, info, debug or trace (or a tracing filter such as `quartermaster=debug`).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -251,12 +262,54 @@ pub struct CatalogArgs {
     /// Only offerings of this capacity type.
     #[arg(long, value_enum)]
     pub capacity_type: Option<CapacityTypeArg>,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
+    /// Output format (`toml` writes a file `--catalog` accepts).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CatalogFormat::Table)]
+    pub output: CatalogFormat,
     /// Replace or extend the embedded catalog with this file (TOML, same format as pricing/data/).
     #[arg(long, value_name = "FILE")]
     pub catalog: Option<PathBuf>,
+    /// Merge in what the cloud's price APIs say now (needs --cloud; --region, else the
+    /// catalog's default region): each price with its source and age. Prices the API does not
+    /// give, or gives as nonsense (zero, NaN, absurd next to the catalog), keep the catalog's.
+    #[arg(long, requires = "cloud")]
+    pub live: bool,
+    /// Cloud endpoints and projects for --live.
+    #[command(flatten)]
+    pub access: CloudAccessArgs,
+}
+
+/// Output formats of `catalog`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CatalogFormat {
+    /// Aligned columns for people.
+    Table,
+    /// A JSON array (a stable contract for scripts).
+    Json,
+    /// Comma-separated values, one line per offering.
+    Csv,
+    /// A catalog file (`--catalog FILE` reads it back).
+    Toml,
+}
+
+/// Flags of `quartermaster doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The cloud to check.
+    #[arg(long, value_enum)]
+    pub cloud: CloudArg,
+    /// The NodeClass to check (YAML: AWSNodeClass, GCPNodeClass or AzureNodeClass): its
+    /// subnets, security groups, images or templates must exist.
+    #[arg(short = 'f', long = "filename", value_name = "NODECLASS.yaml")]
+    pub file: Option<PathBuf>,
+    /// The region (default: the SDK's, e.g. AWS_REGION; GCP / Azure: the NodeClass's).
+    #[arg(long, env = "CLUSTER_REGION", value_name = "REGION")]
+    pub region: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
+    pub output: PlanFormat,
+    /// Cloud endpoints and projects.
+    #[command(flatten)]
+    pub access: CloudAccessArgs,
 }
 
 /// Flags of `quartermaster validate`.

@@ -95,6 +95,10 @@ pub struct Driver {
     /// Do-not-disrupt pods and nodes and PDBs last told to the engine (told again on change).
     disruption_inputs: DisruptionInputs,
     requests: crate::provisioning_requests::Requests,
+    /// The catalog in use: the context's, until live prices replace it.
+    catalog: quartermaster_pricing::Catalog,
+    /// New catalogs from the price refresh ([`crate::price_refresh`]).
+    catalog_rx: Option<mpsc::UnboundedReceiver<quartermaster_pricing::Catalog>>,
 }
 
 /// What voluntary disruption must respect, as last told to the engine.
@@ -110,7 +114,6 @@ impl Driver {
     pub fn new(ctx: Arc<Context>, config: EngineConfig) -> Self {
         let (outcomes_tx, outcomes_rx) = mpsc::unbounded_channel();
         Self {
-            ctx,
             config,
             engine: None,
             fingerprint: String::new(),
@@ -133,6 +136,28 @@ impl Driver {
             table: ResourceTable::default(),
             disruption_inputs: DisruptionInputs::default(),
             requests: Default::default(),
+            catalog: ctx.catalog.clone(),
+            catalog_rx: None,
+            ctx,
+        }
+    }
+
+    /// The same driver taking new catalogs (live prices) from `rx`: each replaces the catalog
+    /// in use and reaches the engine as `CatalogChanged`.
+    pub fn with_catalog_updates(
+        mut self,
+        rx: mpsc::UnboundedReceiver<quartermaster_pricing::Catalog>,
+    ) -> Self {
+        self.catalog_rx = Some(rx);
+        self
+    }
+
+    /// Uses `catalog` from now on and tells the engine (running nodes are priced again,
+    /// consolidation takes a look).
+    pub fn catalog_changed(&mut self, now: DateTime<Utc>, catalog: quartermaster_pricing::Catalog) {
+        self.catalog = catalog.clone();
+        if let Some(engine) = &mut self.engine {
+            engine.handle(now, Event::CatalogChanged(catalog));
         }
     }
 
@@ -164,6 +189,9 @@ impl Driver {
                 () = &mut stop => return,
                 () = self.ctx.stores.changed() => {}
                 Some(outcome) = self.outcomes_rx.recv() => self.outcome(outcome),
+                Some(catalog) = next_catalog(&mut self.catalog_rx) => {
+                    self.catalog_changed(self.ctx.clock.now(), catalog);
+                }
                 () = tokio::time::sleep(wait) => {}
             }
             // Let a burst of changes settle before the next pass.
@@ -309,7 +337,7 @@ impl Driver {
                 &stores.provisioning_requests.state(),
                 &stores.pod_templates.state(),
             ),
-            &self.ctx.catalog,
+            &self.catalog,
             &table,
             self.ctx.region.as_deref(),
         );
@@ -824,6 +852,16 @@ impl Driver {
                 self.outcomes_tx.clone(),
             ));
         }
+    }
+}
+
+/// The next catalog of the price refresh; never resolves without one.
+async fn next_catalog(
+    rx: &mut Option<mpsc::UnboundedReceiver<quartermaster_pricing::Catalog>>,
+) -> Option<quartermaster_pricing::Catalog> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 

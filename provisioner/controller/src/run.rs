@@ -39,6 +39,8 @@ pub struct Settings {
     pub resync: Duration,
     /// `--region`: the cluster's region, where NodePools whose NodeClass names no region buy.
     pub region: Option<String>,
+    /// `--price-refresh-interval`: live prices while leading (`None`: the catalog as started).
+    pub price_refresh: Option<crate::price_refresh::PriceRefresh>,
 }
 
 /// Work that runs only while this replica leads (the kwok cloud's kubelet): started when it
@@ -124,7 +126,25 @@ pub async fn run(
         metrics.leader.set(1);
         // A new driver each time this replica starts leading: its state is rebuilt from the
         // cluster, never carried over from an earlier term.
-        let driver = Driver::new(ctx.clone(), settings.engine.clone());
+        let mut driver = Driver::new(ctx.clone(), settings.engine.clone());
+        if let Some(refresh) = settings.price_refresh.clone() {
+            let (catalog_tx, catalog_rx) = tokio::sync::mpsc::unbounded_channel();
+            driver = driver.with_catalog_updates(catalog_rx);
+            let mut lost = leadership.clone();
+            let shutdown = stopped();
+            tokio::spawn(crate::price_refresh::run(
+                refresh,
+                ctx.catalog.clone(),
+                ctx.clock.clone(),
+                catalog_tx,
+                async move {
+                    tokio::select! {
+                        () = lost.lost() => {}
+                        () = shutdown => {}
+                    }
+                },
+            ));
+        }
         for task in &while_leading {
             let mut lost = leadership.clone();
             let shutdown = stopped();

@@ -1,12 +1,14 @@
-//! `--cloud-provider aws`: the flags as `quartermaster_aws` settings, and the connection.
+//! `--cloud-provider aws`: the flags as `quartermaster_aws` settings, and the connection;
+//! `doctor --cloud aws` and `catalog --live --cloud aws`.
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use quartermaster_cloud::{Clock, CloudProvider};
-use quartermaster_pricing::Catalog;
+use quartermaster_cloud::{Check, Clock, CloudProvider};
+use quartermaster_policies::AWSNodeClassSpec;
+use quartermaster_pricing::{Catalog, PriceQuote};
 
-use crate::cli::ControllerArgs;
+use crate::cli::{CloudAccessArgs, ControllerArgs};
 
 /// Connects to EC2 (and SQS, SSM) through the SDK's default chain.
 pub async fn connect(
@@ -62,4 +64,61 @@ pub fn settings(args: &ControllerArgs) -> anyhow::Result<quartermaster_aws::AwsS
         interruption_queue: args.interruption_queue.clone(),
         ..quartermaster_aws::AwsSettings::default()
     })
+}
+
+/// Settings for `doctor` and `catalog --live`: no cluster, the region given (else the SDK's),
+/// and short timeouts without retries so a dead endpoint fails in seconds.
+fn quick_settings(region: Option<&str>) -> quartermaster_aws::AwsSettings {
+    quartermaster_aws::AwsSettings {
+        region: region.map(str::to_owned),
+        call_limits: quartermaster_aws::CallLimits {
+            connect_timeout: std::time::Duration::from_secs(2),
+            attempt_timeout: std::time::Duration::from_secs(10),
+            operation_timeout: std::time::Duration::from_secs(15),
+            max_attempts: 1,
+            ..quartermaster_aws::CallLimits::default()
+        },
+        ..quartermaster_aws::AwsSettings::default()
+    }
+}
+
+/// `doctor --cloud aws`: region, credentials and identity, DryRun permissions, the
+/// AWSNodeClass's subnets, security groups and AMIs, GPU quotas, the price APIs. Endpoints come
+/// from the SDK's `AWS_ENDPOINT_URL(_EC2, _STS, _PRICING)`.
+pub async fn doctor(
+    _access: &CloudAccessArgs,
+    region: Option<&str>,
+    node_class: Option<&AWSNodeClassSpec>,
+) -> Vec<Check> {
+    quartermaster_aws::doctor::checks(
+        &quick_settings(region),
+        node_class,
+        &Catalog::embedded_all_regions(),
+        chrono::Utc::now(),
+    )
+    .await
+}
+
+/// On-demand prices from the Pricing API and spot prices from the spot price history for the
+/// catalog's AWS types in `region`. Fails only when both calls fail; one failing is logged and
+/// the other's quotes are returned.
+pub async fn live_quotes(
+    _access: &CloudAccessArgs,
+    region: &str,
+    catalog: &Catalog,
+) -> anyhow::Result<Vec<PriceQuote>> {
+    let fetch = quartermaster_aws::live_prices(
+        &quick_settings(Some(region)),
+        region,
+        catalog,
+        chrono::Utc::now(),
+    )
+    .await;
+    if fetch.all_failed() {
+        anyhow::bail!("AWS price APIs failed: {}", fetch.failures.join("; "));
+    }
+    for failure in &fetch.failures {
+        tracing::warn!(%failure, "an AWS price API failed; its prices stay as the catalog has them");
+    }
+    Ok(fetch.quotes)
 }

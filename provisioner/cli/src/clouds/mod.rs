@@ -1,6 +1,7 @@
 //! The real clouds behind `--cloud-provider aws|gcp|azure`: each in its own file, each behind
 //! its Cargo feature (the SDKs are large), each turning the flags into its crate's settings and
-//! connecting. `kwok` is wired in `commands::controller`.
+//! connecting. `kwok` is wired in `commands::controller`. `doctor` and `catalog --live` reach
+//! each cloud's checks and price APIs through [`doctor`] and [`live_quotes`].
 
 #[cfg(feature = "aws")]
 mod aws;
@@ -11,10 +12,10 @@ mod gcp;
 
 use std::sync::Arc;
 
-use quartermaster_cloud::{Clock, CloudProvider};
-use quartermaster_pricing::{Catalog, Cloud};
+use quartermaster_cloud::{Check, Clock, CloudProvider};
+use quartermaster_pricing::{Catalog, Cloud, PriceQuote};
 
-use crate::cli::{CloudProviderArg, ControllerArgs};
+use crate::cli::{CloudAccessArgs, CloudProviderArg, ControllerArgs};
 
 /// One cloud's settings, checked before anything starts (a missing flag fails at once, before
 /// the controller connects to the cluster).
@@ -80,4 +81,166 @@ pub async fn connect(
             azure::connect(azure, client, catalog, clock).await?,
         ))),
     }
+}
+
+/// The cloud a `--cloud` flag names.
+pub fn cloud_of(arg: crate::cli::CloudArg) -> Cloud {
+    match arg {
+        crate::cli::CloudArg::Aws => Cloud::Aws,
+        crate::cli::CloudArg::Gcp => Cloud::Gcp,
+        crate::cli::CloudArg::Azure => Cloud::Azure,
+    }
+}
+
+fn not_built(cloud: Cloud) -> anyhow::Error {
+    anyhow::anyhow!(
+        "--cloud {cloud}: this build has no {cloud} support (built without the `{cloud}` feature)"
+    )
+}
+
+/// What `cloud`'s price APIs say now about the catalog's types in `region`.
+pub async fn live_quotes(
+    cloud: Cloud,
+    access: &CloudAccessArgs,
+    region: &str,
+    catalog: &Catalog,
+) -> anyhow::Result<Vec<PriceQuote>> {
+    let _ = (access, region, catalog);
+    match cloud {
+        #[cfg(feature = "aws")]
+        Cloud::Aws => aws::live_quotes(access, region, catalog).await,
+        #[cfg(feature = "gcp")]
+        Cloud::Gcp => gcp::live_quotes(access, region, catalog).await,
+        #[cfg(feature = "azure")]
+        Cloud::Azure => azure::live_quotes(access, region, catalog).await,
+        #[allow(unreachable_patterns)]
+        other => Err(not_built(other)),
+    }
+}
+
+/// The `doctor` checks of `cloud`, with the NodeClass of `node_class` (YAML) when given.
+pub async fn doctor(
+    cloud: Cloud,
+    access: &CloudAccessArgs,
+    region: Option<&str>,
+    node_class: Option<&str>,
+) -> anyhow::Result<Vec<Check>> {
+    let _ = (access, region, node_class);
+    match cloud {
+        #[cfg(feature = "aws")]
+        Cloud::Aws => {
+            let spec = node_class_spec::<quartermaster_policies::AWSNodeClassSpec>(
+                node_class,
+                quartermaster_policies::nodeclass::KIND_AWS,
+            )?;
+            Ok(aws::doctor(access, region, spec.as_ref()).await)
+        }
+        #[cfg(feature = "gcp")]
+        Cloud::Gcp => {
+            let spec = node_class_spec::<quartermaster_policies::GCPNodeClassSpec>(
+                node_class,
+                quartermaster_policies::nodeclass::KIND_GCP,
+            )?;
+            Ok(gcp::doctor(access, region, spec.as_ref()).await)
+        }
+        #[cfg(feature = "azure")]
+        Cloud::Azure => {
+            let spec = node_class_spec::<quartermaster_policies::AzureNodeClassSpec>(
+                node_class,
+                quartermaster_policies::nodeclass::KIND_AZURE,
+            )?;
+            Ok(azure::doctor(access, region, spec.as_ref()).await)
+        }
+        #[allow(unreachable_patterns)]
+        other => Err(not_built(other)),
+    }
+}
+
+/// The `spec` of the one document of `yaml` whose kind is `kind`.
+#[allow(dead_code)] // unused when built without any cloud
+fn node_class_spec<T: serde::de::DeserializeOwned>(
+    yaml: Option<&str>,
+    kind: &str,
+) -> anyhow::Result<Option<T>> {
+    use serde::Deserialize as _;
+    let Some(yaml) = yaml else {
+        return Ok(None);
+    };
+    let mut found = None;
+    for document in serde_norway::Deserializer::from_str(yaml) {
+        let value = serde_norway::Value::deserialize(document)
+            .map_err(|e| anyhow::anyhow!("the NodeClass file is not YAML: {e}"))?;
+        if value.get("kind").and_then(|k| k.as_str()) == Some(kind) {
+            let spec = value
+                .get("spec")
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("the {kind} has no spec"))?;
+            found = Some(
+                serde_norway::from_value(spec)
+                    .map_err(|e| anyhow::anyhow!("the {kind}'s spec: {e}"))?,
+            );
+            break;
+        }
+    }
+    match found {
+        Some(spec) => Ok(Some(spec)),
+        None => anyhow::bail!("the NodeClass file holds no {kind}"),
+    }
+}
+
+/// Runs `future` on a runtime of its own, on a thread of its own (callers may be async).
+pub fn block_on<T: Send>(
+    future: impl std::future::Future<Output = anyhow::Result<T>> + Send,
+) -> anyhow::Result<T> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| anyhow::anyhow!("starting the async runtime: {e}"))?
+                    .block_on(future)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the cloud call panicked")))
+    })
+}
+
+/// `--price-refresh-interval` for the chosen cloud: `None` for kwok or `0`.
+pub fn price_refresh(
+    args: &ControllerArgs,
+) -> anyhow::Result<Option<quartermaster_controller::price_refresh::PriceRefresh>> {
+    let text = args.price_refresh_interval.trim();
+    if text == "0" {
+        return Ok(None);
+    }
+    let interval = quartermaster_policies::duration::parse_duration(text)
+        .map_err(|e| anyhow::anyhow!("--price-refresh-interval {text:?}: {e}"))?;
+    if interval.is_zero() {
+        return Ok(None);
+    }
+    let cloud = match args.cloud_provider {
+        CloudProviderArg::Kwok => return Ok(None),
+        CloudProviderArg::Aws => Cloud::Aws,
+        CloudProviderArg::Gcp => Cloud::Gcp,
+        CloudProviderArg::Azure => Cloud::Azure,
+    };
+    let access = args.access.clone();
+    let region = args.region.clone();
+    let fetch: quartermaster_controller::price_refresh::FetchQuotes =
+        Arc::new(move |catalog: Catalog| {
+            let access = access.clone();
+            let region = region.clone();
+            Box::pin(async move {
+                let region = region
+                    .or_else(|| catalog.default_region(cloud).map(str::to_owned))
+                    .ok_or_else(|| format!("no region for {cloud} live prices: pass --region"))?;
+                live_quotes(cloud, &access, &region, &catalog)
+                    .await
+                    .map_err(|e| format!("{e:#}"))
+            })
+        });
+    Ok(Some(
+        quartermaster_controller::price_refresh::PriceRefresh { interval, fetch },
+    ))
 }

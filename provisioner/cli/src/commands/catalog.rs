@@ -1,15 +1,22 @@
-//! `quartermaster catalog`: the price catalog, filtered, as a table, JSON or CSV.
+//! `quartermaster catalog`: the price catalog, filtered, as a table, JSON, CSV or a TOML catalog
+//! file; with `--live`, merged with what the cloud's price APIs say now.
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
+use chrono::{NaiveDate, Utc};
+use quartermaster_pricing::live::LiveMerge;
 use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType, Offering};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::cli::{CapacityTypeArg, CatalogArgs, CloudArg, OutputFormat};
+use crate::cli::{CapacityTypeArg, CatalogArgs, CatalogFormat, CloudArg};
+use crate::clouds;
 use crate::output::{Table, money};
+
+/// Rejected quotes listed one per line on standard error; the rest are counted.
+const REJECTED_SHOWN: usize = 10;
 
 /// The embedded catalog (every region), replaced or extended by `--catalog FILE` when given.
 pub fn load_catalog(path: Option<&Path>) -> anyhow::Result<Catalog> {
@@ -29,19 +36,105 @@ struct Row<'a> {
     offerings: Vec<&'a Offering>,
 }
 
-pub fn run(args: &CatalogArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let catalog = load_catalog(args.catalog.as_deref())?;
+pub fn run(args: &CatalogArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
+    let mut catalog = load_catalog(args.catalog.as_deref())?;
+    let today = args.live.then(|| Utc::now().date_naive());
+    if args.live {
+        catalog = with_live_prices(catalog, args, err)?;
+    }
     let rows = select(&catalog, args);
     match args.output {
-        OutputFormat::Json => {
-            let array: Vec<Value> = rows.iter().map(|r| to_json(&catalog, r)).collect();
+        CatalogFormat::Json => {
+            let array: Vec<Value> = rows.iter().map(|r| to_json(&catalog, r, today)).collect();
             serde_json::to_writer_pretty(&mut *out, &array).context("writing JSON")?;
             writeln!(out)?;
         }
-        OutputFormat::Csv => write_csv(&catalog, &rows, out)?,
-        OutputFormat::Table => write_table(&rows, out)?,
+        CatalogFormat::Csv => write_csv(&catalog, &rows, out)?,
+        CatalogFormat::Table => write_table(&rows, today, out)?,
+        CatalogFormat::Toml => {
+            let types: Vec<(&InstanceType, Vec<&Offering>)> = rows
+                .iter()
+                .map(|r| (r.instance_type, r.offerings.clone()))
+                .collect();
+            out.write_all(super::catalog_toml::to_toml(&catalog, &types)?.as_bytes())?;
+        }
     }
     Ok(crate::EXIT_OK)
+}
+
+/// `--live`: the catalog merged with the cloud's quotes for the region. When the price APIs
+/// fail the catalog's prices stay, with the reason on standard error.
+fn with_live_prices(
+    catalog: Catalog,
+    args: &CatalogArgs,
+    err: &mut dyn Write,
+) -> anyhow::Result<Catalog> {
+    let cloud = clouds::cloud_of(args.cloud.context("--live needs --cloud")?);
+    let region = match &args.region {
+        Some(r) => r.clone(),
+        None => catalog
+            .default_region(cloud)
+            .map(str::to_owned)
+            .with_context(|| {
+                format!("--live: pass --region (the catalog has no default region for {cloud})")
+            })?,
+    };
+    let quotes = match clouds::block_on(clouds::live_quotes(cloud, &args.access, &region, &catalog))
+    {
+        Ok(quotes) => quotes,
+        Err(e) => {
+            writeln!(
+                err,
+                "warning: live prices for {cloud} {region} unavailable, the catalog's prices are shown: {e:#}"
+            )?;
+            return Ok(catalog);
+        }
+    };
+    let merge = catalog.with_live_prices(&quotes, Utc::now());
+    write_live_summary(cloud, &region, &merge, err)?;
+    Ok(merge.catalog)
+}
+
+fn write_live_summary(
+    cloud: Cloud,
+    region: &str,
+    merge: &LiveMerge,
+    err: &mut dyn Write,
+) -> anyhow::Result<()> {
+    writeln!(
+        err,
+        "live prices for {cloud} {region}: {} accepted ({} prices changed), {} rejected, {} for types or zones not in the catalog",
+        merge.accepted,
+        merge.changed,
+        merge.rejected.len(),
+        merge.unknown
+    )?;
+    for r in merge.rejected.iter().take(REJECTED_SHOWN) {
+        let q = &r.quote;
+        writeln!(
+            err,
+            "  rejected {} {} {} {} from {}: {} (the catalog's price stays)",
+            q.instance_type,
+            q.zone.as_deref().unwrap_or(&q.region),
+            q.capacity_type,
+            q.price_per_hour,
+            q.source,
+            r.reason
+        )?;
+    }
+    if merge.rejected.len() > REJECTED_SHOWN {
+        writeln!(
+            err,
+            "  … and {} more rejected",
+            merge.rejected.len() - REJECTED_SHOWN
+        )?;
+    }
+    Ok(())
+}
+
+/// Days between a price's date and today.
+fn age_days(as_of: NaiveDate, today: NaiveDate) -> i64 {
+    (today - as_of).num_days()
 }
 
 fn select<'a>(catalog: &'a Catalog, args: &CatalogArgs) -> Vec<Row<'a>> {
@@ -117,7 +210,7 @@ fn interruption(catalog: &Catalog, it: &InstanceType, o: &Offering) -> Option<St
     catalog.spot_interruption(it, o).map(|s| s.band.to_string())
 }
 
-fn to_json(catalog: &Catalog, row: &Row<'_>) -> Value {
+fn to_json(catalog: &Catalog, row: &Row<'_>, today: Option<NaiveDate>) -> Value {
     let it = row.instance_type;
     let accelerator = it.accelerator.as_ref().map(|a| {
         let mut v = json!({
@@ -136,7 +229,7 @@ fn to_json(catalog: &Catalog, row: &Row<'_>) -> Value {
         .offerings
         .iter()
         .map(|o| {
-            json!({
+            let mut v = json!({
                 "region": o.region,
                 "zone": o.zone,
                 "capacity_type": o.capacity_type.to_string(),
@@ -146,7 +239,11 @@ fn to_json(catalog: &Catalog, row: &Row<'_>) -> Value {
                 "price_as_of": o.price_as_of.to_string(),
                 "estimate": o.estimate,
                 "interruption": interruption(catalog, it, o),
-            })
+            });
+            if let Some(today) = today {
+                v["price_age_days"] = json!(age_days(o.price_as_of, today));
+            }
+            v
         })
         .collect();
     json!({
@@ -182,8 +279,30 @@ fn accelerator_summary(it: &InstanceType) -> String {
     }
 }
 
-fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
-    let mut table = Table::new([
+/// `source (Nd)` for each price source of the row (per-zone keys such as `SKY-AWS:use1-az2`
+/// shown once as `SKY-AWS`; `-o json` has each offering's own), with the age of its oldest
+/// price.
+fn sources(row: &Row<'_>, today: NaiveDate) -> String {
+    let mut oldest: std::collections::BTreeMap<&str, i64> = std::collections::BTreeMap::new();
+    for o in &row.offerings {
+        let age = age_days(o.price_as_of, today);
+        let key = o.price_source.split(':').next().unwrap_or(&o.price_source);
+        let e = oldest.entry(key).or_insert(age);
+        *e = (*e).max(age);
+    }
+    oldest
+        .iter()
+        .map(|(s, age)| format!("{s} ({age}d)"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn write_table(
+    rows: &[Row<'_>],
+    today: Option<NaiveDate>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    const HEADERS: [&str; 9] = [
         "CLOUD",
         "INSTANCE TYPE",
         "ACCELERATOR",
@@ -193,7 +312,14 @@ fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
         "SPOT $/H",
         "REGIONS",
         "ZONES",
-    ]);
+    ];
+    let mut table = match today {
+        None => Table::new(HEADERS),
+        Some(_) => {
+            let [a, b, c, d, e, f, g, h, i] = HEADERS;
+            Table::new([a, b, c, d, e, f, g, h, i, "PRICES FROM (AGE)"])
+        }
+    };
     for row in rows {
         let it = row.instance_type;
         let mut zones: Vec<&str> = row.offerings.iter().map(|o| o.zone.as_str()).collect();
@@ -202,7 +328,7 @@ fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
         let mut regions: Vec<&str> = row.offerings.iter().map(|o| o.region.as_str()).collect();
         regions.sort_unstable();
         regions.dedup();
-        table.push([
+        let cells = [
             it.cloud.to_string(),
             it.name.clone(),
             accelerator_summary(it),
@@ -212,7 +338,14 @@ fn write_table(rows: &[Row<'_>], out: &mut dyn Write) -> anyhow::Result<()> {
             cheapest_of(row, CapacityType::Spot).map_or("-".into(), money),
             regions.len().to_string(),
             zones.len().to_string(),
-        ]);
+        ];
+        match today {
+            None => table.push(cells),
+            Some(today) => {
+                let [a, b, c, d, e, f, g, h, i] = cells;
+                table.push([a, b, c, d, e, f, g, h, i, sources(row, today)]);
+            }
+        }
     }
     table.write(out)?;
     writeln!(out, "{} instance types", rows.len())?;

@@ -2,8 +2,10 @@
 
 mod bench;
 mod catalog;
+mod catalog_toml;
 mod controller;
 mod crds;
+mod doctor;
 pub mod explain;
 pub mod import;
 mod plan;
@@ -19,7 +21,8 @@ use crate::cli::{Cli, Command};
 /// Runs the parsed command, returning the exit code.
 pub fn dispatch(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     match cli.command {
-        Command::Catalog(args) => catalog::run(&args, out),
+        Command::Catalog(args) => catalog::run(&args, out, err),
+        Command::Doctor(args) => doctor::run(&args, out),
         Command::Crds => crds::run(out),
         Command::Validate(args) => validate::run(&args, out, err),
         Command::Plan(args) => plan::run(&args, out, err),
