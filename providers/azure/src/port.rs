@@ -87,8 +87,9 @@ pub struct Vm {
     pub tags: BTreeMap<String, String>,
 }
 
-/// What a VM PUT asks for.
-#[derive(Debug, Clone, PartialEq)]
+/// What a VM PUT asks for. Its `Debug` leaves the custom data out (it holds the node's
+/// bootstrap credentials).
+#[derive(Clone, PartialEq)]
 pub struct VmSpec {
     /// The VM name (also the computer name).
     pub name: String,
@@ -114,6 +115,24 @@ pub struct VmSpec {
     pub identities: Vec<String>,
     /// Tags.
     pub tags: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for VmSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VmSpec")
+            .field("name", &self.name)
+            .field("location", &self.location)
+            .field("size", &self.size)
+            .field("zone", &self.zone)
+            .field("spot", &self.spot)
+            .field("subnet_id", &self.subnet_id)
+            .field("image", &self.image)
+            .field("os_disk_size_gb", &self.os_disk_size_gb)
+            .field("custom_data", &self.custom_data.as_ref().map(|_| ".."))
+            .field("identities", &self.identities)
+            .field("tags", &self.tags)
+            .finish_non_exhaustive()
+    }
 }
 
 /// An image reference.

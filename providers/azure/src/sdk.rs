@@ -675,6 +675,13 @@ mod tests {
     }
 
     #[test]
+    fn a_vm_spec_never_prints_its_custom_data() {
+        let printed = format!("{:?}", spec());
+        assert!(!printed.contains("IyFiYXNo"), "{printed}");
+        assert!(printed.contains("qm-default-abc12-0"));
+    }
+
+    #[test]
     fn an_on_demand_vm_is_regular() {
         let body = vm_body(&VmSpec {
             spot: false,
