@@ -3,6 +3,7 @@
 
 mod aws;
 mod aws_drift;
+mod aws_prices;
 mod azure;
 mod fault_proxy;
 mod gcp;
