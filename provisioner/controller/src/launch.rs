@@ -9,7 +9,9 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use quartermaster_cloud::{CloudError, LaunchRequest, NodeClassSpec};
 use quartermaster_engine::Event;
-use quartermaster_policies::labels::{LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE};
+use quartermaster_policies::labels::{
+    LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_REGION, LABEL_ZONE,
+};
 use quartermaster_policies::{
     NodeClaim, NodeClaimSpec, NodePool, NodeSelectorRequirementWithMinValues,
 };
@@ -27,15 +29,18 @@ pub fn claim_object(request: &LaunchRequest, pool: &NodePool) -> NodeClaim {
     let mut labels: BTreeMap<String, String> = template.metadata.labels.clone();
     labels.insert(LABEL_NODEPOOL.to_owned(), request.node_pool.clone());
     labels.extend(offering_labels(request));
-    // The template hash the claim is made from: drift is judged against it after restarts.
-    if let Some(hash) = request
-        .labels
-        .get(quartermaster_engine::TEMPLATE_HASH_LABEL)
-    {
-        labels.insert(
-            quartermaster_engine::TEMPLATE_HASH_LABEL.to_owned(),
-            hash.clone(),
-        );
+    // Labels the engine decided and reads back after a restart: the template hash the claim is
+    // made from (drift is judged against it), the region, and a gang's name and placement group
+    // (so a restarted controller still knows which claims launch together).
+    for key in [
+        quartermaster_engine::TEMPLATE_HASH_LABEL,
+        LABEL_REGION,
+        quartermaster_engine::GANG_LABEL,
+        quartermaster_engine::PLACEMENT_GROUP_LABEL,
+    ] {
+        if let Some(value) = request.labels.get(key) {
+            labels.insert(key.to_owned(), value.clone());
+        }
     }
     let mut annotations = template.metadata.annotations.clone();
     annotations.insert(
@@ -238,5 +243,66 @@ pub fn error_kind(error: &CloudError) -> &'static str {
         CloudError::NotFound { .. } => "NotFound",
         CloudError::InvalidRequest { .. } => "InvalidRequest",
         CloudError::Transient { .. } => "Transient",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use quartermaster_pricing::CapacityType;
+
+    use super::*;
+
+    /// A restarted controller reads a launch's gang, placement group, region and template hash
+    /// back from its NodeClaim: they must be on the object, not only on the node.
+    #[test]
+    fn the_claim_keeps_the_labels_the_engine_reads_back() {
+        let pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "quartermaster.dev/v1", "kind": "NodePool",
+            "metadata": {"name": "train"},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "quartermaster.dev", "kind": "AWSNodeClass", "name": "default"},
+                "requirements": []
+            }}}
+        }))
+        .expect("a NodePool");
+        let labels: BTreeMap<String, String> = [
+            (quartermaster_engine::GANG_LABEL, "default.train"),
+            (
+                quartermaster_engine::PLACEMENT_GROUP_LABEL,
+                "default.train-us-east-1a",
+            ),
+            (LABEL_REGION, "us-east-1"),
+            (quartermaster_engine::TEMPLATE_HASH_LABEL, "abc"),
+            ("unrelated.example/label", "x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let request = LaunchRequest {
+            claim_name: "train-00001".to_owned(),
+            node_pool: "train".to_owned(),
+            node_class: "default".to_owned(),
+            instance_type: "p5.48xlarge".to_owned(),
+            zone: "us-east-1a".to_owned(),
+            capacity_type: CapacityType::OnDemand,
+            price_per_hour: 55.04,
+            labels,
+            tags: BTreeMap::new(),
+            fallbacks: Vec::new(),
+            node_class_spec: None,
+        };
+        let claim = claim_object(&request, &pool);
+        let got = claim.metadata.labels.expect("labels");
+        assert_eq!(got[quartermaster_engine::GANG_LABEL], "default.train");
+        assert_eq!(
+            got[quartermaster_engine::PLACEMENT_GROUP_LABEL],
+            "default.train-us-east-1a"
+        );
+        assert_eq!(got[LABEL_REGION], "us-east-1");
+        assert_eq!(got[quartermaster_engine::TEMPLATE_HASH_LABEL], "abc");
+        assert_eq!(got[LABEL_ZONE], "us-east-1a");
+        assert!(!got.contains_key("unrelated.example/label"));
     }
 }

@@ -21,7 +21,7 @@ mod drift;
 #[path = "explain.rs"]
 mod explain;
 #[path = "gangs.rs"]
-mod gangs;
+pub(crate) mod gangs;
 #[path = "provisioning_requests.rs"]
 pub(crate) mod provisioning_requests;
 #[path = "static_pools.rs"]

@@ -20,10 +20,10 @@ use crate::state::{GangLaunch, GangMember, Phase};
 
 /// Node label naming the gang a node was launched for (the gang's `namespace/name`, as a label
 /// value: `namespace.name`).
-pub(crate) const GANG_LABEL: &str = "quartermaster.dev/gang";
+pub const GANG_LABEL: &str = "quartermaster.dev/gang";
 /// Node label naming the placement group of a gang's nodes: one per gang and zone, so
 /// topology-aware schedulers (and clouds' cluster placement) can keep the gang together.
-pub(crate) const PLACEMENT_GROUP_LABEL: &str = "quartermaster.dev/placement-group";
+pub const PLACEMENT_GROUP_LABEL: &str = "quartermaster.dev/placement-group";
 
 /// The longest label value Kubernetes accepts.
 const MAX_LABEL_VALUE: usize = 63;

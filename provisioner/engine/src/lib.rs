@@ -24,6 +24,7 @@ pub use disruption::{
     CommandKind, DO_NOT_DISRUPT, DisruptionCommand, DisruptionStats, KARPENTER_DO_NOT_DISRUPT,
     PodDisruptionBudgetView, SPOT_TO_SPOT_MIN_TYPES, TEMPLATE_HASH_LABEL, do_not_disrupt,
 };
+pub use engine::gangs::{GANG_LABEL, PLACEMENT_GROUP_LABEL};
 pub use engine::provisioning_requests::{
     LABEL_PROVISIONING_REQUEST, RequestVerdict, check_capacity,
 };
