@@ -4,6 +4,7 @@
 mod admission;
 mod bench;
 mod catalog;
+mod catalog_live;
 mod chart;
 mod corpus_karpenter;
 mod corpus_karpenter_workloads;
