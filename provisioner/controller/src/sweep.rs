@@ -115,3 +115,93 @@ pub async fn report_drift(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use quartermaster_cloud::{CloudError, CloudFuture, Instance, InstanceState, LaunchRequest};
+    use quartermaster_pricing::{CapacityType, Cloud, InstanceType};
+
+    use super::*;
+
+    /// A cloud with two instances; `i-drifted` runs an old AMI.
+    struct TwoInstances;
+
+    fn instance(id: &str, claim: &str) -> Instance {
+        Instance {
+            provider_id: format!("aws:///us-east-1a/{id}"),
+            claim_name: claim.into(),
+            instance_type: "m6i.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::OnDemand,
+            price_per_hour: 0.096,
+            state: InstanceState::Running,
+            launched_at: DateTime::from_timestamp(1_800_000_000, 0).expect("a time"),
+            tags: BTreeMap::new(),
+        }
+    }
+
+    impl CloudProvider for TwoInstances {
+        fn cloud(&self) -> Cloud {
+            Cloud::Aws
+        }
+        fn create<'a>(&'a self, _: &'a LaunchRequest) -> CloudFuture<'a, Instance> {
+            Box::pin(async {
+                Err(CloudError::InvalidRequest {
+                    message: "not here".into(),
+                })
+            })
+        }
+        fn delete<'a>(&'a self, _: &'a str) -> CloudFuture<'a, ()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn get<'a>(&'a self, id: &'a str) -> CloudFuture<'a, Instance> {
+            Box::pin(async move {
+                Err(CloudError::NotFound {
+                    provider_id: id.to_owned(),
+                })
+            })
+        }
+        fn list(&self) -> CloudFuture<'_, Vec<Instance>> {
+            Box::pin(async {
+                Ok(vec![
+                    instance("i-fresh", "a"),
+                    instance("i-drifted", "b"),
+                    instance("i-leaked", "nobody"),
+                ])
+            })
+        }
+        fn instance_types(&self) -> CloudFuture<'_, Vec<InstanceType>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+        fn is_drifted<'a>(&'a self, i: &'a Instance) -> CloudFuture<'a, Option<String>> {
+            Box::pin(async move {
+                Ok(i.provider_id
+                    .ends_with("drifted")
+                    .then(|| "AMIDrift: old".to_owned()))
+            })
+        }
+        fn poll_events(&self) -> CloudFuture<'_, Vec<CloudEvent>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn drifted_instances_of_known_claims_reach_the_engine() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let known: BTreeSet<String> = ["a", "b"].map(String::from).into();
+        report_drift(Arc::new(TwoInstances), known, tx).await;
+        let mut events = Vec::new();
+        while let Ok(Outcome::Engine(e)) = rx.try_recv() {
+            events.push(*e);
+        }
+        assert_eq!(
+            events,
+            vec![Event::CloudDrifted {
+                provider_id: "aws:///us-east-1a/i-drifted".into(),
+                reason: "AMIDrift: old".into(),
+            }]
+        );
+    }
+}
