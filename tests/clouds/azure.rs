@@ -576,3 +576,28 @@ fn the_controller_on_azure_without_a_subscription_says_which_flag_is_missing() {
         out.stderr
     );
 }
+
+#[tokio::test]
+async fn azure_a_vm_drifts_when_its_nodeclass_selects_another_image() {
+    let server = AzureServer::start("rg").await;
+    let cloud = cloud(&server);
+    let req = request(
+        "gpu-drift",
+        &[offering(A100, "eastus-1", CapacityType::Spot)],
+    );
+    let launched = cloud.create(&req).await.expect("launch");
+    let got = cloud.get(&launched.provider_id).await.expect("get");
+    assert_eq!(cloud.is_drifted(&got).await.expect("drift"), None);
+
+    let mut changed = spec();
+    changed.image = Some(quartermaster_policies::nodeclass::azure::AzureImage {
+        image_family: Some("AzureLinux".into()),
+        id: None,
+    });
+    cloud.set_node_class("default", changed);
+    let reason = cloud.is_drifted(&got).await.expect("drift");
+    assert!(
+        reason.as_deref().is_some_and(|r| r.contains("azure-linux")),
+        "{reason:?}"
+    );
+}

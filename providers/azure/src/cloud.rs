@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use quartermaster_cloud::{
@@ -17,7 +17,7 @@ use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType};
 use crate::config::AzureSettings;
 use crate::error::AzureError;
 use crate::errors::map_api_error;
-use crate::names::{split_zone, vm_name};
+use crate::names::{image_tag, split_zone, vm_name};
 use crate::port::{Arm, ImageRef, OperationStatus, Vm, VmSpec};
 use crate::rate::RateLimits;
 use crate::sdk::SdkArm;
@@ -29,6 +29,10 @@ pub const TAG_CLUSTER: &str = "quartermaster.dev_cluster";
 pub const TAG_NODEPOOL: &str = "quartermaster.dev_nodepool";
 /// The tag naming the NodeClaim a VM was launched for.
 pub const TAG_NODECLAIM: &str = "quartermaster.dev_nodeclaim";
+/// The tag naming the AzureNodeClass a VM was launched from.
+pub const TAG_NODECLASS: &str = "quartermaster.dev_nodeclass";
+/// The tag holding a hash of the VM's image (a change in the NodeClass marks it drifted).
+pub const TAG_IMAGE: &str = "quartermaster.dev_image";
 
 /// Reads a VM's bootstrap custom data from the Secret an AzureNodeClass names (the controller
 /// implements it with its Kubernetes client; this crate stays kube-free).
@@ -47,6 +51,8 @@ pub struct AzureCloud {
     catalog: Catalog,
     clock: Arc<dyn Clock>,
     bootstrap: Option<Arc<dyn BootstrapData>>,
+    /// The latest spec of each AzureNodeClass seen, by name (drift compares against it).
+    node_classes: Mutex<BTreeMap<String, AzureNodeClassSpec>>,
 }
 
 impl std::fmt::Debug for AzureCloud {
@@ -84,7 +90,25 @@ impl AzureCloud {
             catalog,
             clock,
             bootstrap: None,
+            node_classes: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Records the current spec of AzureNodeClass `name` (the controller calls this when the
+    /// NodeClass changes; launches record it too), so `is_drifted` compares against it.
+    pub fn set_node_class(&self, name: &str, spec: AzureNodeClassSpec) {
+        self.node_classes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), spec);
+    }
+
+    fn node_class(&self, name: &str) -> Option<AzureNodeClassSpec> {
+        self.node_classes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
     }
 
     /// The same cloud reading bootstrap custom data through `bootstrap`.
@@ -180,6 +204,7 @@ impl AzureCloud {
         tags.insert(TAG_CLUSTER.to_owned(), self.settings.cluster_name.clone());
         tags.insert(TAG_NODEPOOL.to_owned(), request.node_pool.clone());
         tags.insert(TAG_NODECLAIM.to_owned(), request.claim_name.clone());
+        tags.insert(TAG_NODECLASS.to_owned(), request.node_class.clone());
         tags
     }
 
@@ -233,14 +258,16 @@ impl AzureCloud {
                 ),
             });
         }
+        self.set_node_class(&request.node_class, spec.as_ref().clone());
         // A retried or restarted launch finds the VM it already has: never a second one.
         if let Some(vm) = self.existing(&request.claim_name).await? {
             tracing::info!(nodeclaim = %request.claim_name, vm = %vm.name, "VM already launched");
             return Ok(self.instance(&vm));
         }
         let custom_data = self.custom_data(spec).await?;
-        let tags = self.tags(request, spec);
         let image = image(spec)?;
+        let mut tags = self.tags(request, spec);
+        tags.insert(TAG_IMAGE.to_owned(), image_tag(&image));
         let offerings = request.offerings();
         let mut failures: Vec<CloudError> = Vec::new();
         for (i, offering) in offerings.iter().enumerate() {
@@ -546,9 +573,23 @@ impl CloudProvider for AzureCloud {
         })
     }
 
-    fn is_drifted<'a>(&'a self, _instance: &'a Instance) -> CloudFuture<'a, Option<String>> {
-        // Drift needs the NodeClass the VM was launched from; not built yet.
-        Box::pin(async { Ok(None) })
+    fn is_drifted<'a>(&'a self, instance: &'a Instance) -> CloudFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let (Some(class), Some(have)) = (
+                instance.tags.get(TAG_NODECLASS),
+                instance.tags.get(TAG_IMAGE),
+            ) else {
+                return Ok(None);
+            };
+            let Some(spec) = self.node_class(class) else {
+                return Ok(None);
+            };
+            let Ok(want) = image(&spec) else {
+                return Ok(None);
+            };
+            Ok((image_tag(&want) != *have)
+                .then(|| format!("AzureNodeClass {class} now selects another image ({want:?})")))
+        })
     }
 
     fn poll_events(&self) -> CloudFuture<'_, Vec<CloudEvent>> {

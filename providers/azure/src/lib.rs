@@ -25,7 +25,9 @@ pub mod prices;
 mod rate;
 mod sdk;
 
-pub use cloud::{AzureCloud, BootstrapData, TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL};
+pub use cloud::{
+    AzureCloud, BootstrapData, TAG_CLUSTER, TAG_IMAGE, TAG_NODECLAIM, TAG_NODECLASS, TAG_NODEPOOL,
+};
 pub use config::{AzureSettings, CallLimits, CredentialSource, DEFAULT_ENDPOINT};
 pub use credentials::{credential_source, probe_token};
 pub use error::AzureError;

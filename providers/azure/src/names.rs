@@ -24,6 +24,21 @@ pub fn vm_name(claim: &str, attempt: usize) -> String {
     format!("qm-{prefix}-{}{suffix}", &hash[..8])
 }
 
+/// The `quartermaster.dev_image` tag value of an image reference: a short stable hash (ARM ids
+/// of gallery image versions can outgrow a tag value).
+pub fn image_tag(image: &crate::port::ImageRef) -> String {
+    let key = match image {
+        crate::port::ImageRef::Id(id) => id.to_ascii_lowercase(),
+        crate::port::ImageRef::Marketplace {
+            publisher,
+            offer,
+            sku,
+            version,
+        } => format!("{publisher}:{offer}:{sku}:{version}").to_ascii_lowercase(),
+    };
+    format!("{:016x}", fnv1a(key.as_bytes()))
+}
+
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
