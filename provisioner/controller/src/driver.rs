@@ -755,6 +755,8 @@ impl Driver {
         let waiting: Vec<(PodRef, String)> = engine
             .waiting()
             .filter_map(|(id, r)| Some((id.clone(), r?.to_owned())))
+            // A ProvisioningRequest's pods do not exist: its conditions carry the reason.
+            .filter(|(id, _)| !self.requests.observed.iter().any(|r| r.pending.contains(id)))
             .collect();
         // Each explanation is a solve: only the first few new reasons of a pass get one.
         let mut explained = 0;
