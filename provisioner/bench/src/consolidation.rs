@@ -171,6 +171,7 @@ pub fn run(scenario: &crate::Scenario) -> BenchResult {
                 initialized_at: Some(created),
                 deleting: false,
                 template_hash: None,
+                gang: None,
             }),
         );
         for &i in pods {

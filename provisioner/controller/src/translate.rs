@@ -457,6 +457,12 @@ pub fn found_claim(claim: &NodeClaim, node: Option<NodeView>) -> Option<FoundCla
             .as_ref()
             .and_then(|l| l.get(quartermaster_engine::TEMPLATE_HASH_LABEL))
             .cloned(),
+        gang: claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(quartermaster_engine::GANG_LABEL))
+            .cloned(),
     })
 }
 

@@ -64,7 +64,11 @@ impl Engine {
         claim.last_change = now;
         let relaunch = claim.phase == Phase::Launching && !claim.deleting;
         let name = claim.name.clone();
+        let gang = found.gang.filter(|_| !claim.deleting);
         self.claims.insert(name.clone(), claim);
+        if let Some(gang) = gang {
+            self.rejoin_gang(found.created_at, &name, &gang);
+        }
         if relaunch {
             self.launch(&name);
         }

@@ -155,6 +155,9 @@ pub struct FoundClaim {
     /// The template hash it records (label `quartermaster.dev/nodepool-hash`); `None` when it
     /// has none (created before drift detection: taken as the pool's current one).
     pub template_hash: Option<String>,
+    /// The gang it was launched for (label `quartermaster.dev/gang`), if any: a restarted engine
+    /// still launches a gang's claims together or rolls them back.
+    pub gang: Option<String>,
 }
 
 /// Why the engine deletes a node.

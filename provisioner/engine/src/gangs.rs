@@ -100,6 +100,35 @@ impl Engine {
         }
     }
 
+    /// Puts a claim adopted after a restart back into its gang's launch (keyed by the gang's
+    /// label value), with the deadline it had: `created_at` + `gang_launch_timeout`. A gang
+    /// whose members are all launched completes at the next tick; one that was half launched
+    /// when the controller stopped is completed or rolled back as if nothing had happened.
+    pub(super) fn rejoin_gang(&mut self, created_at: DateTime<Utc>, name: &str, gang: &str) {
+        let Some(zone) = self.claims.get(name).map(|c| c.offering.zone.clone()) else {
+            return;
+        };
+        let deadline = created_at + self.config.gang_launch_timeout;
+        let launch = self.gangs.entry(gang.to_owned()).or_insert(GangLaunch {
+            zone: zone.clone(),
+            claims: Vec::new(),
+            deadline,
+        });
+        launch.deadline = launch.deadline.min(deadline);
+        if !launch.claims.iter().any(|c| c == name) {
+            launch.claims.push(name.to_owned());
+        }
+        if let Some(c) = self.claims.get_mut(name) {
+            c.alternatives.retain(|o| o.zone == zone);
+            let labels = gang_labels(gang, &zone);
+            c.labels.extend(labels.clone());
+            c.gang = Some(GangMember {
+                gang: gang.to_owned(),
+                labels,
+            });
+        }
+    }
+
     /// Gang launches that are complete (every member launched) are done; those with a member
     /// given up or deleted, or past their deadline, are rolled back.
     pub(super) fn gang_progress(&mut self, now: DateTime<Utc>) {

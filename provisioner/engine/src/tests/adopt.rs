@@ -26,6 +26,7 @@ fn found(name: &str, provider_id: Option<&str>, node: bool, initialized: bool) -
         initialized_at: initialized.then(|| t(-50)),
         deleting: false,
         template_hash: None,
+        gang: None,
     }
 }
 

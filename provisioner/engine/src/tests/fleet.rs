@@ -213,6 +213,7 @@ pub fn node_with(
             initialized_at: Some(at),
             deleting: false,
             template_hash: template_hash.map(str::to_owned),
+            gang: None,
         }),
     );
     for p in pods {

@@ -383,3 +383,75 @@ fn pods_without_a_gang_launch_alone_and_fall_back_to_another_zone() {
     assert_eq!(e.stats().gang_launches, 0);
     assert_eq!(e.stats().gang_rollbacks, 0);
 }
+
+/// A claim of gang `default/train` found in the cluster after a restart: launched (with an
+/// instance) or still launching, created at t(0).
+fn found_member(name: &str, launched: bool) -> crate::FoundClaim {
+    crate::FoundClaim {
+        name: name.into(),
+        node_pool: "gpu".into(),
+        offering: quartermaster_solver::OfferingChoice {
+            instance_type: "p5.48xlarge".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::OnDemand,
+            price_per_hour: 98.0,
+        },
+        created_at: t(0),
+        provider_id: launched.then(|| format!("aws:///us-east-1a/i-{name}")),
+        launched_at: launched.then(|| t(12)),
+        node: None,
+        registered_at: None,
+        initialized_at: None,
+        deleting: false,
+        template_hash: None,
+        gang: Some("default.train".into()),
+    }
+}
+
+#[test]
+fn a_gang_half_launched_when_the_controller_restarted_is_still_rolled_back_whole() {
+    // A new engine (the restarted controller) finds three launched members and one that was
+    // still launching; the relaunch of that one runs out of capacity in the gang's zone.
+    let mut e = gang_engine(two_zones());
+    for (name, launched) in [("c0", true), ("c1", true), ("c2", true), ("c3", false)] {
+        e.handle(t(60), Event::ClaimFound(found_member(name, launched)));
+    }
+    let relaunch = e.poll(t(60));
+    assert_eq!(
+        launches(&relaunch)
+            .into_iter()
+            .map(|(c, ..)| c)
+            .collect::<Vec<_>>(),
+        ["c3"],
+        "{relaunch:?}"
+    );
+    e.handle(
+        t(70),
+        Event::LaunchFailed {
+            claim: "c3".into(),
+            error: p5_ice("us-east-1a"),
+        },
+    );
+    let actions = e.poll(t(70));
+    let mut rolled_back = deletes(&actions);
+    rolled_back.sort();
+    assert_eq!(
+        rolled_back,
+        ["c0", "c1", "c2"]
+            .map(|c| (c.to_owned(), DeleteReason::GangRollback))
+            .to_vec(),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_gang_found_whole_after_a_restart_completes_and_stays() {
+    let mut e = gang_engine(two_zones());
+    for name in ["c0", "c1", "c2", "c3"] {
+        e.handle(t(60), Event::ClaimFound(found_member(name, true)));
+    }
+    let actions = e.poll(t(60));
+    assert!(deletes(&actions).is_empty(), "{actions:?}");
+    let later = e.poll(t(60 + 11 * 60));
+    assert!(deletes(&later).is_empty(), "{later:?}");
+}

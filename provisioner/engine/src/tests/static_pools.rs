@@ -33,6 +33,7 @@ fn found(name: &str) -> FoundClaim {
         initialized_at: Some(t(-50)),
         deleting: false,
         template_hash: None,
+        gang: None,
     }
 }
 
