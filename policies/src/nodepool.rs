@@ -172,6 +172,8 @@ pub struct GpuSharingSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rename_by_default: Option<bool>,
     /// MIG: the named layout every GPU gets (`all-1g.10gb`, `all-3g.40gb`, `all-balanced`, ...).
+    /// Left out, Quartermaster chooses each node's layout (and instance type) to cover the
+    /// pending slice requests at the least cost, and labels the node with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig_config: Option<String>,
 }

@@ -35,6 +35,10 @@ pub enum GpuSharing {
         /// Layout name (`all-1g.10gb`, `all-balanced`, ...).
         config: String,
     },
+    /// Multi-Instance GPU with the layout chosen per node (by the solver, from the pending mix
+    /// of slice requests): a type's capacity depends on the layout, see
+    /// [`InstanceType::shared_capacity`] with [`GpuSharing::Mig`] for each of [`mig_layouts`].
+    MigAuto,
 }
 
 /// A named MIG layout: slices per GPU.
@@ -183,6 +187,12 @@ pub enum SharingError {
         /// What was asked.
         replicas: u32,
     },
+    /// MIG with the layout chosen per node: the capacity is that of the layout chosen.
+    #[error("{instance_type}: the MIG layout is chosen per node")]
+    LayoutPerNode {
+        /// Instance type.
+        instance_type: String,
+    },
     /// The GPU has no MIG, or not this layout.
     #[error("{instance_type}: {gpu} {}", match .known.is_empty() {
         true => "has no MIG".to_owned(),
@@ -240,6 +250,20 @@ impl InstanceType {
                     gpu.resource.clone()
                 };
                 capacity.insert(name, devices * u64::from(*replicas));
+            }
+            GpuSharing::MigAuto => {
+                return Err(if mig_layouts(gpu).is_empty() {
+                    SharingError::NoMigLayout {
+                        instance_type: self.name.clone(),
+                        gpu: format!("{} ({} MiB)", gpu.name, gpu.memory_mib),
+                        config: String::new(),
+                        known: Vec::new(),
+                    }
+                } else {
+                    SharingError::LayoutPerNode {
+                        instance_type: self.name.clone(),
+                    }
+                });
             }
             GpuSharing::Mig { config } => {
                 let Some(layout) = mig_layout(gpu, config) else {

@@ -199,11 +199,12 @@ fn gpu_sharing(sharing: &GpuSharingSpec, path: &str, errs: &mut Vec<FieldError>)
             }
         }
         GpuSharingStrategy::Mig => {
-            if sharing.mig_config.as_deref().is_none_or(str::is_empty) {
+            // Without migConfig the solver chooses each node's layout.
+            if sharing.mig_config.as_deref() == Some("") {
                 push(
                     errs,
                     field(path, "migConfig"),
-                    "required for strategy mig (a layout such as all-1g.10gb or all-balanced)",
+                    "must name a layout (such as all-1g.10gb or all-balanced), or be left out for Quartermaster to choose one per node",
                 );
             }
             if sharing.replicas.is_some() {

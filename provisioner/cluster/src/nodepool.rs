@@ -422,8 +422,11 @@ fn gpu_sharing(spec: &quartermaster_policies::GpuSharingSpec) -> Option<GpuShari
             replicas: replicas()?,
             rename_by_default,
         },
-        S::Mig => GpuSharing::Mig {
-            config: spec.mig_config.clone()?,
+        S::Mig => match &spec.mig_config {
+            Some(config) => GpuSharing::Mig {
+                config: config.clone(),
+            },
+            None => GpuSharing::MigAuto,
         },
     })
 }

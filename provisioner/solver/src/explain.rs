@@ -414,7 +414,23 @@ fn reject(
     }
     let table = &snapshot.resources;
     let overhead = daemonset_overhead(&snapshot.daemonsets, &labels, pool);
-    let Some(allocatable) = pool.node_shape.allocatable(it) else {
+    // A pool that leaves the MIG layout to the solver: the first layout that holds the pod
+    // (else the first), as the packer may choose any.
+    let layout: Option<&str> = pool.node_shape.auto_mig_layouts(it).and_then(|names| {
+        names
+            .iter()
+            .copied()
+            .find(|l| {
+                pool.node_shape
+                    .allocatable_in_layout(it, Some(l))
+                    .is_some_and(|a| {
+                        pod.requests
+                            .fits_in(&to_resources(table, &a).saturating_sub(&overhead))
+                    })
+            })
+            .or_else(|| names.first().copied())
+    });
+    let Some(allocatable) = pool.node_shape.allocatable_in_layout(it, layout) else {
         return Err(Rejection::PoolRequirement {
             detail: format!(
                 "its GPU sharing does not apply to {} (no GPU, or no such MIG layout)",
@@ -430,7 +446,13 @@ fn reject(
             available: table.format(slot, room.get(slot)),
         });
     }
-    let capacity = to_resources(table, &pool.node_shape.capacity(it).unwrap_or_default());
+    let capacity = to_resources(
+        table,
+        &pool
+            .node_shape
+            .capacity_in_layout(it, layout)
+            .unwrap_or_default(),
+    );
     if let Some(limit) = pool.limits.nodes
         && pool.usage.nodes + 1 > limit
     {

@@ -85,7 +85,63 @@ impl NodeShape {
     /// The capacity a node of `it` will have in this pool; `None` when the pool cannot use the
     /// type at all (GPU sharing the type's GPU does not support).
     pub fn capacity(&self, it: &InstanceType) -> Option<BTreeMap<String, u64>> {
-        let mut capacity = match &self.gpu_sharing {
+        self.capacity_with(it, self.gpu_sharing.as_ref())
+    }
+
+    /// The MIG layouts a node of `it` may get in this pool when the pool leaves the layout to
+    /// the solver (`gpuSharing: {strategy: mig}` without `migConfig`); `None` otherwise.
+    pub fn auto_mig_layouts(&self, it: &InstanceType) -> Option<Vec<&'static str>> {
+        if self.gpu_sharing != Some(GpuSharing::MigAuto) {
+            return None;
+        }
+        Some(
+            it.accelerator
+                .as_ref()
+                .filter(|a| a.count > 0 && !a.is_fractional())
+                .map(|a| {
+                    quartermaster_pricing::sharing::mig_layouts(a)
+                        .iter()
+                        .map(|l| l.name)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The capacity of a node of `it` in this pool with `layout` as its MIG layout (one of
+    /// [`NodeShape::auto_mig_layouts`]), or the pool's own sharing when `None`.
+    pub fn capacity_in_layout(
+        &self,
+        it: &InstanceType,
+        layout: Option<&str>,
+    ) -> Option<BTreeMap<String, u64>> {
+        match layout {
+            Some(config) => self.capacity_with(
+                it,
+                Some(&GpuSharing::Mig {
+                    config: config.to_owned(),
+                }),
+            ),
+            None => self.capacity(it),
+        }
+    }
+
+    /// [`NodeShape::allocatable`] in a MIG layout (see [`NodeShape::capacity_in_layout`]).
+    pub fn allocatable_in_layout(
+        &self,
+        it: &InstanceType,
+        layout: Option<&str>,
+    ) -> Option<BTreeMap<String, u64>> {
+        self.capacity_in_layout(it, layout)
+            .map(|c| it.allocatable_from(c))
+    }
+
+    fn capacity_with(
+        &self,
+        it: &InstanceType,
+        sharing: Option<&GpuSharing>,
+    ) -> Option<BTreeMap<String, u64>> {
+        let mut capacity = match sharing {
             Some(sharing) => it.shared_capacity(sharing).ok()?,
             None => it.capacity(),
         };

@@ -66,12 +66,18 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
         found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
         let pool_spec = &packer.snapshot.node_pools[pool];
         super::guard::within_overshoot(pool_spec, packer.shapes, &bin.requests, &mut found);
-        let all_found = found.clone();
+        let mut all_found = found.clone();
         found.dedup_by(|a, b| {
             a.1 == b.1
                 && packer.shapes[a.1].offerings[a.2].zone == packer.shapes[b.1].offerings[b.2].zone
                 && a.0 == b.0
         });
+        // A node's MIG layout is part of its claim: the fallbacks keep the chosen one.
+        if let Some(&(_, first, _)) = found.first() {
+            let layout = packer.shapes[first].mig_config;
+            found.retain(|&(_, s, _)| packer.shapes[s].mig_config == layout);
+            all_found.retain(|&(_, s, _)| packer.shapes[s].mig_config == layout);
+        }
         let mut list: Vec<(usize, usize)> = found.iter().map(|&(_, s, o)| (s, o)).collect();
         if list.is_empty() {
             list.push((shape, offering));
@@ -158,6 +164,12 @@ pub fn assemble(
                 types.extend(alternatives.iter().map(|a| a.instance_type.clone()));
                 types.dedup();
                 requirements.add(Requirement::in_values(crate::INSTANCE_TYPE_LABEL, types));
+                if let Some(layout) = packer.shapes[shape].mig_config {
+                    requirements.add(Requirement::in_values(
+                        super::shapes::MIG_CONFIG_LABEL,
+                        [layout],
+                    ));
+                }
                 if bin
                     .classes
                     .iter()

@@ -10,6 +10,9 @@ use crate::pod::{Pod, tolerates_all};
 use crate::resources::{ResourceTable, Resources};
 use crate::snapshot::{ClusterSnapshot, NodePoolSpec, OfferingKey};
 
+/// The label the NVIDIA GPU Operator's MIG manager reads for a node's MIG layout.
+pub const MIG_CONFIG_LABEL: &str = "nvidia.com/mig.config";
+
 /// Interned zone name.
 pub type ZoneId = u16;
 
@@ -68,6 +71,9 @@ pub struct Shape {
     pub capacity: Resources,
     /// Whole accelerator devices of the type (what `maxGpuOvershoot` counts).
     pub accelerators: i64,
+    /// The MIG layout its GPUs get, when the pool leaves the layout to the solver (one shape
+    /// per layout); the node is labelled `nvidia.com/mig.config` with it.
+    pub mig_config: Option<&'static str>,
     /// The slots its accelerators are advertised in (whole, shared or MIG slices), with the
     /// capacity of each (see [`super::guard::devices_used`]).
     pub accelerator_slots: Vec<(usize, i64)>,
@@ -120,8 +126,17 @@ pub fn build_shapes(
             if it.cloud != pool.cloud {
                 continue;
             }
-            if let Some(shape) = build_shape(snapshot, pool_index, pool, type_index, it, zones) {
-                shapes.push(shape);
+            // A MIG pool without a named layout: one shape per layout of the type's GPU.
+            let layouts: Vec<Option<&'static str>> = match pool.node_shape.auto_mig_layouts(it) {
+                Some(names) => names.into_iter().map(Some).collect(),
+                None => vec![None],
+            };
+            for layout in layouts {
+                if let Some(shape) =
+                    build_shape(snapshot, pool_index, pool, type_index, it, layout, zones)
+                {
+                    shapes.push(shape);
+                }
             }
         }
     }
@@ -134,6 +149,7 @@ fn build_shape(
     pool: &NodePoolSpec,
     type_index: usize,
     it: &InstanceType,
+    layout: Option<&'static str>,
     zones: &mut Zones,
 ) -> Option<Shape> {
     let mut offerings: Vec<ShapeOffering> = Vec::new();
@@ -150,6 +166,9 @@ fn build_shape(
         let mut labels = it.offering_labels(o);
         labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         labels.insert(crate::NODEPOOL_LABEL.to_owned(), pool.name.clone());
+        if let Some(layout) = layout {
+            labels.insert(MIG_CONFIG_LABEL.to_owned(), layout.to_owned());
+        }
         if !pool.requirements.matches(&labels) {
             continue;
         }
@@ -164,10 +183,16 @@ fn build_shape(
         return None;
     }
     offerings.sort_by(|a, b| a.price.total_cmp(&b.price).then(a.zone.cmp(&b.zone)));
-    let capacity = to_resources(&snapshot.resources, &pool.node_shape.capacity(it)?);
+    let capacity = to_resources(
+        &snapshot.resources,
+        &pool.node_shape.capacity_in_layout(it, layout)?,
+    );
     let overhead = daemonset_overhead(&snapshot.daemonsets, &offerings[0].labels, pool);
-    let allocatable = to_resources(&snapshot.resources, &pool.node_shape.allocatable(it)?)
-        .saturating_sub(&overhead);
+    let allocatable = to_resources(
+        &snapshot.resources,
+        &pool.node_shape.allocatable_in_layout(it, layout)?,
+    )
+    .saturating_sub(&overhead);
     let accelerator_slots = super::guard::accelerator_slots(&snapshot.resources, &capacity);
     Some(Shape {
         pool: pool_index,
@@ -176,6 +201,7 @@ fn build_shape(
         allocatable,
         capacity,
         accelerators: i64::from(it.accelerator_count()),
+        mig_config: layout,
         accelerator_slots,
     })
 }

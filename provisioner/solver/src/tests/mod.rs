@@ -8,3 +8,4 @@ pub(crate) mod fixtures;
 mod gang;
 mod guardrails;
 mod improve;
+mod mig_layout;
