@@ -7,10 +7,10 @@
 //! - `best-effort-atomic-scale-up.autoscaling.x-k8s.io`: pending pods of one gang (all of the
 //!   request's pods or none), so the solver buys every node or none;
 //! - `check-capacity.autoscaling.x-k8s.io`: only checked against what exists
-//!   ([`RequestPods::check`]); once `Provisioned=True` they become pending pods that hold the
-//!   capacity found.
+//!   ([`RequestPods::check`]), never pending pods, so nothing is ever bought for them (the
+//!   capacity found is not held against other pods).
 //!
-//! While a request is provisioned and its booking holds, its pods hold their room; each pod that
+//! Until a best-effort-atomic request is finished its pods hold their room; each pod that
 //! consumes the request (annotation [`CONSUME_ANNOTATION`]) and is bound to a node takes one of
 //! them over, and consumers still pending are covered by them (no second node is bought). A
 //! request that is `Failed`, `BookingExpired` or `CapacityRevoked` holds nothing. Other classes
@@ -178,11 +178,10 @@ pub struct RequestPods {
     pub class: ProvisioningClass,
     /// The status as found.
     pub status: ProvisioningRequestStatus,
-    /// Pods of the request in the snapshot's pending pods (best-effort-atomic, or a
-    /// provisioned check-capacity request holding its capacity).
+    /// Pods of the request in the snapshot's pending pods (best-effort-atomic).
     pub pending: Vec<PodRef>,
-    /// Pods to check against existing capacity (check-capacity before it is provisioned); not
-    /// in the snapshot's pending pods.
+    /// Pods to check against existing capacity (check-capacity); not in the snapshot's pending
+    /// pods.
     pub check: Vec<Pod>,
     /// Pods already consuming the request (bound to a node).
     pub consumed: usize,
@@ -275,8 +274,8 @@ pub(crate) fn consumed_request(meta: &ObjectMeta) -> Option<&str> {
         .filter(|n| !n.is_empty())
 }
 
-/// Requests whose pods hold capacity now, as `(namespace, name)`: served classes, not done,
-/// best-effort-atomic always, check-capacity once provisioned.
+/// Requests whose pods hold capacity now, as `(namespace, name)`: best-effort-atomic ones that
+/// are not done.
 pub(crate) fn holding(inv: &Inventory) -> BTreeSet<(String, String)> {
     inv.provisioning_requests
         .iter()
@@ -287,11 +286,7 @@ pub(crate) fn holding(inv: &Inventory) -> BTreeSet<(String, String)> {
                 .spec
                 .as_ref()
                 .map(|s| ProvisioningClass::parse(&s.provisioning_class_name));
-            match class {
-                Some(ProvisioningClass::BestEffortAtomic) => true,
-                Some(ProvisioningClass::CheckCapacity) => r.object.status.is_true(PROVISIONED),
-                _ => false,
-            }
+            class == Some(ProvisioningClass::BestEffortAtomic)
         })
         .map(|r| (r.object.namespace.clone(), r.object.name.clone()))
         .collect()

@@ -117,6 +117,10 @@ pub fn verdict(
     }
     let provisioned = request.status.is_true(PROVISIONED);
     if !request.check.is_empty() {
+        // Found once: the answer stands until the booking expires.
+        if provisioned {
+            return Some(RequestVerdict::Provisioned);
+        }
         return Some(engine.check_capacity(now, &request.check));
     }
     if !request.pending.is_empty() {
@@ -259,7 +263,13 @@ pub struct Requests {
     /// The requests as the last look read them.
     pub observed: Vec<RequestPods>,
     written: BTreeMap<(String, String), (Vec<Condition>, DateTime<Utc>)>,
+    /// When each check-capacity request was last solved.
+    checked: BTreeMap<(String, String), DateTime<Utc>>,
 }
+
+/// A check-capacity request not yet provisioned is solved again at most this often (passes
+/// follow every store change).
+pub const CHECK_INTERVAL: TimeDelta = TimeDelta::seconds(10);
 
 /// How long a written status is trusted before it is written again when the store still
 /// shows the old one.
@@ -276,6 +286,16 @@ pub(crate) fn sync(
     for request in &requests.observed {
         let key = (request.namespace.clone(), request.name.clone());
         live.push(key.clone());
+        if !request.check.is_empty() && !request.status.is_true(PROVISIONED) {
+            if requests
+                .checked
+                .get(&key)
+                .is_some_and(|at| now - *at < CHECK_INTERVAL)
+            {
+                continue;
+            }
+            requests.checked.insert(key.clone(), now);
+        }
         let verdict = verdict(engine, request, now);
         let Some(conditions) = desired_conditions(request, verdict.as_ref(), now) else {
             continue;
@@ -307,6 +327,7 @@ pub(crate) fn sync(
         });
     }
     requests.written.retain(|k, _| live.contains(k));
+    requests.checked.retain(|k, _| live.contains(k));
 }
 
 fn same_ignoring_times(a: &[Condition], b: &[Condition]) -> bool {
