@@ -18,7 +18,7 @@ mod tests;
 
 /// Room helpers shared with the engine: how a catalog resource map becomes a resource vector, and
 /// how much DaemonSets take from a node of a pool.
-pub use pack::shapes::{daemonset_overhead, to_resources};
+pub use pack::shapes::{MIG_CONFIG_LABEL, daemonset_overhead, to_resources};
 pub use plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, Unschedulable};
 pub use pod::{Gang, Pod, PodRef};
 pub use resources::{ResourceTable, Resources};

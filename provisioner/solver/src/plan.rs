@@ -44,6 +44,21 @@ pub struct NewNode {
     pub accelerator_note: Option<String>,
 }
 
+impl NewNode {
+    /// The MIG layout the solver chose for the node (`nvidia.com/mig.config`), when its pool
+    /// leaves the layout to the solver (`gpuSharing: {strategy: mig}` without `migConfig`).
+    /// Launch it with that label, and count its capacity with
+    /// [`crate::NodeShape::capacity_in_layout`].
+    pub fn mig_config(&self) -> Option<&str> {
+        self.requirements
+            .get(crate::pack::shapes::MIG_CONFIG_LABEL)
+            .and_then(|r| r.values())
+            .filter(|v| v.len() == 1)
+            .and_then(|v| v.iter().next())
+            .map(String::as_str)
+    }
+}
+
 /// Pods placed on a node that already exists or is already launching.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExistingPlacement {

@@ -80,6 +80,7 @@ fn a_mix_of_1g_and_3g_slices_from_zero_takes_one_balanced_node() {
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(plan.new_nodes.len(), 1, "{:?}", layouts(&plan));
     assert_eq!(layouts(&plan), ["all-balanced"]);
+    assert_eq!(plan.new_nodes[0].mig_config(), Some("all-balanced"));
     assert_eq!(plan.new_nodes[0].pods.len(), 24);
 }
 
