@@ -103,10 +103,24 @@ pub async fn doctor(
 /// catalog's AWS types in `region`. Fails only when both calls fail; one failing is logged and
 /// the other's quotes are returned.
 pub async fn live_quotes(
-    _access: &CloudAccessArgs,
+    access: &CloudAccessArgs,
     region: &str,
     catalog: &Catalog,
 ) -> anyhow::Result<Vec<PriceQuote>> {
+    let (quotes, failures) = live_quotes_and_failures(access, region, catalog).await?;
+    for failure in &failures {
+        tracing::warn!(%failure, "an AWS price API failed; its prices stay as the catalog has them");
+    }
+    Ok(quotes)
+}
+
+/// [`live_quotes`], with the failed call of the two (if one failed) returned rather than
+/// logged.
+pub async fn live_quotes_and_failures(
+    _access: &CloudAccessArgs,
+    region: &str,
+    catalog: &Catalog,
+) -> anyhow::Result<(Vec<PriceQuote>, Vec<String>)> {
     let fetch = quartermaster_aws::live_prices(
         &quick_settings(Some(region)),
         region,
@@ -117,8 +131,5 @@ pub async fn live_quotes(
     if fetch.all_failed() {
         anyhow::bail!("AWS price APIs failed: {}", fetch.failures.join("; "));
     }
-    for failure in &fetch.failures {
-        tracing::warn!(%failure, "an AWS price API failed; its prices stay as the catalog has them");
-    }
-    Ok(fetch.quotes)
+    Ok((fetch.quotes, fetch.failures))
 }

@@ -118,6 +118,24 @@ pub async fn live_quotes(
     }
 }
 
+/// [`live_quotes`], with the price calls that failed while others answered (AWS: one of its
+/// two APIs), so `catalog --live` can say which prices stay as the catalog has them.
+pub async fn live_quotes_and_failures(
+    cloud: Cloud,
+    access: &CloudAccessArgs,
+    region: &str,
+    catalog: &Catalog,
+) -> anyhow::Result<(Vec<PriceQuote>, Vec<String>)> {
+    match cloud {
+        #[cfg(feature = "aws")]
+        Cloud::Aws => aws::live_quotes_and_failures(access, region, catalog).await,
+        _ => Ok((
+            live_quotes(cloud, access, region, catalog).await?,
+            Vec::new(),
+        )),
+    }
+}
+
 /// The `doctor` checks of `cloud`, with the NodeClass of `node_class` (YAML) when given.
 pub async fn doctor(
     cloud: Cloud,

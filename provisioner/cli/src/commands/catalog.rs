@@ -79,9 +79,21 @@ fn with_live_prices(
                 format!("--live: pass --region (the catalog has no default region for {cloud})")
             })?,
     };
-    let quotes = match clouds::block_on(clouds::live_quotes(cloud, &args.access, &region, &catalog))
-    {
-        Ok(quotes) => quotes,
+    let quotes = match clouds::block_on(clouds::live_quotes_and_failures(
+        cloud,
+        &args.access,
+        &region,
+        &catalog,
+    )) {
+        Ok((quotes, failures)) => {
+            for failure in failures {
+                writeln!(
+                    err,
+                    "warning: {failure}; the prices it gives stay as the catalog has them"
+                )?;
+            }
+            quotes
+        }
         Err(e) => {
             writeln!(
                 err,
