@@ -163,3 +163,75 @@ spec:
         "{p:#}"
     );
 }
+
+#[test]
+fn time_sliced_pods_from_zero_start_the_right_node_count() {
+    // g5.xlarge only (1 × A10G), 4 replicas per GPU: 9 pods need ⌈9 / 4⌉ = 3 nodes.
+    let pool = scratch(
+        "ts3-pool.yaml",
+        &gpu_pool(
+            "ts3",
+            "{strategy: time-slicing, replicas: 4}",
+            "- {key: node.kubernetes.io/instance-type, operator: In, values: [g5.xlarge]}",
+        ),
+    );
+    let work = scratch("ts3-pods.yaml", &pods("infer", 9, "nvidia.com/gpu"));
+    let p = plan(&[&pool, &work]);
+    let nodes = p["new_nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{p:#}");
+    let mut per_node: Vec<usize> = nodes
+        .iter()
+        .map(|n| n["pods"].as_array().unwrap().len())
+        .collect();
+    per_node.sort();
+    assert_eq!(per_node, [1, 4, 4], "{p:#}");
+}
+
+#[test]
+fn mig_pods_from_zero_start_the_right_node_count() {
+    // all-1g.5gb on p4d.24xlarge: 56 slices per node; 60 one-slice pods need two nodes.
+    let pool = scratch(
+        "mig2-pool.yaml",
+        &gpu_pool(
+            "mig2",
+            "{strategy: mig, migConfig: all-1g.5gb}",
+            "- {key: node.kubernetes.io/instance-type, operator: In, values: [p4d.24xlarge]}",
+        ),
+    );
+    let work = scratch(
+        "mig2-pods.yaml",
+        &pods("slice", 60, "nvidia.com/mig-1g.5gb"),
+    );
+    let p = plan(&[&pool, &work]);
+    let nodes = p["new_nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{p:#}");
+    assert!(p["unschedulable"].as_array().unwrap().is_empty(), "{p:#}");
+}
+
+#[test]
+fn a_mig_pool_without_a_layout_covers_a_mix_of_slices_with_one_node() {
+    // No migConfig: the solver chooses all-balanced (16 × 1g.5gb, 8 × 2g.10gb, 8 × 3g.20gb per
+    // p4d.24xlarge), so 16 one-slice and 8 three-slice pods share one node; with a named
+    // single-profile layout per pool they would need two.
+    let pool = scratch(
+        "migauto-pool.yaml",
+        &gpu_pool(
+            "migauto",
+            "{strategy: mig}",
+            "- {key: node.kubernetes.io/instance-type, operator: In, values: [p4d.24xlarge]}",
+        ),
+    );
+    let small = scratch(
+        "migauto-1g.yaml",
+        &pods("small", 16, "nvidia.com/mig-1g.5gb"),
+    );
+    let large = scratch(
+        "migauto-3g.yaml",
+        &pods("large", 8, "nvidia.com/mig-3g.20gb"),
+    );
+    let p = plan(&[&pool, &small, &large]);
+    let nodes = p["new_nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 1, "{p:#}");
+    assert_eq!(nodes[0]["instance_type"], "p4d.24xlarge");
+    assert_eq!(nodes[0]["pods"].as_array().unwrap().len(), 24);
+}
