@@ -382,3 +382,68 @@ fn the_controller_on_gcp_without_a_project_says_which_flag_is_missing() {
         out.stderr
     );
 }
+
+/// `quartermaster doctor --cloud gcp` in-process, with `server` (on its own runtime) as the
+/// Compute Engine endpoint.
+fn doctor(endpoint: &str, node_class: &str) -> quartermaster_tests::Output {
+    let file = std::env::temp_dir().join(format!(
+        "qm-gcp-doctor-{}-{}.yaml",
+        std::process::id(),
+        endpoint.len()
+    ));
+    std::fs::write(&file, node_class).expect("writing the NodeClass");
+    let file = file.display().to_string();
+    quartermaster_tests::quartermaster(&[
+        "doctor",
+        "--cloud",
+        "gcp",
+        "-f",
+        &file,
+        "--gcp-endpoint",
+        endpoint,
+        "--gcp-project",
+        PROJECT,
+    ])
+}
+
+const DOCTOR_NODECLASS: &str = "apiVersion: quartermaster.dev/v1
+kind: GCPNodeClass
+metadata: {name: default}
+spec:
+  project: test-project
+  region: us-central1
+  zones: [us-central1-a]
+  sourceInstanceTemplate: projects/test-project/global/instanceTemplates/gke-test-cluster-gpu-1234
+";
+
+#[test]
+fn doctor_passes_against_the_local_endpoint_and_fails_against_a_dead_one() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime for the server");
+    let server = rt.block_on(GcpServer::start());
+    let out = doctor(&server.endpoint(), DOCTOR_NODECLASS);
+    assert_eq!(
+        out.code, 0,
+        "stdout: {}\nstderr: {}",
+        out.stdout, out.stderr
+    );
+    assert!(
+        out.stdout.contains("compute.instances.list"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("us-central1-a"), "{}", out.stdout);
+    assert!(!out.stdout.contains("FAIL"), "{}", out.stdout);
+
+    let dead = doctor("http://127.0.0.1:1", DOCTOR_NODECLASS);
+    assert_eq!(
+        dead.code, 1,
+        "stdout: {}\nstderr: {}",
+        dead.stdout, dead.stderr
+    );
+    assert!(dead.stdout.contains("FAIL"), "{}", dead.stdout);
+    drop(server);
+}
