@@ -377,7 +377,12 @@ impl Driver {
                     ))
                 })
                 // Capacity booked for a ProvisioningRequest is not consolidated away.
-                .chain(self.requests.observed.iter().flat_map(|r| r.pending.clone()))
+                .chain(
+                    self.requests
+                        .observed
+                        .iter()
+                        .flat_map(|r| r.pending.clone()),
+                )
                 .collect(),
             nodes: nodes
                 .iter()
@@ -756,7 +761,13 @@ impl Driver {
             .waiting()
             .filter_map(|(id, r)| Some((id.clone(), r?.to_owned())))
             // A ProvisioningRequest's pods do not exist: its conditions carry the reason.
-            .filter(|(id, _)| !self.requests.observed.iter().any(|r| r.pending.contains(id)))
+            .filter(|(id, _)| {
+                !self
+                    .requests
+                    .observed
+                    .iter()
+                    .any(|r| r.pending.contains(id))
+            })
             .collect();
         // Each explanation is a solve: only the first few new reasons of a pass get one.
         let mut explained = 0;
