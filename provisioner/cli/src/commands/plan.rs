@@ -69,8 +69,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
         PlanFormat::Json => {
             let mut value = to_json(&plan, &notes);
             value["provisioning_requests"] = requests.iter().map(|r| r.json()).collect();
-            serde_json::to_writer_pretty(&mut *out, &value)
-                .context("writing JSON")?;
+            serde_json::to_writer_pretty(&mut *out, &value).context("writing JSON")?;
             writeln!(out)?;
         }
         PlanFormat::Table => write_table(&plan, &notes, nothing_pending, out)?,
