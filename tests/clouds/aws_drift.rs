@@ -210,4 +210,29 @@ async fn an_instance_whose_ami_parameter_moved_or_whose_subnet_is_no_longer_sele
         cloud.is_drifted(&stranger).await.expect("drift check"),
         None
     );
+
+    // A restarted controller has launched nothing yet: the NodeClass the cluster has now
+    // (observed through the trait, as the controller's sweep does) is enough to judge.
+    let restarted = AwsCloud::connect(
+        settings(format!("http://{}", moto.addr)),
+        Catalog::embedded(),
+        Arc::new(SystemClock),
+    )
+    .await;
+    assert_eq!(
+        restarted.is_drifted(&instance).await.expect("drift check"),
+        None,
+        "a NodeClass not observed yet is not judged"
+    );
+    let mut moved = spec.clone();
+    moved.subnet_selector_terms =
+        serde_json::from_value(serde_json::json!([{"tags": {"discovery": "nodes-next"}}]))
+            .expect("subnet terms");
+    restarted.node_class_observed("default", &NodeClassSpec::Aws(Box::new(moved)));
+    let reason = restarted
+        .is_drifted(&instance)
+        .await
+        .expect("drift check")
+        .expect("drifted after a restart");
+    assert!(reason.starts_with("SubnetDrift"), "{reason}");
 }

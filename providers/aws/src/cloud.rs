@@ -722,6 +722,12 @@ impl CloudProvider for AwsCloud {
         })
     }
 
+    fn node_class_observed(&self, name: &str, spec: &NodeClassSpec) {
+        if let NodeClassSpec::Aws(spec) = spec {
+            self.set_node_class(name, spec.as_ref().clone());
+        }
+    }
+
     fn is_drifted<'a>(&'a self, instance: &'a Instance) -> CloudFuture<'a, Option<String>> {
         Box::pin(async move {
             // The NodeClass it was launched from, as known (launched or set since the start).

@@ -55,4 +55,10 @@ pub trait CloudProvider: Send + Sync {
 
     /// Events the cloud announced since the last call: spot interruption notices, terminations.
     fn poll_events(&self) -> CloudFuture<'_, Vec<CloudEvent>>;
+
+    /// The current spec of the NodeClass `name`, as the cluster has it now. Drivers call this
+    /// before asking [`is_drifted`](Self::is_drifted), so a provider that judges drift against
+    /// what a NodeClass selects knows every NodeClass, including after a restart and before
+    /// any launch from it. Providers that do not need it ignore it.
+    fn node_class_observed(&self, _name: &str, _spec: &NodeClassSpec) {}
 }

@@ -857,6 +857,9 @@ impl Driver {
             .chain(self.claims().into_iter().map(|c| c.name))
             .collect();
         for provider in self.ctx.providers.values() {
+            for (name, spec) in crate::launch::node_classes(&self.ctx, provider.cloud()) {
+                provider.node_class_observed(&name, &spec);
+            }
             self.ctx
                 .spawn(sweep::delete_leaks(provider.clone(), known.clone(), now));
             self.ctx.spawn(sweep::report_drift(

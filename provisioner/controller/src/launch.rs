@@ -206,6 +206,33 @@ async fn launch_inner(
     Ok(instance)
 }
 
+/// Every NodeClass of `cloud`'s kind with its spec, from the watched objects.
+pub fn node_classes(ctx: &Context, cloud: Cloud) -> Vec<(String, NodeClassSpec)> {
+    fn named<S>(
+        objects: Vec<std::sync::Arc<S>>,
+        spec: impl Fn(&S) -> NodeClassSpec,
+    ) -> Vec<(String, NodeClassSpec)>
+    where
+        S: kube::Resource,
+    {
+        objects
+            .iter()
+            .filter_map(|c| Some((c.meta().name.clone()?, spec(c))))
+            .collect()
+    }
+    match cloud {
+        Cloud::Aws => named(ctx.stores.aws_node_classes.state(), |c| {
+            NodeClassSpec::Aws(Box::new(c.spec.clone()))
+        }),
+        Cloud::Gcp => named(ctx.stores.gcp_node_classes.state(), |c| {
+            NodeClassSpec::Gcp(Box::new(c.spec.clone()))
+        }),
+        Cloud::Azure => named(ctx.stores.azure_node_classes.state(), |c| {
+            NodeClassSpec::Azure(Box::new(c.spec.clone()))
+        }),
+    }
+}
+
 /// The spec of the NodeClass `name` of `cloud`'s kind, from the watched objects.
 fn node_class_spec(ctx: &Context, cloud: Cloud, name: &str) -> Option<NodeClassSpec> {
     let named = |n: Option<&String>| n.map(String::as_str) == Some(name);
