@@ -573,6 +573,12 @@ impl CloudProvider for AzureCloud {
         })
     }
 
+    fn node_class_observed(&self, name: &str, spec: &NodeClassSpec) {
+        if let NodeClassSpec::Azure(spec) = spec {
+            self.set_node_class(name, spec.as_ref().clone());
+        }
+    }
+
     fn is_drifted<'a>(&'a self, instance: &'a Instance) -> CloudFuture<'a, Option<String>> {
         Box::pin(async move {
             let (Some(class), Some(have)) = (

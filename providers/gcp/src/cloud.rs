@@ -493,6 +493,12 @@ impl CloudProvider for GcpCloud {
         Box::pin(async move { Ok(self.catalog.for_cloud(Cloud::Gcp).cloned().collect()) })
     }
 
+    fn node_class_observed(&self, name: &str, spec: &NodeClassSpec) {
+        if let NodeClassSpec::Gcp(spec) = spec {
+            self.set_node_class(name, spec.as_ref().clone());
+        }
+    }
+
     fn is_drifted<'a>(&'a self, instance: &'a Instance) -> CloudFuture<'a, Option<String>> {
         Box::pin(async move {
             let Some(class) = instance.tags.get(LABEL_NODECLASS) else {
