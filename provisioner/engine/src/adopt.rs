@@ -25,12 +25,19 @@ impl Engine {
         else {
             return;
         };
+        // A node of a MIG pool without `migConfig` carries the layout the solver chose.
+        let layout = found
+            .node
+            .as_ref()
+            .and_then(|n| n.labels.get(quartermaster_solver::MIG_CONFIG_LABEL))
+            .cloned();
         let Some(mut claim) = self.new_claim(
             found.created_at,
             &found.name,
             pool,
             found.offering,
             Default::default(),
+            layout,
         ) else {
             return;
         };

@@ -8,8 +8,8 @@ use quartermaster_policies::DisruptionReason;
 use quartermaster_pricing::{CapacityType, Catalog, Cloud};
 use quartermaster_solver::resources::PODS;
 use quartermaster_solver::{
-    ClusterSnapshot, ExistingNode, NODEPOOL_LABEL, OfferingChoice, OfferingKey, Plan, Pod, PodRef,
-    ResourceTable, Resources, daemonset_overhead, to_resources,
+    ClusterSnapshot, ExistingNode, MIG_CONFIG_LABEL, NODEPOOL_LABEL, OfferingChoice, OfferingKey,
+    Plan, Pod, PodRef, ResourceTable, Resources, daemonset_overhead, to_resources,
 };
 
 #[path = "adopt.rs"]
@@ -522,9 +522,15 @@ impl Engine {
                 continue;
             };
             let name = self.next_claim_name(&node.node_pool);
-            let Some(claim) =
-                self.new_claim(now, &name, pool, node.offering, node.alternatives.into())
-            else {
+            let layout = node.mig_config().map(str::to_owned);
+            let Some(claim) = self.new_claim(
+                now,
+                &name,
+                pool,
+                node.offering,
+                node.alternatives.into(),
+                layout,
+            ) else {
                 continue;
             };
             self.claims.insert(name.clone(), claim);
@@ -603,9 +609,11 @@ impl Engine {
         pool: usize,
         offering: OfferingChoice,
         alternatives: VecDeque<OfferingChoice>,
+        mig_config: Option<String>,
     ) -> Option<Claim> {
         let policy = &self.setup.pools[pool];
-        let (labels, capacity, room) = self.offering_room(pool, &offering)?;
+        let (labels, capacity, room) =
+            self.offering_room(pool, &offering, mig_config.as_deref())?;
         let template_hash = policy.template_hash.clone();
         Some(Claim {
             name: name.to_owned(),
@@ -639,14 +647,17 @@ impl Engine {
             forced_at: None,
             last_change: now,
             gang: None,
+            mig_config,
         })
     }
 
-    /// Labels, capacity and room for pods of `offering` in `pool`.
+    /// Labels, capacity and room for pods of `offering` in `pool`, in MIG `layout` when the
+    /// solver chose one (the node is labelled with it).
     fn offering_room(
         &self,
         pool: usize,
         offering: &OfferingChoice,
+        layout: Option<&str>,
     ) -> Option<(BTreeMap<String, String>, Resources, Resources)> {
         let spec = &self.setup.pools[pool].spec;
         let it = self
@@ -675,11 +686,15 @@ impl Engine {
             let aliases = quartermaster_policies::labels::alias_labels(&labels);
             labels.extend(aliases);
         }
+        if let Some(layout) = layout {
+            labels.insert(MIG_CONFIG_LABEL.to_owned(), layout.to_owned());
+        }
         let table = &self.setup.resources;
         // The pool's node shape: shared GPUs, overlays, the NodeClass's root volume.
-        let capacity = to_resources(table, &spec.node_shape.capacity(it)?);
+        let capacity = to_resources(table, &spec.node_shape.capacity_in_layout(it, layout)?);
         let overhead = daemonset_overhead(&self.setup.daemonsets, &labels, spec);
-        let room = to_resources(table, &spec.node_shape.allocatable(it)?).saturating_sub(&overhead);
+        let room = to_resources(table, &spec.node_shape.allocatable_in_layout(it, layout)?)
+            .saturating_sub(&overhead);
         Some((labels, capacity, room))
     }
 
@@ -766,7 +781,10 @@ impl Engine {
         {
             let pool = c.pool;
             let chosen = c.alternatives[at].clone();
-            if let Some((labels, capacity, room)) = self.offering_room(pool, &chosen) {
+            let layout = c.mig_config.clone();
+            if let Some((labels, capacity, room)) =
+                self.offering_room(pool, &chosen, layout.as_deref())
+            {
                 let c = self.claims.get_mut(name).expect("claim exists");
                 c.alternatives.drain(..=at);
                 c.offering = chosen;
@@ -836,10 +854,12 @@ impl Engine {
                 break;
             };
             let pool = c.pool;
+            let layout = c.mig_config.clone();
             if self.unavailable.contains(&Self::key(cloud, &next), now) {
                 continue;
             }
-            let Some((labels, capacity, room)) = self.offering_room(pool, &next) else {
+            let Some((labels, capacity, room)) = self.offering_room(pool, &next, layout.as_deref())
+            else {
                 continue;
             };
             if failed.capacity_type == CapacityType::Spot

@@ -99,6 +99,9 @@ pub(crate) struct Claim {
     pub last_change: DateTime<Utc>,
     /// The gang launch it is part of (its gang's name), with the labels that say so.
     pub gang: Option<GangMember>,
+    /// The MIG layout the solver chose for its node (`nvidia.com/mig.config`), when its pool
+    /// leaves the layout to the solver; its capacity and room count that layout.
+    pub mig_config: Option<String>,
 }
 
 /// A claim's part in a gang launch.

@@ -79,7 +79,8 @@ impl Engine {
         };
         let name = self.next_claim_name(&node.node_pool);
         let alternatives: VecDeque<_> = node.alternatives.into();
-        let Some(claim) = self.new_claim(now, &name, pool, node.offering, alternatives) else {
+        let Some(claim) = self.new_claim(now, &name, pool, node.offering, alternatives, None)
+        else {
             return false;
         };
         self.claims.insert(name.clone(), claim);

@@ -9,6 +9,7 @@ mod fixtures;
 mod fleet;
 mod gangs;
 mod lifecycle;
+mod mig;
 mod node_shape;
 mod provider_fallback;
 mod provisioning_requests;
