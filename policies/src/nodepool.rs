@@ -22,6 +22,9 @@ use crate::requirements::Requirements;
 
 /// Default `expireAfter` (30 days), as in Karpenter.
 pub const DEFAULT_EXPIRE_AFTER: &str = "720h";
+/// Default `spotInterruptionCost`: what one spot interruption costs a pool, in minutes of the
+/// node's price.
+pub const DEFAULT_SPOT_INTERRUPTION_COST: &str = "5m";
 /// Default `consolidateAfter`.
 pub const DEFAULT_CONSOLIDATE_AFTER: &str = "0s";
 
@@ -155,6 +158,13 @@ pub struct NodeClaimTemplateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub max_gpu_overshoot: Option<i64>,
+    /// What one spot interruption costs, as time on the node (`"10m"`): the work it loses plus
+    /// the time to get a new node. Spot offerings are ranked by expected cost, their price plus
+    /// their interruption band's hourly rate times this duration of the node's price. Default
+    /// `"5m"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(s|m|h))+$"))]
+    pub spot_interruption_cost: Option<String>,
 }
 
 /// `spec.template.spec.gpuSharing`: how the GPUs of a NodePool's nodes are shared. The node
@@ -289,6 +299,18 @@ impl NodePool {
             .map(parse_duration)
             .transpose()
             .map_err(Into::into)
+    }
+
+    /// `spotInterruptionCost` (default [`DEFAULT_SPOT_INTERRUPTION_COST`], 5 minutes).
+    pub fn spot_interruption_cost(&self) -> Result<Duration, PolicyError> {
+        let text = self
+            .spec
+            .template
+            .spec
+            .spot_interruption_cost
+            .as_deref()
+            .unwrap_or(DEFAULT_SPOT_INTERRUPTION_COST);
+        Ok(parse_duration(text)?)
     }
 
     /// The consolidation policy (default `WhenEmptyOrUnderutilized`).

@@ -119,6 +119,12 @@ pub fn validate_nodepool(np: &NodePool) -> Vec<FieldError> {
         false,
         &mut errs,
     );
+    fields::duration(
+        ts.spot_interruption_cost.as_deref(),
+        "spec.template.spec.spotInterruptionCost",
+        false,
+        &mut errs,
+    );
     if let Some(sharing) = &ts.gpu_sharing {
         gpu_sharing(sharing, "spec.template.spec.gpuSharing", &mut errs);
     }

@@ -641,6 +641,23 @@ fn durations() {
         "invalid duration \"Never\"",
     );
     only_error(
+        &set(
+            np(),
+            "/spec/template/spec/spotInterruptionCost",
+            json!("ten minutes"),
+        ),
+        "spec.template.spec.spotInterruptionCost",
+        "invalid duration",
+    );
+    assert!(
+        validate_manifest(&set(
+            np(),
+            "/spec/template/spec/spotInterruptionCost",
+            json!("10m")
+        ))
+        .is_ok()
+    );
+    only_error(
         &set(np(), "/spec/disruption/consolidateAfter", json!("soon")),
         "spec.disruption.consolidateAfter",
         "invalid duration",
