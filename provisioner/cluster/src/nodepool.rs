@@ -337,6 +337,9 @@ pub(crate) fn node_pool(
                 .and_then(gpu_sharing),
             ephemeral_storage: None,
             overlays: Vec::new(),
+            spot_interruption_cost: Some(pool.spot_interruption_cost().map_err(|e| {
+                ClusterError::invalid(id, "spec.template.spec.spotInterruptionCost", e.to_string())
+            })?),
         },
     })
 }

@@ -2,10 +2,11 @@
 //! somebody else's job.
 
 use quartermaster_policies::Requirements;
-use quartermaster_pricing::{CapacityType, Cloud};
+use quartermaster_pricing::{CapacityType, Catalog, Cloud};
 
 use crate::pod::PodRef;
 use crate::resources::Resources;
+use crate::snapshot::NodePoolSpec;
 
 /// One priced way to launch a node.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +19,27 @@ pub struct OfferingChoice {
     pub capacity_type: CapacityType,
     /// Dollars per hour.
     pub price_per_hour: f64,
+}
+
+impl OfferingChoice {
+    /// Expected dollars per hour, what the solver ranks offerings by: the price plus, for spot
+    /// capacity with a known interruption band in `catalog`, the expected cost of interruptions
+    /// (band hourly rate × `pool`'s `spotInterruptionCost` of the node's price). The price for
+    /// on-demand and reserved capacity, unknown bands and offerings `catalog` does not list.
+    pub fn expected_cost_per_hour(&self, catalog: &Catalog, pool: &NodePoolSpec) -> f64 {
+        let Some(it) = catalog.get(pool.cloud, &self.instance_type) else {
+            return self.price_per_hour;
+        };
+        let Some(o) = it
+            .offerings
+            .iter()
+            .find(|o| o.zone == self.zone && o.capacity_type == self.capacity_type)
+        else {
+            return self.price_per_hour;
+        };
+        let restart_cost = o.minutes_of_price(pool.node_shape.spot_interruption_minutes());
+        catalog.expected_cost_per_hour(it, o, restart_cost)
+    }
 }
 
 /// A node to buy: the seed of a NodeClaim.

@@ -54,7 +54,15 @@ pub struct NodeShape {
     /// `karpenter.sh/v1alpha1` NodeOverlay: GPU time-slicing set up in the NodeClass's user
     /// data, a device plugin's extended resources).
     pub overlays: Vec<CapacityOverlay>,
+    /// What one spot interruption costs the pool, as time on the node's price
+    /// (`spec.template.spec.spotInterruptionCost`: the work lost plus the time to get a new
+    /// node); `None`: the default, [`DEFAULT_SPOT_INTERRUPTION_MINUTES`] minutes.
+    pub spot_interruption_cost: Option<std::time::Duration>,
 }
+
+/// Minutes of a node's price one spot interruption costs when the NodePool does not say
+/// (`spotInterruptionCost` default `"5m"`).
+pub const DEFAULT_SPOT_INTERRUPTION_MINUTES: f64 = 5.0;
 
 /// One NodeOverlay's capacity: the extended resources a node of a matching instance type will
 /// advertise, replacing the type's own figure.
@@ -82,6 +90,14 @@ pub struct EphemeralStorage {
 }
 
 impl NodeShape {
+    /// Minutes of the node's price one spot interruption costs in this pool.
+    pub fn spot_interruption_minutes(&self) -> f64 {
+        self.spot_interruption_cost
+            .map_or(DEFAULT_SPOT_INTERRUPTION_MINUTES, |d| {
+                d.as_secs_f64() / 60.0
+            })
+    }
+
     /// The capacity a node of `it` will have in this pool; `None` when the pool cannot use the
     /// type at all (GPU sharing the type's GPU does not support).
     pub fn capacity(&self, it: &InstanceType) -> Option<BTreeMap<String, u64>> {

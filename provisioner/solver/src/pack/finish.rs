@@ -91,7 +91,8 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
             let usage = &mut packer.usage[pool];
             usage.resources -= old.capacity;
             usage.resources += new.capacity;
-            usage.hourly_cost += new.offerings[o_new].price - old.offerings[offering].price;
+            usage.hourly_cost +=
+                new.offerings[o_new].list_price - old.offerings[offering].list_price;
             packer.bins[b].kind = BinKind::New {
                 shape: s_new,
                 offering: o_new,
@@ -117,7 +118,7 @@ fn choice(
         instance_type: catalog.instance_types()[s.instance_type].name.clone(),
         zone: zones.name(o.zone).to_owned(),
         capacity_type: o.capacity_type,
-        price_per_hour: o.price,
+        price_per_hour: o.list_price,
     }
 }
 

@@ -589,7 +589,7 @@ impl<'a> Packer<'a> {
                 .within_limits(
                     self.shapes[shape].pool,
                     &self.shapes[shape],
-                    self.shapes[shape].offerings[offering].price,
+                    self.shapes[shape].offerings[offering].list_price,
                 )
                 .is_ok()
             && (k as usize) < self.remaining[c].len()
@@ -625,7 +625,7 @@ impl<'a> Packer<'a> {
                         continue;
                     }
                 };
-                let price = self.shapes[shape].offerings[offering].price;
+                let price = self.shapes[shape].offerings[offering].list_price;
                 if let Err(reason) = self.within_limits(pool, &self.shapes[shape], price) {
                     if last_reason
                         .as_ref()
@@ -759,7 +759,7 @@ impl<'a> Packer<'a> {
 
     fn open(&mut self, _c: usize, shape: usize, offering: usize) -> usize {
         let s = &self.shapes[shape];
-        let price = s.offerings[offering].price;
+        let price = s.offerings[offering].list_price;
         let usage = &mut self.usage[s.pool];
         usage.resources += s.capacity;
         usage.nodes += 1;

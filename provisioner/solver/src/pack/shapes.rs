@@ -50,8 +50,13 @@ pub struct ShapeOffering {
     pub zone: ZoneId,
     /// Capacity type.
     pub capacity_type: CapacityType,
-    /// Dollars per hour.
+    /// Dollars per hour the solver ranks and packs by: the expected cost, i.e. the price plus,
+    /// for spot capacity with a known interruption band, the band's hourly rate × the pool's
+    /// restart cost ([`quartermaster_pricing::Catalog::expected_cost_per_hour`]); the price
+    /// otherwise.
     pub price: f64,
+    /// The offering's price per hour (what the plan's cost and the pool's cost limit count).
+    pub list_price: f64,
     /// Every label a node of this offering carries (type, offering and pool labels).
     pub labels: BTreeMap<String, String>,
 }
@@ -132,9 +137,9 @@ pub fn build_shapes(
                 None => vec![None],
             };
             for layout in layouts {
-                if let Some(shape) =
-                    build_shape(snapshot, pool_index, pool, type_index, it, layout, zones)
-                {
+                if let Some(shape) = build_shape(
+                    snapshot, catalog, pool_index, pool, type_index, it, layout, zones,
+                ) {
                     shapes.push(shape);
                 }
             }
@@ -143,8 +148,10 @@ pub fn build_shapes(
     shapes
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_shape(
     snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
     pool_index: usize,
     pool: &NodePoolSpec,
     type_index: usize,
@@ -172,10 +179,12 @@ fn build_shape(
         if !pool.requirements.matches(&labels) {
             continue;
         }
+        let restart_cost = o.minutes_of_price(pool.node_shape.spot_interruption_minutes());
         offerings.push(ShapeOffering {
             zone: zones.intern(&o.zone),
             capacity_type: o.capacity_type,
-            price: o.price_per_hour,
+            price: catalog.expected_cost_per_hour(it, o, restart_cost),
+            list_price: o.price_per_hour,
             labels,
         });
     }

@@ -9,3 +9,4 @@ mod gang;
 mod guardrails;
 mod improve;
 mod mig_layout;
+mod spot_expected_cost;

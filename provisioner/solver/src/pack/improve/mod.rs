@@ -355,9 +355,9 @@ impl<'p, 'a> Improver<'p, 'a> {
         let usage = &mut self.p.usage[old.pool];
         usage.resources -= old.capacity;
         usage.resources += new.capacity;
-        let delta = new.offerings[offering].price - old.offerings[old_offering].price;
-        usage.hourly_cost += delta;
-        self.total += delta;
+        usage.hourly_cost +=
+            new.offerings[offering].list_price - old.offerings[old_offering].list_price;
+        self.total += new.offerings[offering].price - old.offerings[old_offering].price;
         let bin = &mut self.p.bins[b];
         bin.kind = BinKind::New { shape, offering };
         bin.free = new.allocatable - bin.requests;
@@ -373,7 +373,7 @@ impl<'p, 'a> Improver<'p, 'a> {
         let usage = &mut self.p.usage[s.pool];
         usage.resources -= s.capacity;
         usage.nodes = usage.nodes.saturating_sub(1);
-        usage.hourly_cost -= s.offerings[offering].price;
+        usage.hourly_cost -= s.offerings[offering].list_price;
         self.total -= s.offerings[offering].price;
         self.closed[b] = true;
         self.reindex(b);
@@ -546,7 +546,7 @@ impl<'p, 'a> Improver<'p, 'a> {
         let usage = &mut self.p.usage[s.pool];
         usage.resources += s.capacity;
         usage.nodes += 1;
-        usage.hourly_cost += s.offerings[offering].price;
+        usage.hourly_cost += s.offerings[offering].list_price;
         self.total += s.offerings[offering].price;
         self.closed[b] = false;
         self.reindex(b);
