@@ -24,5 +24,6 @@ mod plan;
 mod provisioning_request;
 mod report;
 mod simulate;
+mod spot_expected_cost;
 mod static_pools;
 mod validate;

@@ -65,16 +65,47 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
         now,
     );
     notes.extend(requests.iter().map(|r| r.note()));
+    let expected = expected_costs(&plan, &ingested.snapshot, &catalog);
     match args.output {
         PlanFormat::Json => {
             let mut value = to_json(&plan, &notes);
+            for (node, cost) in value["new_nodes"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+                .zip(&expected)
+            {
+                node["expected_cost_per_hour"] = json!(cost);
+            }
             value["provisioning_requests"] = requests.iter().map(|r| r.json()).collect();
             serde_json::to_writer_pretty(&mut *out, &value).context("writing JSON")?;
             writeln!(out)?;
         }
-        PlanFormat::Table => write_table(&plan, &notes, nothing_pending, out)?,
+        PlanFormat::Table => write_table(&plan, &expected, &notes, nothing_pending, out)?,
     }
     Ok(crate::EXIT_OK)
+}
+
+/// The expected cost per hour of each new node (same order as `plan.new_nodes`): what the
+/// solver ranked it by, the price plus the expected cost of spot interruptions where the
+/// catalog knows the offering's band; the price otherwise.
+fn expected_costs(
+    plan: &Plan,
+    snapshot: &quartermaster_solver::ClusterSnapshot,
+    catalog: &quartermaster_pricing::Catalog,
+) -> Vec<f64> {
+    plan.new_nodes
+        .iter()
+        .map(|n| {
+            snapshot
+                .node_pools
+                .iter()
+                .find(|p| p.name == n.node_pool && p.cloud == n.cloud)
+                .map_or(n.offering.price_per_hour, |pool| {
+                    n.offering.expected_cost_per_hour(catalog, pool)
+                })
+        })
+        .collect()
 }
 
 fn offering_json(o: &OfferingChoice) -> Value {
@@ -154,6 +185,7 @@ fn pod_list<T: ToString>(pods: &[T]) -> String {
 
 fn write_table(
     plan: &Plan,
+    expected: &[f64],
     notes: &[String],
     nothing_pending: bool,
     out: &mut dyn Write,
@@ -174,13 +206,19 @@ fn write_table(
             "$/HOUR",
             "PODS",
         ]);
-        for n in &plan.new_nodes {
+        for (i, n) in plan.new_nodes.iter().enumerate() {
+            // Spot with a known interruption band: the price and the expected cost.
+            let price = money(n.offering.price_per_hour);
+            let price = match expected.get(i).map(|&e| money(e)) {
+                Some(e) if e != price => format!("{price} (expected {e})"),
+                _ => price,
+            };
             table.push([
                 n.node_pool.clone(),
                 n.offering.instance_type.clone(),
                 n.offering.zone.clone(),
                 n.offering.capacity_type.to_string(),
-                money(n.offering.price_per_hour),
+                price,
                 format!("{}: {}", n.pods.len(), pod_list(&n.pods)),
             ]);
         }
