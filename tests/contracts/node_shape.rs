@@ -234,4 +234,5 @@ fn a_mig_pool_without_a_layout_covers_a_mix_of_slices_with_one_node() {
     assert_eq!(nodes.len(), 1, "{p:#}");
     assert_eq!(nodes[0]["instance_type"], "p4d.24xlarge");
     assert_eq!(nodes[0]["pods"].as_array().unwrap().len(), 24);
+    assert_eq!(nodes[0]["mig_config"], "all-balanced", "{p:#}");
 }

@@ -133,6 +133,7 @@ fn to_json(plan: &Plan, notes: &[String]) -> Value {
                 "pods": n.pods.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "alternatives": n.alternatives.iter().map(offering_json).collect::<Vec<_>>(),
                 "accelerator_note": n.accelerator_note,
+                "mig_config": n.mig_config(),
             })
         })
         .collect();
@@ -213,9 +214,14 @@ fn write_table(
                 Some(e) if e != price => format!("{price} (expected {e})"),
                 _ => price,
             };
+            // A MIG layout the solver chose (pool without `migConfig`) goes with the type.
+            let instance_type = match n.mig_config() {
+                Some(layout) => format!("{} (mig: {layout})", n.offering.instance_type),
+                None => n.offering.instance_type.clone(),
+            };
             table.push([
                 n.node_pool.clone(),
-                n.offering.instance_type.clone(),
+                instance_type,
                 n.offering.zone.clone(),
                 n.offering.capacity_type.to_string(),
                 price,
