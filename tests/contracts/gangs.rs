@@ -1,6 +1,6 @@
 //! Gangs in `plan`: the real Volcano MindSpore job (minAvailable 3) is placed whole, in one
 //! zone, or not at all. Gangs in `simulate`: scenarios/gang-training.yaml run gang-aware and
-//! with `gangAware: false` — rolling a half-launched gang back leaves fewer GPUs idle.
+//! with `--no-gang` — rolling a half-launched gang back leaves fewer GPUs idle.
 
 use std::collections::BTreeSet;
 
@@ -66,30 +66,28 @@ fn the_volcano_job_buys_nothing_when_it_cannot_run_whole() {
     );
 }
 
-/// `simulate -o json` of scenarios/gang-training.yaml, with `spec.gangAware` as given.
-fn simulate_gang_training(gang_aware: bool) -> Value {
+/// `simulate -o json` of scenarios/gang-training.yaml (gang-aware, as the scenario says), or
+/// with `--no-gang` (every pod provisioned on its own).
+fn simulate_gang_training(no_gang: bool) -> Value {
     let text = std::fs::read_to_string(path("scenarios/gang-training.yaml")).unwrap();
     assert!(
         text.contains("gangAware: true"),
         "the scenario states its switch"
     );
-    let dir = std::env::temp_dir().join(format!("qm-gang-sim-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("gang-training-{gang_aware}.yaml"));
-    std::fs::write(
-        &file,
-        text.replace("gangAware: true", &format!("gangAware: {gang_aware}")),
-    )
-    .unwrap();
-    let out = quartermaster(&["simulate", "-o", "json", &file.display().to_string()]);
+    let file = path("scenarios/gang-training.yaml");
+    let mut args = vec!["simulate", "-o", "json", &file];
+    if no_gang {
+        args.push("--no-gang");
+    }
+    let out = quartermaster(&args);
     assert_eq!(out.code, 0, "{}", out.stderr);
     out.json()
 }
 
 #[test]
 fn the_gang_training_scenario_idles_fewer_gpu_hours_gang_aware() {
-    let aware = simulate_gang_training(true);
-    let blind = simulate_gang_training(false);
+    let aware = simulate_gang_training(false);
+    let blind = simulate_gang_training(true);
     let idle = |v: &Value| v["idle_gpu_hours"].as_f64().expect("idle_gpu_hours");
     assert!(
         idle(&aware) < idle(&blind),

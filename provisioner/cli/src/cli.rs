@@ -384,4 +384,7 @@ pub struct SimulateArgs {
     /// Only read and validate the scenario (every check, the probe solves included); do not run it.
     #[arg(long)]
     pub check: bool,
+    /// Provision every pod on its own (as without gang support), to compare.
+    #[arg(long)]
+    pub no_gang: bool,
 }

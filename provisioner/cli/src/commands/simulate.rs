@@ -25,6 +25,11 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, _err: &mut dyn Write) -> an
         None => Scenario::embedded_default(),
     }
     .map_err(one_line)?;
+    let scenario = if args.no_gang {
+        scenario.without_gang_awareness()
+    } else {
+        scenario
+    };
     if args.check {
         writeln!(
             out,
@@ -136,7 +141,7 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
         writeln!(out, "  {d}")?;
     }
     writeln!(out)?;
-    let rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(&str, String)> = vec![
         (
             "Pods",
             format!(
@@ -167,10 +172,11 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
         (
             "GPU hours",
             format!(
-                "{:.1} paid, {:.1} requested (utilisation {:.1}%)",
+                "{:.1} paid, {:.1} requested (utilisation {:.1}%), {:.1} idle GPU-hours",
                 s.gpu_hours_paid,
                 s.gpu_hours_requested,
-                s.gpu_utilisation * 100.0
+                s.gpu_utilisation * 100.0,
+                s.idle_gpu_hours
             ),
         ),
         (
@@ -221,6 +227,9 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
             ),
         ),
     ];
+    if let Some(rollbacks) = s.gang_rollbacks {
+        rows.push(("Gangs", format!("{rollbacks} gang rollbacks")));
+    }
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in rows {
         writeln!(out, "{k:<width$}  {v}")?;
