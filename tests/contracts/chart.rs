@@ -813,7 +813,7 @@ fn chart_renders_the_cloud_settings_as_the_controllers_env_vars() {
                 ("AZURE_RESOURCE_GROUP", "my-aks-nodes"),
             ],
         ),
-        ("default", &[]),
+        ("default", &[("PRICE_REFRESH_INTERVAL", "12h")]),
     ];
     for (case, vars) in expected {
         let env: BTreeMap<String, String> = controller_container(render(case))["env"]

@@ -109,6 +109,7 @@ non-empty value under settings: the variables the controller reads for the same 
   (list "CLUSTER_CA_BUNDLE" $s.clusterCABundle)
   (list "CLUSTER_CIDR" $s.clusterCIDR)
   (list "INTERRUPTION_QUEUE" $s.interruptionQueue)
+  (list "PRICE_REFRESH_INTERVAL" $s.priceRefreshInterval)
   (list "GCP_PROJECT" $gcp.project)
   (list "GCP_ENDPOINT" $gcp.endpoint)
   (list "AZURE_SUBSCRIPTION_ID" $azure.subscriptionId)
