@@ -336,7 +336,13 @@ impl Driver {
             crate::provisioning_requests::objects(
                 &stores.provisioning_requests.state(),
                 &stores.pod_templates.state(),
-            ),
+            )
+            .into_iter()
+            .chain(crate::pod_groups::objects(
+                &stores.volcano_pod_groups.state(),
+                &stores.coscheduling_pod_groups.state(),
+            ))
+            .collect(),
             &self.catalog,
             &table,
             self.ctx.region.as_deref(),

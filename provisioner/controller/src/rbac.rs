@@ -99,6 +99,16 @@ pub const CLUSTER_RULES: &[ApiAccess] = &[
         resource: "provisioningrequests/status",
         verbs: &["patch"],
     },
+    ApiAccess {
+        group: "scheduling.volcano.sh",
+        resource: "podgroups",
+        verbs: READ,
+    },
+    ApiAccess {
+        group: "scheduling.x-k8s.io",
+        resource: "podgroups",
+        verbs: READ,
+    },
 ];
 
 /// Extra cluster-wide access with `--cloud-provider kwok`: the kwok cloud creates Node objects,

@@ -17,6 +17,7 @@ use quartermaster_policies::{AWSNodeClass, AzureNodeClass, GCPNodeClass, NodeCla
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use crate::pod_groups::{CoschedulingPodGroup, VolcanoPodGroup};
 use crate::provisioning_requests::ProvisioningRequest;
 
 /// The stores of every kind the controller reads.
@@ -44,12 +45,16 @@ pub struct Stores {
     pub provisioning_requests: Store<ProvisioningRequest>,
     /// PodTemplates (what ProvisioningRequests name).
     pub pod_templates: Store<PodTemplate>,
+    /// Volcano PodGroups (empty where the CRD is not installed).
+    pub volcano_pod_groups: Store<VolcanoPodGroup>,
+    /// Coscheduling PodGroups (empty where the CRD is not installed).
+    pub coscheduling_pod_groups: Store<CoschedulingPodGroup>,
     changed: Arc<Notify>,
     synced: Arc<AtomicUsize>,
 }
 
 /// How many kinds are watched (readiness waits for all of them).
-const KINDS: usize = 11;
+const KINDS: usize = 13;
 
 impl Stores {
     /// Starts one watch per kind on `client`; the returned future drives them all (run it in a
@@ -69,6 +74,8 @@ impl Stores {
         let (pdbs, w_pdbs) = reflector::store();
         let (provisioning_requests, w_provreqs) = reflector::store();
         let (pod_templates, w_templates) = reflector::store();
+        let (volcano_pod_groups, w_volcano) = reflector::store();
+        let (coscheduling_pod_groups, w_coscheduling) = reflector::store();
         let streams = vec![
             watch(Api::<Pod>::all(client.clone()), w_pods, &changed, &synced),
             watch(Api::<Node>::all(client.clone()), w_nodes, &changed, &synced),
@@ -126,6 +133,18 @@ impl Stores {
                 &changed,
                 &synced,
             ),
+            watch_optional(
+                Api::<VolcanoPodGroup>::all(client.clone()),
+                w_volcano,
+                &changed,
+                &synced,
+            ),
+            watch_optional(
+                Api::<CoschedulingPodGroup>::all(client.clone()),
+                w_coscheduling,
+                &changed,
+                &synced,
+            ),
         ];
         let stores = Self {
             pods,
@@ -139,6 +158,8 @@ impl Stores {
             pdbs,
             provisioning_requests,
             pod_templates,
+            volcano_pod_groups,
+            coscheduling_pod_groups,
             changed,
             synced,
         };
@@ -163,6 +184,8 @@ impl Stores {
             pdbs: w.pdbs.as_reader(),
             provisioning_requests: w.provisioning_requests.as_reader(),
             pod_templates: w.pod_templates.as_reader(),
+            volcano_pod_groups: w.volcano_pod_groups.as_reader(),
+            coscheduling_pod_groups: w.coscheduling_pod_groups.as_reader(),
             changed: Arc::new(Notify::new()),
             synced: Arc::new(AtomicUsize::new(KINDS)),
         }
@@ -199,6 +222,8 @@ pub struct Writers {
     pub pdbs: reflector::store::Writer<PodDisruptionBudget>,
     pub provisioning_requests: reflector::store::Writer<ProvisioningRequest>,
     pub pod_templates: reflector::store::Writer<PodTemplate>,
+    pub volcano_pod_groups: reflector::store::Writer<VolcanoPodGroup>,
+    pub coscheduling_pod_groups: reflector::store::Writer<CoschedulingPodGroup>,
 }
 
 impl Writers {
@@ -230,7 +255,7 @@ where
 }
 
 /// [`watch`] for a kind whose CRD may not be installed (ProvisioningRequests come with Cluster
-/// Autoscaler's or Kueue's CRDs): a failed first list counts as synced (empty), so decisions do
+/// Autoscaler's or Kueue's CRDs, PodGroups with Volcano's or the coscheduling plugin's): a failed first list counts as synced (empty), so decisions do
 /// not wait for a kind the cluster does not serve; the watch keeps retrying.
 fn watch_optional<K>(
     api: Api<K>,

@@ -149,7 +149,9 @@ pub fn observe(
 }
 
 /// [`observe`] with ProvisioningRequests and PodTemplates (`requests`, as objects): their pods
-/// join the pending pods and [`Observed::provisioning_requests`] lists them.
+/// join the pending pods and [`Observed::provisioning_requests`] lists them. Gang PodGroups
+/// (Volcano's and coscheduling's, see [`crate::pod_groups`]) go in `requests` too: the pending
+/// pods that name one form a gang of its `spec.minMember`.
 #[allow(clippy::too_many_arguments)]
 pub fn observe_with_requests(
     pods: &[std::sync::Arc<KubePod>],
@@ -219,6 +221,20 @@ pub fn observe_with_requests(
             pool_values.push(v);
         }
     }
+    // Stores list objects in no set order: sorted, the fingerprint changes only when they do
+    // (else the engine is rebuilt, and its batch window restarted, on a mere reordering).
+    let by_identity = |v: &Value| {
+        (
+            v["kind"].to_string(),
+            v["metadata"]["namespace"].to_string(),
+            v["metadata"]["name"].to_string(),
+        )
+    };
+    pool_values.sort_by_key(by_identity);
+    let mut node_classes = node_classes;
+    node_classes.sort_by_key(by_identity);
+    let mut daemon_sets = daemon_sets;
+    daemon_sets.sort_by_key(by_identity);
     let fingerprint = format!(
         "{}|{}|{}",
         serde_json::to_string(&pool_values.iter().map(|v| &v["spec"]).collect::<Vec<_>>())

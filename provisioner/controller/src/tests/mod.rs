@@ -3,6 +3,7 @@
 //! refilled from the server's state between passes as watches would, and a manual clock.
 
 mod fake_api;
+mod pod_groups;
 mod provisioning_requests;
 mod scenarios;
 
@@ -122,6 +123,14 @@ impl Env {
         Writers::replace(
             &mut self.writers.pod_templates,
             typed(api.list("", "podtemplates")),
+        );
+        Writers::replace(
+            &mut self.writers.volcano_pod_groups,
+            typed(api.list("scheduling.volcano.sh", "podgroups")),
+        );
+        Writers::replace(
+            &mut self.writers.coscheduling_pod_groups,
+            typed(api.list("scheduling.x-k8s.io", "podgroups")),
         );
     }
 
