@@ -13,6 +13,9 @@ pub enum AwsError {
     /// The AWSNodeClass asks for something this provider cannot do (yet).
     #[error("AWSNodeClass: {0}")]
     NodeClass(String),
+    /// The Spot Instance Advisor data is not in the shape it is published in.
+    #[error("Spot Advisor data: {0}")]
+    SpotAdvisor(String),
 }
 
 impl From<AwsError> for quartermaster_cloud::CloudError {

@@ -31,6 +31,7 @@ mod sdk;
 mod sdk_pricing;
 mod sdk_sqs;
 mod sdk_ssm;
+pub mod spot_advisor;
 pub mod template;
 pub mod userdata;
 
