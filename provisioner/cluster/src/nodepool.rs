@@ -730,6 +730,35 @@ status:
     }
 
     #[test]
+    fn spot_interruption_cost_defaults_to_five_minutes() {
+        let pool = |cost: &str| {
+            format!(
+                "apiVersion: quartermaster.dev/v1
+kind: NodePool
+metadata: {{name: spot}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: quartermaster.dev, kind: AWSNodeClass, name: x}}
+{cost}"
+            )
+        };
+        let minutes = |yaml: &str| {
+            ingest(yaml).snapshot.node_pools[0]
+                .node_shape
+                .spot_interruption_minutes()
+        };
+        assert_eq!(minutes(&pool("")), 5.0);
+        assert_eq!(minutes(&pool("      spotInterruptionCost: 1h30m\n")), 90.0);
+        let e = ingest_err(&pool("      spotInterruptionCost: soon\n"));
+        assert!(
+            e.to_string()
+                .contains("spec.template.spec.spotInterruptionCost"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn invalid_pool_is_an_error_naming_pool_and_field() {
         let e = ingest_err(
             "apiVersion: quartermaster.dev/v1
