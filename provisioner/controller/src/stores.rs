@@ -284,6 +284,8 @@ where
     let changed = changed.clone();
     let synced = synced.clone();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
+    // Both PodGroup kinds are `PodGroup`: the API version tells which is not served.
+    let api_version = K::api_version(&K::DynamicType::default()).into_owned();
     Box::pin(async move {
         let mut seen_init = false;
         let stream = watcher(api, watcher::Config::default().any_semantic())
@@ -306,7 +308,7 @@ where
                     seen_init = true;
                     synced.fetch_add(1, Ordering::AcqRel);
                     changed.notify_one();
-                    tracing::info!(kind, error = %e, "kind not served (CRD not installed?); read as empty, watch retried");
+                    tracing::info!(kind, api_version, error = %e, "kind not served (CRD not installed?); read as empty, watch retried");
                 }
                 Err(e) => tracing::warn!(kind, error = %e, "watch failed; retrying with backoff"),
             }
