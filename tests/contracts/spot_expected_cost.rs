@@ -123,7 +123,11 @@ fn a_costly_restart_buys_the_calmer_spot_type_and_shows_both_figures() {
 }
 
 fn plan_table(restart: Option<&str>) -> String {
-    plan(restart, false, &format!("table-{}", restart.unwrap_or("default")))
+    plan(
+        restart,
+        false,
+        &format!("table-{}", restart.unwrap_or("default")),
+    )
 }
 
 #[test]
