@@ -5,6 +5,8 @@
 
 #[cfg(feature = "aws")]
 mod aws;
+#[cfg(feature = "aws")]
+pub mod aws_spot_advisor;
 #[cfg(feature = "azure")]
 mod azure;
 #[cfg(feature = "gcp")]

@@ -104,7 +104,45 @@ fn with_live_prices(
     };
     let merge = catalog.with_live_prices(&quotes, Utc::now());
     write_live_summary(cloud, &region, &merge, err)?;
+    #[cfg(feature = "aws")]
+    if cloud == Cloud::Aws {
+        return with_spot_advisor(merge.catalog, &region, err);
+    }
     Ok(merge.catalog)
+}
+
+/// AWS: the Spot Instance Advisor's interruption bands on the region's spot offerings
+/// (`AWS_SPOT_ADVISOR_URL` points elsewhere; empty skips it). When it does not answer, the
+/// catalog's bands stay, with the reason on standard error.
+#[cfg(feature = "aws")]
+fn with_spot_advisor(
+    catalog: Catalog,
+    region: &str,
+    err: &mut dyn Write,
+) -> anyhow::Result<Catalog> {
+    use crate::clouds::aws_spot_advisor;
+    let url = aws_spot_advisor::url();
+    if url.is_empty() {
+        return Ok(catalog);
+    }
+    match aws_spot_advisor::fetch(&url) {
+        Ok(bands) => {
+            let (catalog, applied) =
+                aws_spot_advisor::apply(catalog, &bands, region, Utc::now().date_naive());
+            writeln!(
+                err,
+                "spot interruption bands for aws {region}: {applied} spot offerings from the Spot Instance Advisor"
+            )?;
+            Ok(catalog)
+        }
+        Err(e) => {
+            writeln!(
+                err,
+                "warning: the Spot Instance Advisor did not answer, spot offerings keep the catalog's bands: {e:#}"
+            )?;
+            Ok(catalog)
+        }
+    }
 }
 
 fn write_live_summary(
