@@ -15,7 +15,6 @@ use crate::errors::map_api_error;
 use crate::fleet::{FleetInputs, FleetOutcome, plan, read};
 use crate::interruption::{Notice, parse};
 use crate::port::{ApiError, Ec2, Ec2Instance, Filter, Parameters, Queue};
-use crate::rate::RateLimits;
 use crate::resolve::{self, ResolveError};
 use crate::sdk::SdkEc2;
 use crate::sdk_sqs::SqsQueue;
@@ -65,7 +64,7 @@ impl AwsCloud {
     pub async fn connect(settings: AwsSettings, catalog: Catalog, clock: Arc<dyn Clock>) -> Self {
         let config = sdk_config(&settings).await;
         let region = config_region(&config);
-        let limits = RateLimits::new(settings.rate_limits);
+        let limits = settings.rate_limits.limits();
         let limits_for_ssm = limits.clone();
         let ec2 = Arc::new(SdkEc2::new(
             aws_sdk_ec2::Client::new(&config),

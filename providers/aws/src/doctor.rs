@@ -51,7 +51,7 @@ pub async fn checks(
         return out;
     }
     permissions(&config, node_class, &mut out).await;
-    let limits = RateLimits::new(settings.rate_limits);
+    let limits = settings.rate_limits.limits();
     match node_class {
         Some(spec) => node_class_checks(&config, &limits, spec, &mut out).await,
         None => out.push(Check::warn(

@@ -2,9 +2,8 @@
 //! collection pass stays under EC2's request-rate buckets instead of being throttled.
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+pub use quartermaster_cloud::rate::RateLimits;
 
 /// Calls per second, per kind of call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,39 +24,9 @@ impl Default for RateLimitSettings {
     }
 }
 
-/// The limiters.
-#[derive(Clone)]
-pub struct RateLimits {
-    describe: Arc<DefaultDirectRateLimiter>,
-    mutate: Arc<DefaultDirectRateLimiter>,
-}
-
-impl RateLimits {
-    /// Limiters with `settings` (bursts up to one second's worth).
-    pub fn new(settings: RateLimitSettings) -> Self {
-        Self {
-            describe: Arc::new(RateLimiter::direct(Quota::per_second(
-                settings.describe_per_second,
-            ))),
-            mutate: Arc::new(RateLimiter::direct(Quota::per_second(
-                settings.mutate_per_second,
-            ))),
-        }
-    }
-
-    /// Waits for a Describe call's turn.
-    pub async fn describe(&self) {
-        self.describe.until_ready().await;
-    }
-
-    /// Waits for a mutating call's turn.
-    pub async fn mutate(&self) {
-        self.mutate.until_ready().await;
-    }
-}
-
-impl std::fmt::Debug for RateLimits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimits").finish_non_exhaustive()
+impl RateLimitSettings {
+    /// The limiters these settings allow.
+    pub fn limits(&self) -> RateLimits {
+        RateLimits::new(self.describe_per_second, self.mutate_per_second)
     }
 }

@@ -183,7 +183,7 @@ impl Ec2 for SdkEc2 {
             let mut out = Vec::new();
             let mut token: Option<String> = None;
             loop {
-                self.limits.describe().await;
+                self.limits.read().await;
                 let page = self
                     .client
                     .describe_instances()
@@ -205,7 +205,7 @@ impl Ec2 for SdkEc2 {
 
     fn describe_instances_by_id(&self, ids: Vec<String>) -> PortFuture<'_, Vec<Ec2Instance>> {
         Box::pin(async move {
-            self.limits.describe().await;
+            self.limits.read().await;
             let page = self
                 .client
                 .describe_instances()
@@ -223,7 +223,7 @@ impl Ec2 for SdkEc2 {
 
     fn terminate_instances(&self, ids: Vec<String>) -> PortFuture<'_, ()> {
         Box::pin(async move {
-            self.limits.mutate().await;
+            self.limits.write().await;
             self.client
                 .terminate_instances()
                 .set_instance_ids(Some(ids))
@@ -236,7 +236,7 @@ impl Ec2 for SdkEc2 {
 
     fn create_fleet(&self, request: FleetRequest) -> PortFuture<'_, FleetResult> {
         Box::pin(async move {
-            self.limits.mutate().await;
+            self.limits.write().await;
             let spot = request.capacity_type == CapacityType::Spot;
             let configs = request
                 .templates
@@ -355,7 +355,7 @@ impl Ec2 for SdkEc2 {
 
     fn find_launch_template(&self, name: String) -> PortFuture<'_, Option<String>> {
         Box::pin(async move {
-            self.limits.describe().await;
+            self.limits.read().await;
             let out = self
                 .client
                 .describe_launch_templates()
@@ -381,7 +381,7 @@ impl Ec2 for SdkEc2 {
 
     fn create_launch_template(&self, spec: LaunchTemplateSpec) -> PortFuture<'_, String> {
         Box::pin(async move {
-            self.limits.mutate().await;
+            self.limits.write().await;
             let data = t::RequestLaunchTemplateData::builder()
                 .image_id(&spec.image_id)
                 .user_data(&spec.user_data)
@@ -465,7 +465,7 @@ impl Ec2 for SdkEc2 {
         filter: Vec<Filter>,
     ) -> PortFuture<'_, Vec<Subnet>> {
         Box::pin(async move {
-            self.limits.describe().await;
+            self.limits.read().await;
             let out = self
                 .client
                 .describe_subnets()
@@ -494,7 +494,7 @@ impl Ec2 for SdkEc2 {
         filter: Vec<Filter>,
     ) -> PortFuture<'_, Vec<SecurityGroup>> {
         Box::pin(async move {
-            self.limits.describe().await;
+            self.limits.read().await;
             let out = self
                 .client
                 .describe_security_groups()
@@ -523,7 +523,7 @@ impl Ec2 for SdkEc2 {
         filter: Vec<Filter>,
     ) -> PortFuture<'_, Vec<Image>> {
         Box::pin(async move {
-            self.limits.describe().await;
+            self.limits.read().await;
             let out = self
                 .client
                 .describe_images()
@@ -556,7 +556,7 @@ impl Ec2 for SdkEc2 {
             let mut out = Vec::new();
             let mut token: Option<String> = None;
             loop {
-                self.limits.describe().await;
+                self.limits.read().await;
                 let page = self
                     .client
                     .describe_instance_types()
@@ -633,7 +633,7 @@ impl Ec2 for SdkEc2 {
             let mut out = Vec::new();
             let mut token: Option<String> = None;
             loop {
-                self.limits.describe().await;
+                self.limits.read().await;
                 let page = self
                     .client
                     .describe_instance_type_offerings()

@@ -68,7 +68,7 @@ impl PriceApi for SdkPrices {
             let mut out = Vec::new();
             let mut token: Option<String> = None;
             loop {
-                self.limits.describe().await;
+                self.limits.read().await;
                 let page = self
                     .pricing
                     .get_products()
@@ -103,7 +103,7 @@ impl PriceApi for SdkPrices {
                     .collect();
                 let mut token: Option<String> = None;
                 loop {
-                    self.limits.describe().await;
+                    self.limits.read().await;
                     let page = self
                         .ec2
                         .describe_spot_price_history()
@@ -160,6 +160,6 @@ pub async fn live_prices(
     let mut settings = settings.clone();
     settings.region = Some(region.to_owned());
     let config = sdk_config(&settings).await;
-    let api = SdkPrices::new(&config, RateLimits::new(settings.rate_limits));
+    let api = SdkPrices::new(&config, settings.rate_limits.limits());
     fetch(&api, region, &catalog_types(catalog, region), now).await
 }

@@ -30,7 +30,7 @@ impl SqsQueue {
     async fn url(&self) -> Result<&str, ApiError> {
         self.url
             .get_or_try_init(|| async {
-                self.limits.describe().await;
+                self.limits.read().await;
                 let out = self
                     .client
                     .get_queue_url()
@@ -49,7 +49,7 @@ impl Queue for SqsQueue {
     fn receive(&self) -> PortFuture<'_, Vec<QueueMessage>> {
         Box::pin(async move {
             let url = self.url().await?;
-            self.limits.describe().await;
+            self.limits.read().await;
             let out = self
                 .client
                 .receive_message()
@@ -96,7 +96,7 @@ impl Queue for SqsQueue {
                             })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                self.limits.mutate().await;
+                self.limits.write().await;
                 self.client
                     .delete_message_batch()
                     .queue_url(url)

@@ -22,7 +22,7 @@ impl SsmParameters {
 impl Parameters for SsmParameters {
     fn get_parameter(&self, name: String) -> PortFuture<'_, Option<String>> {
         Box::pin(async move {
-            self.limits.describe().await;
+            self.limits.read().await;
             match self.client.get_parameter().name(name).send().await {
                 Ok(out) => Ok(out.parameter().and_then(|p| p.value()).map(str::to_owned)),
                 Err(e) => {

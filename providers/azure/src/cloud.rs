@@ -19,7 +19,6 @@ use crate::error::AzureError;
 use crate::errors::map_api_error;
 use crate::names::{image_tag, split_zone, vm_name};
 use crate::port::{Arm, ImageRef, OperationStatus, Vm, VmSpec};
-use crate::rate::RateLimits;
 use crate::sdk::SdkArm;
 
 /// The tag naming the cluster (Azure tag names cannot hold `/`, so `_` stands for it, as
@@ -72,7 +71,7 @@ impl AzureCloud {
         catalog: Catalog,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, AzureError> {
-        let limits = RateLimits::new(settings.rate_limits);
+        let limits = settings.rate_limits.limits();
         let arm = SdkArm::new(&settings, limits).map_err(|e| AzureError::Settings(e.message))?;
         Ok(Self::with_port(Arc::new(arm), settings, catalog, clock))
     }

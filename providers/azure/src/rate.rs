@@ -2,9 +2,8 @@
 //! pass stays under Resource Manager's per-subscription read and write buckets.
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+pub use quartermaster_cloud::rate::RateLimits;
 
 /// Calls per second, per kind of call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,33 +23,9 @@ impl Default for RateLimitSettings {
     }
 }
 
-/// The limiters.
-#[derive(Clone)]
-pub(crate) struct RateLimits {
-    read: Arc<DefaultDirectRateLimiter>,
-    write: Arc<DefaultDirectRateLimiter>,
-}
-
-impl RateLimits {
-    /// Limiters with `settings` (bursts up to one second's worth).
-    pub(crate) fn new(settings: RateLimitSettings) -> Self {
-        Self {
-            read: Arc::new(RateLimiter::direct(Quota::per_second(
-                settings.read_per_second,
-            ))),
-            write: Arc::new(RateLimiter::direct(Quota::per_second(
-                settings.write_per_second,
-            ))),
-        }
-    }
-
-    /// Waits for a read's turn.
-    pub(crate) async fn read(&self) {
-        self.read.until_ready().await;
-    }
-
-    /// Waits for a write's turn.
-    pub(crate) async fn write(&self) {
-        self.write.until_ready().await;
+impl RateLimitSettings {
+    /// The limiters these settings allow.
+    pub fn limits(&self) -> RateLimits {
+        RateLimits::new(self.read_per_second, self.write_per_second)
     }
 }

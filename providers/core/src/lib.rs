@@ -10,6 +10,7 @@
 mod clock;
 mod doctor;
 mod error;
+pub mod rate;
 mod types;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -61,7 +61,7 @@ impl SdkCompute {
             instances,
             operations,
             zones,
-            limits: RateLimits::new(settings.rate_limits),
+            limits: settings.rate_limits.limits(),
         })
     }
 }
@@ -237,7 +237,7 @@ fn body(spec: &InsertSpec) -> model::Instance {
 impl Compute for SdkCompute {
     fn insert(&self, spec: InsertSpec) -> PortFuture<'_, Operation> {
         Box::pin(async move {
-            self.limits.mutate().await;
+            self.limits.write().await;
             let op = self
                 .instances
                 .insert()
@@ -299,7 +299,7 @@ impl Compute for SdkCompute {
 
     fn delete(&self, project: String, zone: String, name: String) -> PortFuture<'_, Operation> {
         Box::pin(async move {
-            self.limits.mutate().await;
+            self.limits.write().await;
             let op = self
                 .instances
                 .delete()
