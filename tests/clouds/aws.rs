@@ -32,7 +32,8 @@ struct World {
     spec: AWSNodeClassSpec,
 }
 
-fn settings(endpoint: String) -> AwsSettings {
+/// Settings of an AwsCloud against moto (or the fault proxy) at `endpoint`.
+pub(crate) fn settings(endpoint: String) -> AwsSettings {
     AwsSettings {
         cluster: ClusterInfo {
             name: "test-cluster".into(),
@@ -58,8 +59,9 @@ fn settings(endpoint: String) -> AwsSettings {
     }
 }
 
-async fn sdk_client(endpoint: String) -> aws_sdk_ec2::Client {
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+/// The SDK's configuration for test clients (EC2, SSM) of moto at `endpoint`.
+pub(crate) async fn sdk_config(endpoint: String) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
         .http_client(aws_smithy_http_client::Builder::new().build_http())
         .region(aws_config::Region::new("us-east-1"))
         .endpoint_url(endpoint)
@@ -67,8 +69,11 @@ async fn sdk_client(endpoint: String) -> aws_sdk_ec2::Client {
             "testing", "testing", None, None, "test",
         ))
         .load()
-        .await;
-    aws_sdk_ec2::Client::new(&config)
+        .await
+}
+
+async fn sdk_client(endpoint: String) -> aws_sdk_ec2::Client {
+    aws_sdk_ec2::Client::new(&sdk_config(endpoint).await)
 }
 
 fn tag(key: &str, value: &str) -> t::Tag {

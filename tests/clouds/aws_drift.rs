@@ -4,55 +4,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use aws_sdk_ec2::types as t;
-use quartermaster_aws::{AwsCloud, AwsSettings, CallLimits, ClusterInfo, CredentialSource};
+use quartermaster_aws::AwsCloud;
 use quartermaster_cloud::{CloudProvider, LaunchRequest, NodeClassSpec, SystemClock};
 use quartermaster_policies::AWSNodeClassSpec;
 use quartermaster_pricing::{CapacityType, Catalog};
 
+use crate::aws::{sdk_config, settings};
 use crate::moto::Moto;
 
 const PARAMETER: &str = "/quartermaster-test/drift-ami";
-
-fn settings(endpoint: String) -> AwsSettings {
-    AwsSettings {
-        cluster: ClusterInfo {
-            name: "drift-cluster".into(),
-            endpoint: "https://api.drift-cluster.example".into(),
-            ca_bundle: "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t".into(),
-            cidr: "10.100.0.0/16".into(),
-        },
-        region: Some("us-east-1".into()),
-        endpoint_url: Some(endpoint),
-        credentials: CredentialSource::Static {
-            access_key_id: "testing".into(),
-            secret_access_key: "testing".into(),
-        },
-        call_limits: CallLimits {
-            connect_timeout: Duration::from_secs(2),
-            attempt_timeout: Duration::from_secs(5),
-            operation_timeout: Duration::from_secs(15),
-            max_attempts: 2,
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_millis(200),
-        },
-        ..AwsSettings::default()
-    }
-}
-
-async fn sdk_config(endpoint: String) -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(aws_smithy_http_client::Builder::new().build_http())
-        .region(aws_config::Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-            "testing", "testing", None, None, "test",
-        ))
-        .load()
-        .await
-}
 
 fn discovery(resource: t::ResourceType, value: &str) -> t::TagSpecification {
     t::TagSpecification::builder()
