@@ -387,4 +387,18 @@ pub struct SimulateArgs {
     /// Provision every pod on its own (as without gang support), to compare.
     #[arg(long)]
     pub no_gang: bool,
+    /// Who binds pods: `scheduler`, a stand-in for the kube-scheduler that ignores the
+    /// engine's nominations (filters, then LeastAllocated and balanced-allocation scores), or
+    /// `planned`, every pod where the engine planned it (the best case, to compare).
+    #[arg(long, value_enum, default_value_t = BinderArg::Scheduler)]
+    pub binder: BinderArg,
+}
+
+/// `simulate --binder`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BinderArg {
+    /// The kube-scheduler stand-in.
+    Scheduler,
+    /// The engine's plan.
+    Planned,
 }

@@ -103,7 +103,7 @@ impl Engine {
         };
         if let Some(c) = self.claims.get_mut(&claim) {
             c.empty_since = None;
-            if !matches!(&previous, Some(PodEntry { state: PodState::Bound { claim: old }, .. }) if *old == claim)
+            if !matches!(&previous, Some(PodEntry { state: PodState::Bound { claim: old } | PodState::Nominated { claim: old }, .. }) if *old == claim)
             {
                 c.last_change = now;
             }

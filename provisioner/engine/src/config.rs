@@ -46,6 +46,11 @@ pub struct EngineConfig {
     /// The NodeClaims planned for one gang must all be launched within this long; otherwise
     /// every one of them is deleted and the gang is planned again, whole (10 min).
     pub gang_launch_timeout: TimeDelta,
+    /// An initialized node is not removed as empty until this long after it became
+    /// initialized and after the last pod was nominated to it: the kube-scheduler needs time
+    /// to see a new node and bind pods to it (Karpenter keeps a node "nominated" for twice the
+    /// batch's longest wait for the same reason).
+    pub binding_grace: TimeDelta,
 }
 
 impl Default for EngineConfig {
@@ -66,6 +71,7 @@ impl Default for EngineConfig {
             max_target_nodes: 200,
             claim_name_tag: String::new(),
             gang_launch_timeout: TimeDelta::minutes(10),
+            binding_grace: TimeDelta::seconds(20),
         }
     }
 }

@@ -185,9 +185,15 @@ impl Engine {
         }
         // Only a settled cluster is consolidated: nothing waiting for a first place (pods that
         // cannot be placed at all do not count), nothing launching, nothing moving.
+        // A nomination to a node that is up counts as settled once the kube-scheduler has had
+        // its time to bind it (a pod it never binds must not stop consolidation for good).
         let settled = self.pods.values().all(|e| match &e.state {
             PodState::Waiting { reason, .. } => reason.is_some(),
-            PodState::Nominated { .. } => false,
+            PodState::Nominated { claim } => self.claims.get(claim).is_some_and(|c| {
+                c.phase == Phase::Initialized
+                    && c.nominated_at
+                        .is_none_or(|t| now >= t + self.config.binding_grace)
+            }),
             PodState::Bound { .. } => true,
         }) && self
             .claims
@@ -225,12 +231,30 @@ impl Engine {
         })
     }
 
-    /// Pods bound to each claim.
+    /// The claim a pod runs on as consolidation sees it: where it is bound, or where it is
+    /// nominated on a node that is up (consolidation only looks at a settled cluster, where
+    /// such a nomination has outlived the binding grace).
+    pub(super) fn running_on<'a>(&self, e: &'a PodEntry) -> Option<&'a str> {
+        match &e.state {
+            PodState::Bound { claim } => Some(claim),
+            PodState::Nominated { claim }
+                if self
+                    .claims
+                    .get(claim)
+                    .is_some_and(|c| c.phase == Phase::Initialized) =>
+            {
+                Some(claim)
+            }
+            _ => None,
+        }
+    }
+
+    /// Pods running on each claim ([`Engine::running_on`]).
     fn bound_pods(&self) -> BTreeMap<&str, Vec<&PodRef>> {
         let mut on: BTreeMap<&str, Vec<&PodRef>> = BTreeMap::new();
         for (id, e) in &self.pods {
-            if let PodState::Bound { claim } = &e.state {
-                on.entry(claim.as_str()).or_default().push(id);
+            if let Some(claim) = self.running_on(e) {
+                on.entry(claim).or_default().push(id);
             }
         }
         on
@@ -577,12 +601,12 @@ impl Engine {
             .sum();
         let (mut moved, mut pool_pods) = (0usize, 0usize);
         for e in self.pods.values() {
-            if let PodState::Bound { claim } = &e.state
+            if let Some(claim) = self.running_on(e)
                 && let Some(c) = self.claims.get(claim)
                 && pools.contains(&c.pool)
             {
                 pool_pods += 1;
-                moved += usize::from(names.contains(claim));
+                moved += usize::from(names.iter().any(|n| n == claim));
             }
         }
         balanced_score(saving, pool_cost, moved, pool_pods) >= BALANCED_MIN_SCORE
@@ -618,7 +642,7 @@ impl Engine {
             let displaced: Vec<PodRef> = self
                 .pods
                 .iter()
-                .filter(|(_, e)| matches!(&e.state, PodState::Bound { claim } if claim == name))
+                .filter(|(_, e)| self.running_on(e) == Some(name.as_str()))
                 .map(|(id, _)| id.clone())
                 .collect();
             moved += displaced.len();

@@ -89,6 +89,9 @@ pub struct EngineStats {
     pub gang_rollbacks: u64,
     /// NodeClaims deleted by those rollbacks.
     pub gang_claims_rolled_back: u64,
+    /// Nominations given up because the cluster bound other pods into their room (or the pod
+    /// elsewhere): those pods were solved again.
+    pub nominations_released: u64,
 }
 
 /// A NodeClaim as reports see it.
@@ -146,6 +149,8 @@ pub struct Engine {
     /// Bumped whenever pods or nodes change; consolidation skips a look when nothing changed.
     version: u64,
     consolidation_seen: Option<u64>,
+    /// The `version` nominations were last checked against what is bound.
+    nominations_seen: Option<u64>,
     consolidation_next: Option<DateTime<Utc>>,
     consolidation_wake: Option<DateTime<Utc>>,
     /// Per pool: when a static pool that could not get a node tries again.
@@ -174,6 +179,7 @@ impl Engine {
             last_poll: None,
             version: 0,
             consolidation_seen: None,
+            nominations_seen: None,
             consolidation_next: None,
             consolidation_wake: None,
             static_retry_at,
@@ -310,6 +316,7 @@ impl Engine {
         if self.unavailable.expire(now) && self.any_unschedulable() {
             self.batch.force = true;
         }
+        self.check_nominations(now);
         self.gang_progress(now);
         self.retry_launches(now);
         self.enforce_budgets(now);
@@ -350,11 +357,10 @@ impl Engine {
                 ),
                 Phase::Initialized | Phase::Launching => {}
             }
-            if let (Some(since), Some(after)) =
-                (c.empty_since, self.setup.pools[c.pool].consolidate_after)
-                && !c.deleting
-            {
-                times.push(since + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX));
+            times.extend(self.empty_deadline(c));
+            // Consolidation counts an unbound nomination as settled once the grace is over.
+            if c.phase == Phase::Initialized {
+                times.extend(c.nominated_at.map(|t| t + self.config.binding_grace));
             }
         }
         if self.consolidation_enabled() && self.consolidation_seen != Some(self.version) {
@@ -563,32 +569,82 @@ impl Engine {
         created
     }
 
+    /// Plans `pod` on `claim`. A nomination is a hint: the pod stays `Nominated` until the
+    /// cluster reports it bound (`Event::PodBound`), wherever that is. On an initialized claim
+    /// the driver is told at once (`Action::Bind`: the simulator's planned binder binds, the
+    /// controller records the nomination for the kube-scheduler).
     fn nominate(&mut self, now: DateTime<Utc>, pod: &PodRef, claim: &str) {
         let Some(entry) = self.pods.get_mut(pod) else {
             return;
         };
-        let initialized = self
-            .claims
-            .get(claim)
-            .is_some_and(|c| c.phase == Phase::Initialized);
-        if initialized {
-            entry.state = PodState::Bound {
-                claim: claim.to_owned(),
-            };
-            let node = self.claims[claim].target_name().to_owned();
+        entry.state = PodState::Nominated {
+            claim: claim.to_owned(),
+        };
+        let Some(c) = self.claims.get_mut(claim) else {
+            return;
+        };
+        c.nominated_at = Some(now);
+        if c.phase == Phase::Initialized {
+            c.empty_since = None;
+            c.last_change = now;
+            let node = c.target_name().to_owned();
             self.actions.push(Action::Bind {
                 pod: pod.clone(),
                 node,
             });
-            if let Some(c) = self.claims.get_mut(claim) {
-                c.empty_since = None;
-                c.last_change = now;
-            }
-        } else {
-            entry.state = PodState::Nominated {
-                claim: claim.to_owned(),
-            };
         }
+    }
+
+    /// Nominations are hints: the kube-scheduler binds pods where it likes, and pods it bound
+    /// elsewhere may have taken the room the engine planned for others. Every claim keeps the
+    /// pods nominated to it only while they fit next to what is bound there (in name order);
+    /// the others wait again and are solved at once against the room that is really free.
+    fn check_nominations(&mut self, now: DateTime<Utc>) {
+        if self.nominations_seen == Some(self.version) {
+            return;
+        }
+        self.nominations_seen = Some(self.version);
+        let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
+        for e in self.pods.values() {
+            if let PodState::Bound { claim } = &e.state {
+                *used.entry(claim.as_str()).or_default() += e.pod.requests;
+            }
+        }
+        let mut released = Vec::new();
+        for (id, e) in &self.pods {
+            let PodState::Nominated { claim } = &e.state else {
+                continue;
+            };
+            let Some(c) = self.claims.get(claim) else {
+                released.push(id.clone());
+                continue;
+            };
+            // A node being vacated keeps its pods where they run until they move.
+            if c.vacating() || c.deleting {
+                continue;
+            }
+            let room = used.entry(claim.as_str()).or_default();
+            let need = *room + e.pod.requests;
+            if need.first_excess(&c.room).is_some() {
+                released.push(id.clone());
+            } else {
+                *room = need;
+            }
+        }
+        if released.is_empty() {
+            return;
+        }
+        self.stats.nominations_released += released.len() as u64;
+        for id in released {
+            if let Some(e) = self.pods.get_mut(&id) {
+                e.state = PodState::Waiting {
+                    since: now,
+                    reason: None,
+                };
+            }
+        }
+        self.arrive(now);
+        self.batch.force = true;
     }
 
     /// A new NodeClaim name for `pool`: unique in this engine and, through the claim-name tag,
@@ -632,6 +688,7 @@ impl Engine {
             registered_at: None,
             initialized_at: None,
             empty_since: None,
+            nominated_at: None,
             retry_at: None,
             attempts: 0,
             interrupted_at: None,
@@ -922,18 +979,17 @@ impl Engine {
         c.initialized_at = Some(now);
         c.last_change = now;
         let mut any = false;
-        for (id, e) in &mut self.pods {
-            if let PodState::Nominated { claim } = &e.state
-                && claim == name
-            {
-                e.state = PodState::Bound {
-                    claim: name.to_owned(),
-                };
-                self.actions.push(Action::Bind {
-                    pod: id.clone(),
-                    node: node_name.clone(),
-                });
-                any = true;
+        for (id, e) in &self.pods {
+            match &e.state {
+                PodState::Nominated { claim } if claim == name => {
+                    self.actions.push(Action::Bind {
+                        pod: id.clone(),
+                        node: node_name.clone(),
+                    });
+                    any = true;
+                }
+                PodState::Bound { claim } if claim == name => any = true,
+                _ => {}
             }
         }
         if !any {
@@ -1081,6 +1137,21 @@ impl Engine {
 
     // ---------------------------------------------------------------- empty nodes
 
+    /// When an empty claim may go: `consolidateAfter` after it emptied, and never within
+    /// [`EngineConfig::binding_grace`] of its initialization or of its last nomination (the
+    /// kube-scheduler may not have seen the node, or bound the pods, yet).
+    fn empty_deadline(&self, c: &Claim) -> Option<DateTime<Utc>> {
+        let after = self.setup.pools[c.pool].consolidate_after?;
+        let since = c.empty_since?;
+        let grace = self.config.binding_grace;
+        let mut at = since + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX);
+        at = at.max(c.initialized_at.map_or(since, |t| t + grace));
+        if let Some(t) = c.nominated_at {
+            at = at.max(t + grace);
+        }
+        Some(at)
+    }
+
     fn remove_empty(&mut self, now: DateTime<Utc>) {
         let mut occupied: BTreeSet<&str> = BTreeSet::new();
         for e in self.pods.values() {
@@ -1119,7 +1190,18 @@ impl Engine {
             .filter(|c| {
                 c.displaced.iter().all(|p| match self.pods.get(p) {
                     None => true,
-                    Some(e) => matches!(&e.state, PodState::Bound { claim } if *claim != c.name),
+                    Some(e) => match &e.state {
+                        PodState::Bound { claim } => *claim != c.name,
+                        // Room kept on a node that is up: it moves there when this one drains.
+                        PodState::Nominated { claim } => {
+                            *claim != c.name
+                                && self
+                                    .claims
+                                    .get(claim)
+                                    .is_some_and(|t| t.phase == Phase::Initialized)
+                        }
+                        PodState::Waiting { .. } => false,
+                    },
                 })
             })
             .map(|c| c.name.clone())
@@ -1142,6 +1224,14 @@ impl Engine {
             };
             self.delete(now, &name, reason);
         }
+        // Pods waiting for a solve may need an empty node: it stays until they are placed.
+        let unsolved = self
+            .pods
+            .values()
+            .any(|e| matches!(e.state, PodState::Waiting { reason: None, .. }));
+        if unsolved {
+            return;
+        }
         // Delete those empty past consolidateAfter, within each pool's budget.
         let mut per_pool: BTreeMap<usize, (usize, usize)> = BTreeMap::new(); // (total, disrupting)
         for c in self.claims.values() {
@@ -1157,11 +1247,7 @@ impl Engine {
             .filter(|c| !c.deleting && c.phase == Phase::Initialized && !c.vacating())
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
             .filter(|c| !self.node_protected(c))
-            .filter_map(|c| {
-                let after = self.setup.pools[c.pool].consolidate_after?;
-                let since = c.empty_since?;
-                (now >= since + TimeDelta::from_std(after).ok()?).then(|| (c.name.clone(), c.pool))
-            })
+            .filter_map(|c| (now >= self.empty_deadline(c)?).then(|| (c.name.clone(), c.pool)))
             .collect();
         for (name, pool) in due {
             let (total, disrupting) = per_pool.get(&pool).copied().unwrap_or_default();

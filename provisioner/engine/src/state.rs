@@ -16,9 +16,11 @@ pub(crate) enum PodState {
         since: DateTime<Utc>,
         reason: Option<String>,
     },
-    /// Expected on a claim that is not initialized yet (or not bound yet).
+    /// Expected on a claim: planned there by the engine, not bound there by the cluster (yet).
+    /// A hint only: the kube-scheduler may bind the pod elsewhere, or other pods may take the
+    /// room (see `Engine::check_nominations`).
     Nominated { claim: String },
-    /// Running on a claim's node.
+    /// Bound to a claim's node, as the cluster reported it (`Event::PodBound`).
     Bound { claim: String },
 }
 
@@ -65,6 +67,8 @@ pub(crate) struct Claim {
     pub initialized_at: Option<DateTime<Utc>>,
     /// Since when it holds no pod (initialized claims only).
     pub empty_since: Option<DateTime<Utc>>,
+    /// When a pod was last nominated to it (the kube-scheduler may not have bound it yet).
+    pub nominated_at: Option<DateTime<Utc>>,
     /// A throttled or failed launch is retried at this time.
     pub retry_at: Option<DateTime<Utc>>,
     pub attempts: u32,

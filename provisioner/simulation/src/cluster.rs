@@ -68,6 +68,9 @@ pub struct Cluster {
     /// `(due, generation, pod)`; stale entries (generation moved on) are skipped.
     completions: BinaryHeap<Reverse<(DateTime<Utc>, u64, PodRef)>>,
     next_generation: u64,
+    /// Bumped by every change a scheduler could care about (pods created or stopped, nodes
+    /// added, ready, cordoned or gone).
+    changes: u64,
 }
 
 fn accelerators(r: &Resources) -> i64 {
@@ -96,6 +99,7 @@ impl Cluster {
             evictions: 0,
         });
         rec.pending.add(now, 1.0);
+        self.changes += 1;
         self.pods.insert(
             pod.id.clone(),
             LivePod {
@@ -142,6 +146,7 @@ impl Cluster {
             return;
         };
         let since = p.running_since.take();
+        self.changes += 1;
         self.next_generation += 1;
         p.generation = self.next_generation;
         if let Some(n) = self.nodes.get_mut(&node) {
@@ -299,6 +304,7 @@ impl Cluster {
         let Some(p) = self.pods.remove(id) else {
             return false;
         };
+        self.changes += 1;
         if !running {
             rec.pending.add(now, -1.0);
         }
@@ -346,6 +352,7 @@ impl Cluster {
         overhead: Resources,
     ) {
         let name = view.name.clone();
+        self.changes += 1;
         self.nodes.insert(
             name,
             Node {
@@ -364,6 +371,7 @@ impl Cluster {
     /// Returns the node as the engine should now see it.
     pub fn node_ready(&mut self, name: &str, allocatable: Resources) -> Option<NodeView> {
         let n = self.nodes.get_mut(name)?;
+        self.changes += 1;
         n.view.allocatable = allocatable;
         let startup = std::mem::take(&mut n.startup_taints);
         n.view.taints.retain(|t| {
@@ -377,6 +385,7 @@ impl Cluster {
     /// Makes a cordoned node schedulable again.
     pub fn uncordon(&mut self, name: &str) {
         if let Some(n) = self.nodes.get_mut(name) {
+            self.changes += 1;
             n.cordoned = false;
             n.view
                 .taints
@@ -403,6 +412,35 @@ impl Cluster {
     pub fn remove_node(&mut self, now: DateTime<Utc>, name: &str, rec: &mut Record) {
         self.drain(now, name, rec);
         self.nodes.remove(name);
+        self.changes += 1;
+    }
+
+    /// A counter that moves whenever something a scheduler looks at changed.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// Every registered node, by name.
+    pub fn nodes(&self) -> impl Iterator<Item = (&String, &Node)> {
+        self.nodes.iter()
+    }
+
+    /// A live pod.
+    pub fn pod(&self, id: &PodRef) -> Option<&Pod> {
+        self.pods.get(id).map(|p| &p.pod)
+    }
+
+    /// Pods bound to no node, oldest first (the kube-scheduler's queue order for pods of one
+    /// priority).
+    pub fn unbound_pods(&self) -> Vec<&Pod> {
+        let mut pods: Vec<(usize, &Pod)> = self
+            .pods
+            .values()
+            .filter(|p| p.node.is_none())
+            .map(|p| (p.record, &p.pod))
+            .collect();
+        pods.sort_by_key(|(record, _)| *record);
+        pods.into_iter().map(|(_, p)| p).collect()
     }
 
     /// Closes every running segment at the end of the run.

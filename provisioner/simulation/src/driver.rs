@@ -25,6 +25,7 @@ use crate::record::{EndReason, InstanceRecord, Record};
 use crate::rng::cloud_seed;
 use crate::scenario::world::{World, build};
 use crate::scenario::{Scenario, WorkloadKind};
+use crate::scheduler::{self, Binder};
 use crate::workload::{Trace, TraceEvent, generate};
 
 /// Rounds of "feed events, poll the engine" at one instant before the run is declared stuck.
@@ -93,6 +94,8 @@ struct Driver<'s> {
     guarded: BTreeMap<usize, std::collections::BTreeSet<PodRef>>,
     /// Workload of every alive pod.
     workload_of: BTreeMap<PodRef, usize>,
+    /// The cluster's change counter when the scheduler stand-in last ran.
+    scheduled_at_change: Option<u64>,
 }
 
 /// Runs `scenario` with `seed`. `progress` is told the fraction of simulated time done.
@@ -141,6 +144,7 @@ pub fn run(
         measured: false,
         guarded: BTreeMap::new(),
         workload_of: BTreeMap::new(),
+        scheduled_at_change: None,
     };
     let end = scenario.end();
     let total = scenario.duration.as_seconds_f64();
@@ -235,6 +239,7 @@ impl Driver<'_> {
                     self.execute(a)?;
                 }
             }
+            busy |= self.schedule()?;
             if !busy {
                 return Ok(());
             }
@@ -499,7 +504,83 @@ impl Driver<'_> {
     fn gone(&mut self, instance: usize, reason: EndReason) {
         self.rec.ended(instance, self.now, reason);
         if let Some(node) = self.rec.instances[instance].node.clone() {
+            let on: Vec<PodRef> = self
+                .cluster
+                .node(&node)
+                .map(|n| n.pods.iter().cloned().collect())
+                .unwrap_or_default();
             self.cluster.remove_node(self.now, &node, &mut self.rec);
+            self.report_unbound(&on);
+        }
+    }
+
+    // ------------------------------------------------------------------ binding
+
+    /// The kube-scheduler stand-in's cycle ([`Binder::Scheduler`]): every unbound pod, oldest
+    /// first, goes to the best node that passes the filters, whatever the engine planned. Runs
+    /// only when the cluster changed since the last cycle. Returns whether it bound any.
+    fn schedule(&mut self) -> Result<bool, SimulationError> {
+        if self.scenario.binder != Binder::Scheduler
+            || self.scheduled_at_change == Some(self.cluster.changes())
+        {
+            return Ok(false);
+        }
+        let mut bound = false;
+        let pending: Vec<PodRef> = self
+            .cluster
+            .unbound_pods()
+            .into_iter()
+            .map(|p| p.id.clone())
+            .collect();
+        for id in pending {
+            let Some(pod) = self.cluster.pod(&id) else {
+                continue;
+            };
+            let Some(node) = scheduler::choose(&self.cluster, pod).map(str::to_owned) else {
+                continue;
+            };
+            self.cluster
+                .bind(self.now, &id, &node, &mut self.rec)
+                .map_err(|e| self.inconsistent(format!("the scheduler stand-in: {e}")))?;
+            self.report_bound(&id, &node);
+            bound = true;
+        }
+        self.scheduled_at_change = Some(self.cluster.changes());
+        Ok(bound)
+    }
+
+    /// Tells the engine the cluster bound `pod` to `node`, as the controller's watch would.
+    fn report_bound(&mut self, pod: &PodRef, node: &str) {
+        let Some(mut pod) = self.cluster.pod(pod).cloned() else {
+            return;
+        };
+        if !self.scenario.gang_aware {
+            pod.gang = None;
+        }
+        self.engine.handle(
+            self.now,
+            Event::PodBound {
+                pod,
+                node: node.to_owned(),
+            },
+        );
+    }
+
+    /// Pods a drained or lost node left unbound are pending again: with the scheduler
+    /// stand-in the engine hears of them as the controller would (a pod it already placed
+    /// again keeps its place).
+    fn report_unbound(&mut self, pods: &[PodRef]) {
+        if self.scenario.binder != Binder::Scheduler {
+            return;
+        }
+        for id in pods {
+            let Some(mut pod) = self.cluster.pod(id).cloned() else {
+                continue;
+            };
+            if !self.scenario.gang_aware {
+                pod.gang = None;
+            }
+            self.engine.handle(self.now, Event::PodPending(pod));
         }
     }
 
@@ -558,6 +639,8 @@ impl Driver<'_> {
                 Some(id) => self.delete(claim, id)?,
                 None => self.engine.handle(self.now, Event::Deleted { claim }),
             },
+            // The kube-scheduler does not read nominations: its stand-in binds in `schedule`.
+            Action::Bind { .. } if self.scenario.binder == Binder::Scheduler => {}
             Action::Bind { pod, node } => {
                 if self.cluster.node(&node).is_some_and(|n| n.cordoned) {
                     return Err(self
@@ -571,6 +654,7 @@ impl Driver<'_> {
                 self.cluster
                     .bind(self.now, &pod, &node, &mut self.rec)
                     .map_err(|e| self.inconsistent(e))?;
+                self.report_bound(&pod, &node);
             }
             Action::Cordon { node } => self.cluster.cordon(&node),
             Action::Uncordon { node } => {
@@ -583,10 +667,11 @@ impl Driver<'_> {
                     .node(&node)
                     .map(|n| n.pods.iter().cloned().collect())
                     .unwrap_or_default();
-                for pod in on {
-                    self.stopping(&pod, &node);
+                for pod in &on {
+                    self.stopping(pod, &node);
                 }
                 self.cluster.drain(self.now, &node, &mut self.rec);
+                self.report_unbound(&on);
             }
         }
         Ok(())

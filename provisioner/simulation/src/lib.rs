@@ -22,6 +22,7 @@ pub mod record;
 pub mod report;
 mod rng;
 pub mod scenario;
+pub mod scheduler;
 pub mod summary;
 #[cfg(test)]
 mod testing;

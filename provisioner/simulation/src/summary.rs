@@ -126,6 +126,11 @@ pub struct Summary {
     /// For scenarios with gangs: gang launches rolled back (null otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gang_rollbacks: Option<u64>,
+    /// Who bound pods (`scheduler`: the kube-scheduler stand-in; `planned`: the engine's plan).
+    pub binder: String,
+    /// Pods whose nomination the cluster did not honour (bound elsewhere, or their room
+    /// taken), solved again.
+    pub nominations_released: u64,
     /// Dollars billed.
     pub total_cost: f64,
     /// Dollars billed when the same trace is run with every NodePool restricted to on-demand.
@@ -343,6 +348,8 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         },
         idle_gpu_hours: round6(idle_gpu_hours(rec, end)),
         gang_rollbacks: scenario.has_gangs().then_some(run.engine.gang_rollbacks),
+        binder: scenario.binder.as_str().to_owned(),
+        nominations_released: run.engine.nominations_released,
         total_cost,
         on_demand_only_cost,
         savings,

@@ -9,7 +9,8 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quartermaster_simulation::{Scenario, Simulation, Summary};
 
-use crate::cli::{PlanFormat, SimulateArgs};
+use crate::cli::{BinderArg, PlanFormat, SimulateArgs};
+use quartermaster_simulation::scheduler::Binder;
 
 /// Flattens a library error to the one line the CLI prints.
 fn one_line(e: impl std::fmt::Display) -> anyhow::Error {
@@ -30,6 +31,10 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, _err: &mut dyn Write) -> an
     } else {
         scenario
     };
+    let scenario = scenario.with_binder(match args.binder {
+        BinderArg::Scheduler => Binder::Scheduler,
+        BinderArg::Planned => Binder::Planned,
+    });
     if args.check {
         writeln!(
             out,

@@ -11,6 +11,7 @@ mod gangs;
 mod lifecycle;
 mod mig;
 mod node_shape;
+mod nominations;
 mod provider_fallback;
 mod provisioning_requests;
 mod static_pools;

@@ -69,6 +69,9 @@ pub struct Scenario {
     pub measure_at: Option<DateTime<Utc>>,
     /// Whether the engine is told which pods form a gang (`spec.gangAware`, default true).
     pub gang_aware: bool,
+    /// Who binds pods: a kube-scheduler stand-in (default) or the engine's plan
+    /// (`simulate --binder`).
+    pub binder: crate::scheduler::Binder,
 }
 
 /// A change during the run.
@@ -284,6 +287,13 @@ impl Scenario {
     pub fn without_gang_awareness(&self) -> Scenario {
         let mut s = self.clone();
         s.gang_aware = false;
+        s
+    }
+
+    /// The same scenario with pods bound by `binder`.
+    pub fn with_binder(&self, binder: crate::scheduler::Binder) -> Scenario {
+        let mut s = self.clone();
+        s.binder = binder;
         s
     }
 

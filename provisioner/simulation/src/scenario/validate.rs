@@ -138,6 +138,7 @@ pub(super) fn scenario(
         changes,
         measure_at,
         gang_aware: spec.gang_aware.unwrap_or(true),
+        binder: Default::default(),
     })
 }
 

@@ -1,0 +1,198 @@
+//! Who binds pods in a simulation. In a cluster the kube-scheduler does, and it does not read
+//! the provisioner's nominations: [`Binder::Scheduler`] (the default) plays it, so a run shows
+//! what happens when pods land elsewhere than planned. [`Binder::Planned`] binds every pod
+//! where the engine planned it (the best case, to compare).
+//!
+//! The stand-in follows the kube-scheduler's default profile as far as the simulated cluster
+//! has the facts: pods in queue order (oldest first), filters (node unschedulable, taints and
+//! tolerations, node affinity, resources fit, host ports, required inter-pod affinity and
+//! anti-affinity, `DoNotSchedule` topology spread), then scores (`NodeResourcesFit`
+//! LeastAllocated and `NodeResourcesBalancedAllocation` over CPU and memory, weight 1 each);
+//! ties go to the first node by name (the real one picks at random among them).
+
+use std::collections::BTreeMap;
+
+use quartermaster_solver::Pod;
+use quartermaster_solver::pod::{PodAffinityTerm, WhenUnsatisfiable, tolerates_all};
+use quartermaster_solver::resources::{CPU, MEMORY};
+
+use crate::cluster::{Cluster, Node};
+
+/// Who binds pods in a simulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Binder {
+    /// A stand-in for the kube-scheduler: filters and scores, ignoring nominations.
+    #[default]
+    Scheduler,
+    /// Every pod goes where the engine planned it (`Action::Bind`).
+    Planned,
+}
+
+impl Binder {
+    /// The name used on the command line and in summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduler => "scheduler",
+            Self::Planned => "planned",
+        }
+    }
+}
+
+/// The node the kube-scheduler would bind `pod` to now, if any.
+pub fn choose<'c>(cluster: &'c Cluster, pod: &Pod) -> Option<&'c str> {
+    let mut best: Option<(i64, &str)> = None;
+    for (name, node) in cluster.nodes() {
+        let Some(score) = score(node, pod) else {
+            continue;
+        };
+        if best.is_some_and(|(b, _)| b >= score) || !feasible_with_pods(cluster, node, pod) {
+            continue;
+        }
+        best = Some((score, name.as_str()));
+    }
+    best.map(|(_, name)| name)
+}
+
+/// The node's score for `pod` when the per-node filters pass (cordon, taints, node affinity,
+/// resources, host ports), else `None`. LeastAllocated plus BalancedAllocation, 0..=200.
+fn score(node: &Node, pod: &Pod) -> Option<i64> {
+    if node.cordoned || tolerates_all(&pod.tolerations, &node.view.taints).is_err() {
+        return None;
+    }
+    if !pod.node_terms.is_empty() && !pod.node_terms.iter().any(|t| t.matches(&node.view.labels)) {
+        return None;
+    }
+    let requested = node.used + node.overhead + pod.requests;
+    if requested.first_excess(&node.view.allocatable).is_some() {
+        return None;
+    }
+    let fraction = |slot: usize| {
+        let alloc = node.view.allocatable.get(slot);
+        if alloc <= 0 {
+            return 0.0;
+        }
+        requested.get(slot) as f64 / alloc as f64
+    };
+    let (cpu, mem) = (fraction(CPU), fraction(MEMORY));
+    let least = ((1.0 - cpu) + (1.0 - mem)) / 2.0 * 100.0;
+    let balanced = (1.0 - (cpu - mem).abs() / 2.0) * 100.0;
+    Some((least + balanced).round() as i64)
+}
+
+/// The filters that look at other pods: host ports, required (anti-)affinity both ways and
+/// `DoNotSchedule` topology spread.
+fn feasible_with_pods(cluster: &Cluster, node: &Node, pod: &Pod) -> bool {
+    let residents = || node.pods.iter().filter_map(|id| cluster.pod(id));
+    if !pod.host_ports.is_empty()
+        && residents().any(|r| {
+            r.host_ports
+                .iter()
+                .any(|h| pod.host_ports.iter().any(|p| p.conflicts(h)))
+        })
+    {
+        return false;
+    }
+    let labels = &node.view.labels;
+    let required = |terms: &[PodAffinityTerm]| -> Vec<PodAffinityTerm> {
+        terms
+            .iter()
+            .filter(|t| t.preferred_weight.is_none())
+            .cloned()
+            .collect()
+    };
+    // Pods in the node's domain for `key`, anywhere in the cluster.
+    let in_domain = |key: &str| -> Vec<&Pod> {
+        let Some(value) = labels.get(key) else {
+            return Vec::new();
+        };
+        cluster
+            .nodes()
+            .filter(|(_, n)| n.view.labels.get(key) == Some(value))
+            .flat_map(|(_, n)| n.pods.iter().filter_map(|id| cluster.pod(id)))
+            .collect()
+    };
+    for term in required(&pod.anti_affinity) {
+        if in_domain(&term.topology_key)
+            .iter()
+            .any(|other| selects(&term, pod, other))
+        {
+            return false;
+        }
+    }
+    // Existing pods' required anti-affinity against this pod.
+    for (_, other_node) in cluster.nodes() {
+        for other in other_node.pods.iter().filter_map(|id| cluster.pod(id)) {
+            for term in required(&other.anti_affinity) {
+                let same_domain = other_node
+                    .view
+                    .labels
+                    .get(&term.topology_key)
+                    .is_some_and(|v| labels.get(&term.topology_key) == Some(v));
+                if same_domain && selects(&term, other, pod) {
+                    return false;
+                }
+            }
+        }
+    }
+    for term in required(&pod.affinity) {
+        let here = in_domain(&term.topology_key)
+            .iter()
+            .any(|other| selects(&term, pod, other));
+        if here {
+            continue;
+        }
+        // The first pod of a group that selects itself may go anywhere (as the scheduler rules).
+        let anywhere = cluster
+            .nodes()
+            .flat_map(|(_, n)| n.pods.iter().filter_map(|id| cluster.pod(id)))
+            .any(|other| selects(&term, pod, other));
+        if anywhere || !selects(&term, pod, pod) || !labels.contains_key(&term.topology_key) {
+            return false;
+        }
+    }
+    for spread in &pod.topology_spread {
+        if spread.when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule {
+            continue;
+        }
+        let Some(here) = labels.get(&spread.topology_key) else {
+            return false;
+        };
+        // Domains of the nodes the pod's node affinity allows, with their matching pods.
+        let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+        for (_, n) in cluster.nodes() {
+            if !pod.node_terms.is_empty()
+                && !pod.node_terms.iter().any(|t| t.matches(&n.view.labels))
+            {
+                continue;
+            }
+            let Some(domain) = n.view.labels.get(&spread.topology_key) else {
+                continue;
+            };
+            let matching = n
+                .pods
+                .iter()
+                .filter_map(|id| cluster.pod(id))
+                .filter(|o| {
+                    o.id.namespace == pod.id.namespace && spread.selector.matches(&o.labels)
+                })
+                .count() as i64;
+            *counts.entry(domain.as_str()).or_default() += matching;
+        }
+        let min = counts.values().copied().min().unwrap_or(0);
+        let mine = counts.get(here.as_str()).copied().unwrap_or(0);
+        if mine + 1 - min > i64::from(spread.max_skew) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether `term` of `owner` selects `other` (its namespaces, or the owner's own by default).
+fn selects(term: &PodAffinityTerm, owner: &Pod, other: &Pod) -> bool {
+    let namespace_ok = if term.namespaces.is_empty() {
+        other.id.namespace == owner.id.namespace
+    } else {
+        term.namespaces.contains(&other.id.namespace)
+    };
+    namespace_ok && term.selector.matches(&other.labels)
+}
