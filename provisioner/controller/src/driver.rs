@@ -53,6 +53,9 @@ pub enum Outcome {
 
 /// How often the clouds' events (interruptions, instances gone) are polled.
 const EVENTS_INTERVAL: TimeDelta = TimeDelta::seconds(5);
+/// A registration patch is sent again (the watch still shows the node unregistered) no sooner
+/// than this after the last one.
+const REGISTRATION_RESEND: TimeDelta = TimeDelta::seconds(10);
 /// How often instances without a NodeClaim are looked for.
 const GC_INTERVAL: TimeDelta = TimeDelta::minutes(2);
 
@@ -67,6 +70,8 @@ pub struct Driver {
     reported: BTreeMap<PodRef, Option<String>>,
     /// Registered claims and the node view last reported for them.
     registered: BTreeMap<String, NodeView>,
+    /// When each claim's registration patch was last sent.
+    registration_sent: BTreeMap<String, DateTime<Utc>>,
     /// Claims whose deletion by someone else was reported.
     deleting: BTreeSet<String>,
     /// Claims seen in the store (their disappearance is reported as `Deleted`).
@@ -119,6 +124,7 @@ impl Driver {
             fingerprint: String::new(),
             reported: BTreeMap::new(),
             registered: BTreeMap::new(),
+            registration_sent: BTreeMap::new(),
             deleting: BTreeSet::new(),
             seen: BTreeSet::new(),
             launching: BTreeSet::new(),
@@ -492,6 +498,7 @@ impl Driver {
             );
             self.seen.remove(&gone);
             self.registered.remove(&gone);
+            self.registration_sent.remove(&gone);
             self.deleting.remove(&gone);
             self.launch_errors.remove(&gone);
             self.initialized.remove(&gone);
@@ -555,7 +562,9 @@ impl Driver {
                         .state()
                         .into_iter()
                         .find(|p| p.metadata.name.as_deref() == Some(c.node_pool.as_str()));
-                    let registered = lifecycle::register(&self.ctx, &c, node, pool.as_deref());
+                    let registered =
+                        lifecycle::register(&self.ctx, &c, node, pool.as_deref(), true);
+                    self.registration_sent.insert(c.name.clone(), now);
                     let view = node_view(&registered, &self.table);
                     engine.handle(
                         now,
@@ -567,8 +576,13 @@ impl Driver {
                     self.registered.insert(c.name.clone(), view);
                 }
                 Some(last) if *last != view => {
-                    // A node that lost its registration patch (conflict, restart) gets it again.
-                    if lifecycle::needs_registration(node) {
+                    // A node that lost its registration patch (conflict, restart) gets it again,
+                    // once the watch has had time to show the last one.
+                    let sent = self.registration_sent.get(&c.name).copied();
+                    if lifecycle::needs_registration(node)
+                        && sent.is_none_or(|t| now - t >= REGISTRATION_RESEND)
+                    {
+                        self.registration_sent.insert(c.name.clone(), now);
                         let pool = self
                             .ctx
                             .stores
@@ -576,7 +590,7 @@ impl Driver {
                             .state()
                             .into_iter()
                             .find(|p| p.metadata.name.as_deref() == Some(c.node_pool.as_str()));
-                        lifecycle::register(&self.ctx, &c, node, pool.as_deref());
+                        lifecycle::register(&self.ctx, &c, node, pool.as_deref(), false);
                     }
                     let view = lifecycle::without_unregistered(view);
                     engine.handle(now, Event::NodeUpdated { node: view.clone() });

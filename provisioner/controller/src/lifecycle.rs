@@ -80,11 +80,14 @@ pub fn without_unregistered(mut view: NodeView) -> NodeView {
 /// Registers a claim's node: labels it with the NodePool, claim, capacity type, zone and
 /// instance labels, applies the template's taints and startup taints, removes the
 /// unregistered taint and adds the termination finalizer. Returns the node as it will be.
+/// `announce`: whether to record the `Registered` event once the patch lands (only the first
+/// registration of a claim is an event; a patch sent again after a conflict is not).
 pub fn register(
     ctx: &std::sync::Arc<Context>,
     claim: &ClaimView,
     node: &Node,
     pool: Option<&NodePool>,
+    announce: bool,
 ) -> Node {
     let mut node = node.clone();
     let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
@@ -124,10 +127,11 @@ pub fn register(
     let claim_name = claim.name.clone();
     ctx.spawn(async move {
         match ctx2.writer.patch_node(&name, patch).await {
-            Ok(()) => {
+            Ok(()) if announce => {
                 claim_event(&ctx2, &claim_name, false, "Registered", format!("Node {name} registered"))
                     .await;
             }
+            Ok(()) => {}
             Err(e) => tracing::warn!(node = %name, error = %e, "registration patch failed; retried on the next pass"),
         }
     });

@@ -270,6 +270,9 @@ where
     watch_kind(api, writer, changed, synced, true)
 }
 
+/// How often a kind that is not served is looked for again.
+const OPTIONAL_KIND_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
+
 fn watch_kind<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
@@ -288,6 +291,38 @@ where
     let api_version = K::api_version(&K::DynamicType::default()).into_owned();
     Box::pin(async move {
         let mut seen_init = false;
+        // A kind that may not be served is looked for every few minutes, with one INFO line,
+        // instead of a watch that fails (and logs) every second.
+        if optional {
+            let mut said = false;
+            loop {
+                match api.list(&kube::api::ListParams::default().limit(1)).await {
+                    Ok(_) => break,
+                    Err(kube::Error::Api(e)) if e.code == 404 => {
+                        if !seen_init {
+                            seen_init = true;
+                            synced.fetch_add(1, Ordering::AcqRel);
+                            changed.notify_one();
+                        }
+                        if !said {
+                            said = true;
+                            tracing::info!(
+                                kind,
+                                api_version,
+                                every = ?OPTIONAL_KIND_RECHECK,
+                                "kind not served (CRD not installed?); read as empty and looked for again periodically"
+                            );
+                        }
+                        tokio::time::sleep(OPTIONAL_KIND_RECHECK).await;
+                    }
+                    // Anything else (RBAC, a flaky API server): the watch below retries it.
+                    Err(_) => break,
+                }
+            }
+            if said {
+                tracing::info!(kind, api_version, "kind served now; watching it");
+            }
+        }
         let stream = watcher(api, watcher::Config::default().any_semantic())
             .default_backoff()
             .reflect(writer);
