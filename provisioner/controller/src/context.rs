@@ -35,6 +35,8 @@ pub struct Context {
     pub region: Option<String>,
     /// Whether this replica leads.
     pub leadership: Leadership,
+    /// What the provisioning loop leaves for the page (`/`, `/status.json`).
+    pub page: crate::page::PageState,
 }
 
 impl Context {

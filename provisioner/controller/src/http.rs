@@ -1,5 +1,6 @@
-//! HTTP endpoints: `/metrics` and `/cost` on the metrics port, `/healthz` and `/readyz` on the
-//! health-probe port. Every replica serves them, leader or not.
+//! HTTP endpoints: `/metrics`, `/cost` and the page (`/`, `/status.json`, see [`crate::page`])
+//! on the metrics port, `/healthz` and `/readyz` on the health-probe port. Every replica serves
+//! them, leader or not.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,11 +24,13 @@ pub struct CostQuery {
     pub format: Option<String>,
 }
 
-/// The metrics router: `/metrics`, `/cost`.
+/// The metrics router: `/metrics`, `/cost`, and the page: `/` and `/status.json`.
 pub fn metrics_router(ctx: Arc<Context>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/cost", get(cost))
+        .route("/", get(crate::page::index))
+        .route("/status.json", get(crate::page::status_json))
         .with_state(ctx)
 }
 

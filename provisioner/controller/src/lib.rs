@@ -18,6 +18,7 @@ pub mod launch;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
+pub mod page;
 pub mod pod_groups;
 pub mod price_refresh;
 pub mod provisioning_requests;

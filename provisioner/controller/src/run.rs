@@ -95,6 +95,7 @@ pub async fn run(
         cluster_name: settings.cluster_name.clone(),
         region: settings.region.clone(),
         leadership: leadership.clone(),
+        page: Default::default(),
     });
 
     let metrics_server = crate::http::serve(

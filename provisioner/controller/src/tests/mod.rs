@@ -73,6 +73,7 @@ impl Env {
             cluster_name: "test".into(),
             region: None,
             leadership,
+            page: Default::default(),
         });
         let config = EngineConfig {
             claim_name_tag: "t".into(),
