@@ -1,5 +1,5 @@
 //! Installs and locates the external tools tests need: Python virtual environments with pinned
-//! requirements under `target/test-tools/<name>`, and Helm.
+//! requirements under `target/test-tools/<name>`, Helm, and Debian's Chromium.
 //!
 //! Everything is installed by the tests themselves (never by hand), once: a venv whose stamp
 //! records the same interpreter and requirements is reused. Creation holds an exclusive lock on
@@ -148,6 +148,63 @@ pub fn helm() -> Result<PathBuf, String> {
         )
     })?;
     Ok(path)
+}
+
+/// Where Debian's `chromium` package puts the browser.
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Debian's Chromium (`/usr/bin/chromium`, package `chromium`), for tests that look at a page in
+/// a real headless browser. When it is missing it is installed with `apt-get update` and
+/// `apt-get install -y chromium` (as root, which the tests run as), once: the install holds an
+/// exclusive lock on `target/test-tools/chromium.lock`, so concurrent tests install it once, and
+/// waits for dpkg's own lock when another apt-get runs. Every failure is an `Err` naming the
+/// command and its output.
+pub fn chromium() -> Result<PathBuf, String> {
+    let path = PathBuf::from(CHROMIUM);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let tools = tools_dir();
+    fs::create_dir_all(&tools).map_err(|e| format!("creating {}: {e}", tools.display()))?;
+    let lock_path = tools.join("chromium.lock");
+    let lock = File::create(&lock_path)
+        .map_err(|e| format!("creating the lock file {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
+    // Another test may have installed it while this one waited for the lock.
+    if path.is_file() {
+        return Ok(path);
+    }
+    let apt_get = |args: &[&str]| -> Result<(), String> {
+        let out = Command::new("apt-get")
+            .args(["-o", "DPkg::Lock::Timeout=600"])
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| {
+                format!(
+                    "could not run `apt-get {}` to install Chromium: {e} (is this Debian?)",
+                    args.join(" ")
+                )
+            })?;
+        check(
+            &out,
+            &format!(
+                "`apt-get {}` (installing Chromium for {CHROMIUM}; are Debian's package mirrors reachable, and is this root?)",
+                args.join(" ")
+            ),
+        )
+    };
+    apt_get(&["update"])?;
+    apt_get(&["install", "-y", "chromium"])?;
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "`apt-get install -y chromium` succeeded but {CHROMIUM} does not exist"
+        ))
+    }
 }
 
 #[cfg(unix)]

@@ -20,6 +20,7 @@ mod guardrails;
 mod labels;
 mod layering;
 mod node_shape;
+mod page;
 mod plan;
 mod provisioning_request;
 mod report;
