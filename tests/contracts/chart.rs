@@ -54,7 +54,8 @@ struct Render {
     validation_ok: bool,
 }
 
-/// The default values, each `ci/*-values.yaml`, and the ServiceMonitor switched on.
+/// The default values, each `ci/*-values.yaml`, the ServiceMonitor switched on, and the Grafana
+/// dashboards switched on.
 fn cases() -> Result<Vec<Case>, String> {
     let ci = workspace_root().join(CHART).join("ci");
     let mut files: Vec<PathBuf> = fs::read_dir(&ci)
@@ -82,6 +83,12 @@ fn cases() -> Result<Vec<Case>, String> {
         ]
         .map(String::from)
         .to_vec(),
+    });
+    cases.push(Case {
+        name: "grafana-dashboards".into(),
+        args: ["--set", "grafana.dashboards.enabled=true"]
+            .map(String::from)
+            .to_vec(),
     });
     Ok(cases)
 }
@@ -852,4 +859,201 @@ fn chart_renders_the_cloud_settings_as_the_controllers_env_vars() {
         !ok && stderr.contains("/settings/clusterEndpoint"),
         "{stderr}"
     );
+}
+
+/// Every series name the controller exports, read from the `/metrics` text of a fresh
+/// `Metrics` with one series in each labelled family (an empty family is not encoded): a gauge
+/// by its name, a counter with `_total`, a histogram with `_bucket`, `_sum` and `_count`.
+fn exported_series() -> BTreeSet<String> {
+    let metrics = quartermaster_controller::metrics::Metrics::new();
+    let labels = vec![("nodepool", "gpu".to_owned())];
+    metrics.nodeclaims_created.get_or_create(&labels).inc();
+    metrics.nodeclaims_terminated.get_or_create(&labels).inc();
+    metrics.launch_failures.get_or_create(&labels).inc();
+    metrics.nodes.get_or_create(&labels).inc();
+    metrics.fleet_hourly_cost.get_or_create(&labels).set(1.0);
+    metrics.disruption_commands.get_or_create(&labels).inc();
+    metrics
+        .disruption_expected_savings
+        .get_or_create(&labels)
+        .inc();
+    metrics.node_hourly_cost.get_or_create(&labels).set(1.0);
+    metrics
+        .pod_allocated_hourly_cost
+        .get_or_create(&labels)
+        .set(1.0);
+    let text = metrics.encode();
+    let mut names = BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let mut parts = rest.split_whitespace();
+        let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        match kind {
+            "counter" => {
+                names.insert(format!("{name}_total"));
+            }
+            "histogram" => {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{name}{suffix}"));
+                }
+            }
+            _ => {
+                names.insert(name.to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// The `quartermaster_*` metric names a PromQL expression reads.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|word| word.starts_with("quartermaster_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every `expr` string anywhere in a dashboard (panels, rows' panels, targets).
+fn exprs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                match (key.as_str(), v) {
+                    ("expr", Value::String(expr)) => out.push(expr.clone()),
+                    _ => exprs(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| exprs(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn chart_grafana_dashboards_ship_in_a_configmap_and_query_only_exported_metrics() {
+    let is_dashboards = |c: &&Value| c["metadata"]["labels"]["grafana_dashboard"] == "1";
+    for render in renders().iter().filter(|r| r.case != "grafana-dashboards") {
+        assert!(
+            !of_kind(render, "ConfigMap").iter().any(is_dashboards),
+            "{}: the dashboards are off by default",
+            render.case
+        );
+    }
+    let render = render("grafana-dashboards");
+    let maps: Vec<&Value> = of_kind(render, "ConfigMap")
+        .into_iter()
+        .filter(is_dashboards)
+        .collect();
+    assert_eq!(
+        maps.len(),
+        1,
+        "one dashboards ConfigMap with grafana_dashboard: \"1\""
+    );
+    let map = maps[0];
+    assert_eq!(map["metadata"]["namespace"], NAMESPACE);
+    let data = map["data"].as_object().expect("the ConfigMap has data");
+
+    // Every dashboard of the chart is shipped, as it is in the chart.
+    let dir = workspace_root().join(CHART).join("dashboards");
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "dashboards: {files:?}");
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        data.keys().cloned().collect::<Vec<_>>(),
+        names,
+        "the ConfigMap holds every dashboards/*.json"
+    );
+
+    let exported = exported_series();
+    for series in [
+        "quartermaster_pods_pending",
+        "quartermaster_nodeclaims_terminated_total",
+        "quartermaster_solve_duration_seconds_bucket",
+        "quartermaster_fleet_hourly_cost_dollars",
+    ] {
+        assert!(exported.contains(series), "{series} in {exported:?}");
+    }
+    let mut used = BTreeSet::new();
+    let mut uids = BTreeSet::new();
+    for (file, name) in files.iter().zip(&names) {
+        let shipped = data[name].as_str().expect("a dashboard is a string");
+        let on_disk = fs::read_to_string(file).expect("reading a dashboard");
+        assert_eq!(
+            shipped.trim(),
+            on_disk.trim(),
+            "{name} is shipped unchanged"
+        );
+        let dashboard: Value =
+            serde_json::from_str(shipped).unwrap_or_else(|e| panic!("{name} is not JSON: {e}"));
+        for key in ["uid", "title"] {
+            assert!(
+                dashboard[key].as_str().is_some_and(|v| !v.is_empty()),
+                "{name}: {key}"
+            );
+        }
+        assert!(
+            uids.insert(dashboard["uid"].as_str().unwrap_or_default().to_owned()),
+            "{name}: a uid of its own"
+        );
+        // The Prometheus data source is chosen in the dashboard, never hard-wired.
+        assert_eq!(
+            dashboard["templating"]["list"][0]["type"], "datasource",
+            "{name}"
+        );
+        let panels = dashboard["panels"].as_array().expect("panels");
+        assert!(!panels.is_empty(), "{name}: panels");
+        let mut found = Vec::new();
+        exprs(&dashboard, &mut found);
+        assert!(found.len() >= panels.len(), "{name}: every panel queries");
+        for expr in &found {
+            let metrics = metric_names(expr);
+            assert!(
+                !metrics.is_empty(),
+                "{name}: {expr} reads no quartermaster metric"
+            );
+            for metric in metrics {
+                assert!(
+                    exported.contains(&metric),
+                    "{name}: {expr} reads {metric}, which the controller does not export \
+                     (it exports {exported:?})"
+                );
+                used.insert(metric);
+            }
+        }
+    }
+    // Together they show what the controller is for: pending pods, launches and terminations,
+    // failures, solve and pass times, cost and savings.
+    for metric in [
+        "quartermaster_pods_pending",
+        "quartermaster_nodeclaims_created_total",
+        "quartermaster_nodeclaims_terminated_total",
+        "quartermaster_launch_failures_total",
+        "quartermaster_solve_duration_seconds_bucket",
+        "quartermaster_reconcile_duration_seconds_bucket",
+        "quartermaster_fleet_hourly_cost_dollars",
+        "quartermaster_consolidation_savings_dollars_per_hour_total",
+        "quartermaster_disruption_expected_savings_dollars_per_hour_total",
+    ] {
+        assert!(
+            used.contains(metric),
+            "no dashboard shows {metric}: {used:?}"
+        );
+    }
 }
