@@ -24,12 +24,14 @@ use quartermaster_tests::prometheus::free_port;
 use quartermaster_tests::workspace_root;
 use serde_json::{Value, json};
 
-const NAMESPACE: &str = "quartermaster-e2e";
+pub(super) const NAMESPACE: &str = "quartermaster-e2e";
+/// The end-to-end tests share one cluster and its NodePools: one runs at a time.
+pub(super) static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const MANAGER: &str = "quartermaster-e2e";
 /// Generous: a kubelet-less scheduler binds 3-10 s after a node appears, and the machine is shared.
 const TIMEOUT: Duration = Duration::from_secs(180);
 
-fn kubeconfig() -> Option<PathBuf> {
+pub(super) fn kubeconfig() -> Option<PathBuf> {
     std::env::var_os("QUARTERMASTER_E2E_KUBECONFIG").map(PathBuf::from)
 }
 
@@ -54,14 +56,18 @@ fn binary() -> PathBuf {
     target.join("debug").join("quartermaster")
 }
 
-struct Controller {
-    child: Child,
+pub(super) struct Controller {
+    pub(super) child: Child,
     metrics_port: u16,
     log: PathBuf,
 }
 
 impl Controller {
-    fn start(kubeconfig: &std::path::Path, kwok_config: &std::path::Path, log: PathBuf) -> Self {
+    pub(super) fn start(
+        kubeconfig: &std::path::Path,
+        kwok_config: &std::path::Path,
+        log: PathBuf,
+    ) -> Self {
         let metrics_port = free_port().expect("a free port");
         let health_port = free_port().expect("a free port");
         let file = std::fs::OpenOptions::new()
@@ -102,19 +108,19 @@ impl Controller {
         }
     }
 
-    fn kill(mut self) {
+    pub(super) fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
-    fn get(&self, path: &str) -> String {
+    pub(super) fn get(&self, path: &str) -> String {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.metrics_port));
         quartermaster_tests::prometheus::http_get(addr, path)
             .map(|(_, body)| body)
             .unwrap_or_default()
     }
 
-    fn log(&self) -> String {
+    pub(super) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
@@ -126,7 +132,7 @@ impl Drop for Controller {
     }
 }
 
-async fn client(path: &std::path::Path) -> Client {
+pub(super) async fn client(path: &std::path::Path) -> Client {
     let kubeconfig = Kubeconfig::read_from(path).expect("QUARTERMASTER_E2E_KUBECONFIG is readable");
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -134,7 +140,7 @@ async fn client(path: &std::path::Path) -> Client {
     Client::try_from(config).expect("a client")
 }
 
-async fn apply<K>(api: &Api<K>, name: &str, object: Value)
+pub(super) async fn apply<K>(api: &Api<K>, name: &str, object: Value)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -147,7 +153,7 @@ where
     .unwrap_or_else(|e| panic!("applying {name}: {e}"));
 }
 
-async fn wait_for<F, Fut>(what: &str, ctl: Option<&Controller>, mut check: F)
+pub(super) async fn wait_for<F, Fut>(what: &str, ctl: Option<&Controller>, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
@@ -170,7 +176,7 @@ where
     }
 }
 
-fn deployment(name: &str, replicas: i32, gpus: u32) -> Value {
+pub(super) fn deployment(name: &str, replicas: i32, gpus: u32) -> Value {
     let mut requests = json!({"cpu": "1", "memory": "2Gi"});
     let mut spec = json!({"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
         "resources": {"requests": requests.clone()}}]});
@@ -188,7 +194,7 @@ fn deployment(name: &str, replicas: i32, gpus: u32) -> Value {
             "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
 }
 
-async fn setup(client: &Client) {
+pub(super) async fn setup(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in quartermaster_policies::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
@@ -255,7 +261,7 @@ async fn setup(client: &Client) {
 }
 
 /// Pods of the test namespace that are not bound to a node of a NodeClaim.
-async fn unbound(client: &Client) -> Result<Vec<String>, String> {
+pub(super) async fn unbound(client: &Client) -> Result<Vec<String>, String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let nodes: Api<Node> = Api::all(client.clone());
     let ours: Vec<String> = nodes
@@ -302,7 +308,7 @@ async fn wait_all_bound(client: &Client, ctl: &Controller, what: &str) {
     .await;
 }
 
-async fn wait_until_no_nodes(client: &Client, ctl: &Controller, what: &str) {
+pub(super) async fn wait_until_no_nodes(client: &Client, ctl: &Controller, what: &str) {
     wait_for(what, Some(ctl), || {
         let client = client.clone();
         async move {
@@ -328,7 +334,7 @@ async fn scale(client: &Client, name: &str, replicas: i32) {
     .unwrap_or_else(|e| panic!("scaling {name}: {e}"));
 }
 
-async fn claims_and_nodes(client: &Client) -> (Vec<NodeClaim>, Vec<Node>) {
+pub(super) async fn claims_and_nodes(client: &Client) -> (Vec<NodeClaim>, Vec<Node>) {
     let claims: Api<NodeClaim> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client.clone());
     let c = claims
@@ -352,6 +358,7 @@ fn the_controller_provisions_survives_a_restart_mid_launch_and_consolidates_on_a
         );
         return;
     };
+    let _one_at_a_time = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

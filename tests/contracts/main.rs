@@ -12,6 +12,7 @@ mod corpus_labels;
 mod corpus_workloads;
 mod crds;
 mod e2e;
+mod e2e_gpu_mix;
 mod explain;
 mod fixtures;
 mod focus;

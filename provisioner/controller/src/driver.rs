@@ -84,6 +84,8 @@ pub struct Driver {
     launch_errors: BTreeMap<String, CloudError>,
     /// Claims whose initialization was announced.
     initialized: BTreeSet<String>,
+    /// The node last written as each pending pod's `status.nominatedNodeName`.
+    nominations_written: BTreeMap<PodRef, String>,
     /// The reason last announced for each pod that cannot be placed.
     unschedulable: BTreeMap<PodRef, String>,
     /// Pods' creation times (pending time).
@@ -132,6 +134,7 @@ impl Driver {
             launch_errors: BTreeMap::new(),
             initialized: BTreeSet::new(),
             unschedulable: BTreeMap::new(),
+            nominations_written: BTreeMap::new(),
             created: BTreeMap::new(),
             written: lifecycle::Written::default(),
             outcomes_tx,
@@ -270,6 +273,7 @@ impl Driver {
         self.collect_garbage(now);
         self.poll_cloud_events(now);
         crate::fleet::export(self, now);
+        crate::page::record_pass(self, now);
         self.last_pass = Some(now);
         self.ctx
             .metrics
@@ -542,6 +546,7 @@ impl Driver {
             }
         }
         // Registration and node updates.
+        let mut expected: Vec<(PodRef, String)> = Vec::new();
         let views: Vec<ClaimView> = engine.claims().collect();
         for c in views {
             let Some(provider_id) = &c.provider_id else {
@@ -573,6 +578,12 @@ impl Driver {
                             node: view.clone(),
                         },
                     );
+                    // Tell the scheduler which pods this node is for before it is schedulable.
+                    expected.extend(
+                        engine
+                            .nominated_to(&c.name)
+                            .map(|p| (p.clone(), view.name.clone())),
+                    );
                     self.registered.insert(c.name.clone(), view);
                 }
                 Some(last) if *last != view => {
@@ -599,6 +610,9 @@ impl Driver {
                 Some(_) => {}
             }
         }
+        for (pod, node) in expected {
+            self.nominate_pod(pod, node);
+        }
     }
 
     fn feed_pods(&mut self, now: DateTime<Utc>, observed: &Observed) {
@@ -616,6 +630,7 @@ impl Driver {
                 }
                 (None, Some(_)) => {}
                 (Some(node), before) if before != Some(&Some(node.clone())) => {
+                    self.nominations_written.remove(id);
                     if matches!(before, Some(None))
                         && let Some(created) = self.created.get(id)
                     {
@@ -644,6 +659,7 @@ impl Driver {
             .collect();
         for id in gone {
             self.reported.remove(&id);
+            self.nominations_written.remove(&id);
             self.created.remove(&id);
             self.unschedulable.remove(&id);
             engine.handle(now, Event::PodGone(id));
@@ -684,6 +700,11 @@ impl Driver {
                         .inc();
                     self.written.mark_created(&claim);
                     lifecycle::nominated_events(self, &claim);
+                    crate::page::record_decision(
+                        &self.ctx,
+                        now,
+                        crate::page::Decision::launch(&request),
+                    );
                 }
                 self.ctx.spawn(launch(
                     self.ctx.clone(),
@@ -717,6 +738,11 @@ impl Driver {
                         .inc_by(v.offering.price_per_hour);
                 }
                 lifecycle::disrupting_event(self, &claim, reason, view.as_ref());
+                crate::page::record_decision(
+                    &self.ctx,
+                    now,
+                    crate::page::Decision::delete(&claim, reason, view.as_ref()),
+                );
                 let ctx = self.ctx.clone();
                 let tx = self.outcomes_tx.clone();
                 let in_cluster = self.seen.contains(&claim);
@@ -736,10 +762,9 @@ impl Driver {
                     }
                     let _ = tx.send(Outcome::Engine(Box::new(Event::Deleted { claim })));
                 });
-                let _ = now;
             }
-            // The kube-scheduler binds pods; the nomination is the engine's to remember.
-            Action::Bind { .. } => {}
+            // The kube-scheduler binds pods: it is told where they are expected, no more.
+            Action::Bind { pod, node } => self.nominate_pod(pod, node),
             Action::Cordon { node } => lifecycle::cordon(&self.ctx, node, true),
             Action::Uncordon { node } => lifecycle::cordon(&self.ctx, node, false),
             // Pods leave a node through its NodeClaim's termination (evictions honour PDBs).
@@ -768,8 +793,35 @@ impl Driver {
                     .disruption_expected_savings
                     .get_or_create(&labels)
                     .inc_by(command.saving_per_hour);
+                crate::page::record_decision(
+                    &self.ctx,
+                    now,
+                    crate::page::Decision::disrupt(&command),
+                );
             }
         }
+    }
+
+    /// Writes `status.nominatedNodeName` of a pod that is still pending (once per node): a
+    /// hint the kube-scheduler honours from Kubernetes 1.34 (KEP-5278) by keeping the node's
+    /// room for it. Nothing depends on it: the engine checks what was really bound.
+    fn nominate_pod(&mut self, pod: PodRef, node: String) {
+        if self.reported.get(&pod) != Some(&None)
+            || self.nominations_written.get(&pod) == Some(&node)
+        {
+            return;
+        }
+        self.nominations_written.insert(pod.clone(), node.clone());
+        let ctx = self.ctx.clone();
+        self.ctx.spawn(async move {
+            if let Err(e) = ctx
+                .writer
+                .nominate_pod(&pod.namespace, &pod.name, &node)
+                .await
+            {
+                tracing::debug!(%pod, node, error = %e, "could not write nominatedNodeName");
+            }
+        });
     }
 
     /// Unschedulable events for pods the solver could not place, and Initialized events.

@@ -29,6 +29,12 @@ pub const CLUSTER_RULES: &[ApiAccess] = &[
         resource: "pods/eviction",
         verbs: &["create"],
     },
+    // patch: status.nominatedNodeName, where a pending pod is expected (KEP-5278).
+    ApiAccess {
+        group: "",
+        resource: "pods/status",
+        verbs: &["patch"],
+    },
     ApiAccess {
         group: "",
         resource: "nodes",
@@ -128,11 +134,6 @@ pub const KWOK_CLUSTER_RULES: &[ApiAccess] = &[
         group: "",
         resource: "pods",
         verbs: &["delete"],
-    },
-    ApiAccess {
-        group: "",
-        resource: "pods/status",
-        verbs: &["patch"],
     },
     ApiAccess {
         group: "coordination.k8s.io",

@@ -234,14 +234,24 @@ pub async fn step(
     Ok(Step::Done)
 }
 
-/// The claim's Node: by name once registered, by provider id before.
+/// The claim's Node: by name once registered, by provider id before, and by its
+/// `quartermaster.dev/nodeclaim` label when the claim's status never recorded either (a
+/// controller restarted between the launch and the status write).
 fn find_node(ctx: &Context, claim: &NodeClaim) -> Option<Arc<Node>> {
     let status = claim.status.as_ref();
     let by_name = status.and_then(|s| s.node_name.clone());
     let by_id = status.and_then(|s| s.provider_id.clone());
+    let name = claim.metadata.name.as_deref();
     ctx.stores.nodes.state().into_iter().find(|n| {
         by_name.is_some() && n.metadata.name == by_name
             || by_id.is_some() && n.spec.as_ref().and_then(|s| s.provider_id.clone()) == by_id
+            || name.is_some()
+                && n.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(crate::translate::LABEL_NODECLAIM))
+                    .map(String::as_str)
+                    == name
     })
 }
 

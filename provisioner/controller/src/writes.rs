@@ -281,6 +281,24 @@ impl Writer {
         ignore_status(r, &[404])
     }
 
+    /// Sets a pending pod's `status.nominatedNodeName`: where the provisioner expects it
+    /// (Kubernetes 1.34+ keeps the room on that node for it, KEP-5278; older schedulers may
+    /// clear it). A pod that is gone is no error.
+    pub async fn nominate_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+    ) -> Result<(), ControllerError> {
+        self.check()?;
+        let patch = serde_json::json!({"status": {"nominatedNodeName": node}});
+        let r = Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
     /// Publishes a Kubernetes Event about `regarding`. Failures are logged, never fatal.
     pub async fn event(
         &self,

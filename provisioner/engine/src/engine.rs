@@ -227,6 +227,15 @@ impl Engine {
         }
     }
 
+    /// Pods nominated to `claim` and not bound yet (where the driver may tell the
+    /// kube-scheduler they are expected).
+    pub fn nominated_to<'a>(&'a self, claim: &'a str) -> impl Iterator<Item = &'a PodRef> + 'a {
+        self.pods.iter().filter_map(move |(id, e)| match &e.state {
+            PodState::Nominated { claim: c } if c == claim => Some(id),
+            _ => None,
+        })
+    }
+
     /// Records what happened at `now`.
     pub fn handle(&mut self, now: DateTime<Utc>, event: Event) {
         self.version += 1;
@@ -1152,6 +1161,33 @@ impl Engine {
         Some(at)
     }
 
+    /// Whether a pod that is not running yet could use empty `c` now: one waiting for a
+    /// solve, or one nominated to a node that is not up yet (the kube-scheduler may well bind
+    /// it here first). Such a node is not removed as empty.
+    fn wanted_by_unbound_pods(&self, c: &Claim) -> bool {
+        let spec = &self.setup.pools[c.pool].spec;
+        let mut labels = c.node_labels();
+        if let Some(node) = &c.node {
+            labels.extend(node.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        self.pods.values().any(|e| {
+            let unbound = match &e.state {
+                PodState::Waiting { reason, .. } => reason.is_none(),
+                PodState::Nominated { claim } => self
+                    .claims
+                    .get(claim)
+                    .is_some_and(|t| t.phase != Phase::Initialized),
+                PodState::Bound { .. } => false,
+            };
+            unbound
+                && e.pod.requests.first_excess(&c.room).is_none()
+                && quartermaster_solver::pod::tolerates_all(&e.pod.tolerations, &spec.taints)
+                    .is_ok()
+                && (e.pod.node_terms.is_empty()
+                    || e.pod.node_terms.iter().any(|t| t.matches(&labels)))
+        })
+    }
+
     fn remove_empty(&mut self, now: DateTime<Utc>) {
         let mut occupied: BTreeSet<&str> = BTreeSet::new();
         for e in self.pods.values() {
@@ -1224,14 +1260,6 @@ impl Engine {
             };
             self.delete(now, &name, reason);
         }
-        // Pods waiting for a solve may need an empty node: it stays until they are placed.
-        let unsolved = self
-            .pods
-            .values()
-            .any(|e| matches!(e.state, PodState::Waiting { reason: None, .. }));
-        if unsolved {
-            return;
-        }
         // Delete those empty past consolidateAfter, within each pool's budget.
         let mut per_pool: BTreeMap<usize, (usize, usize)> = BTreeMap::new(); // (total, disrupting)
         for c in self.claims.values() {
@@ -1247,7 +1275,9 @@ impl Engine {
             .filter(|c| !c.deleting && c.phase == Phase::Initialized && !c.vacating())
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
             .filter(|c| !self.node_protected(c))
-            .filter_map(|c| (now >= self.empty_deadline(c)?).then(|| (c.name.clone(), c.pool)))
+            .filter(|c| self.empty_deadline(c).is_some_and(|at| now >= at))
+            .filter(|c| !self.wanted_by_unbound_pods(c))
+            .map(|c| (c.name.clone(), c.pool))
             .collect();
         for (name, pool) in due {
             let (total, disrupting) = per_pool.get(&pool).copied().unwrap_or_default();

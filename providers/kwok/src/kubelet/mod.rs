@@ -27,8 +27,12 @@ use pods::{PodStep, next_step};
 
 /// How often each Node's Lease is renewed (the kubelet's default: a quarter of its 40 s).
 pub const LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(10);
-/// How often each Node's `Ready` condition is re-reported when nothing changes.
-pub const STATUS_INTERVAL: Duration = Duration::from_secs(30);
+/// How often each Node's `Ready` condition is re-reported when nothing changes: as a kubelet
+/// with node Leases (`nodeStatusReportFrequency`, 5 min); liveness is the Lease's job.
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(300);
+/// How many Lease renewals and status reports one pass has in flight at once (a pass over
+/// 2,000 nodes must fit in the renewal interval).
+const CONCURRENT_CALLS: usize = 16;
 /// How often the loop looks at everything even when no watch event arrives (leases, heartbeats,
 /// device plugins, `run-for` deadlines).
 pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -174,9 +178,36 @@ impl KwokKubelet {
             .collect();
         nodes.sort_by_key(|n| n.name_any());
         let names: BTreeSet<String> = nodes.iter().map(|n| n.name_any()).collect();
-        for node in &nodes {
-            if node.metadata.deletion_timestamp.is_none() {
-                self.sync_node(node, now).await;
+        let live: Vec<&Node> = nodes
+            .iter()
+            .copied()
+            .filter(|n| n.metadata.deletion_timestamp.is_none())
+            .collect();
+        let mut memories: Vec<(String, NodeMemory)> = live
+            .iter()
+            .map(|n| {
+                let name = n.name_any();
+                let memory = self.memory.nodes.remove(&name).unwrap_or_default();
+                (name, memory)
+            })
+            .collect();
+        let mut calls = Vec::with_capacity(live.len());
+        for (node, (_, memory)) in live.iter().zip(memories.iter_mut()) {
+            calls.push(sync_node(&self.leases, &self.nodes, node, memory, now));
+        }
+        let gone: Vec<bool> = futures::stream::iter(calls)
+            .buffered(CONCURRENT_CALLS)
+            .collect()
+            .await;
+        let gone: BTreeSet<String> = memories
+            .iter()
+            .zip(gone)
+            .filter(|(_, gone)| *gone)
+            .map(|((name, _), _)| name.clone())
+            .collect();
+        for (name, memory) in memories {
+            if !gone.contains(&name) {
+                self.memory.nodes.insert(name, memory);
             }
         }
         self.memory.nodes.retain(|name, _| names.contains(name));
@@ -198,51 +229,61 @@ impl KwokKubelet {
         let keys: BTreeSet<String> = bound.iter().map(|p| pod_key(p)).collect();
         self.memory.pods.retain(|k, _| keys.contains(k));
     }
+}
 
-    async fn sync_node(&mut self, node: &Node, now: DateTime<Utc>) {
-        let name = node.name_any();
-        let mut memory = self.memory.nodes.remove(&name).unwrap_or_default();
-
-        let lease_due = memory
-            .lease_renewed_at
-            .is_none_or(|t| since(now, t) >= LEASE_RENEW_INTERVAL);
-        if lease_due {
-            match lease::renew(&self.leases, node, memory.lease.take(), now).await {
-                Ok(lease) => {
-                    memory.lease = Some(lease);
-                    memory.lease_renewed_at = Some(now);
-                }
-                Err(e) => {
-                    tracing::warn!(node = %name, error = %e, "kwok kubelet: renewing the node Lease failed; retrying")
-                }
+/// Renews `node`'s Lease when due and reports its status when it changed (or the report
+/// interval passed). Returns whether the node is gone (a 404: the store has not seen the
+/// deletion yet), which is no error.
+async fn sync_node(
+    leases: &Api<Lease>,
+    nodes: &Api<Node>,
+    node: &Node,
+    memory: &mut NodeMemory,
+    now: DateTime<Utc>,
+) -> bool {
+    let name = node.name_any();
+    let lease_due = memory
+        .lease_renewed_at
+        .is_none_or(|t| since(now, t) >= LEASE_RENEW_INTERVAL);
+    if lease_due {
+        match lease::renew(leases, node, memory.lease.take(), now).await {
+            Ok(lease) => {
+                memory.lease = Some(lease);
+                memory.lease_renewed_at = Some(now);
+            }
+            Err(e) if is_not_found(&e) => return true,
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "kwok kubelet: renewing the node Lease failed; retrying")
             }
         }
-
-        let machine = Machine::of(node);
-        let devices_ready = machine.as_ref().is_none_or(|m| m.devices_ready(now));
-        let last_beat = ready_heartbeat(node).max(memory.status_sent.map(|(at, _)| at));
-        let heartbeat_due = last_beat.is_none_or(|t| since(now, t) >= STATUS_INTERVAL);
-        let stale = !is_current(node, machine.as_ref(), now);
-        let sent_recently = memory
-            .status_sent
-            .is_some_and(|(at, had)| had == devices_ready && since(now, at) < RESEND_AFTER);
-        if heartbeat_due || (stale && !sent_recently) {
-            let status = reported_status(node, machine.as_ref(), now);
-            let patch = serde_json::json!({ "status": status });
-            match self
-                .nodes
-                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-                .await
-            {
-                Ok(_) => memory.status_sent = Some((now, devices_ready)),
-                Err(e) => {
-                    tracing::warn!(node = %name, error = %e, "kwok kubelet: reporting node status failed; retrying")
-                }
-            }
-        }
-        self.memory.nodes.insert(name, memory);
     }
 
+    let machine = Machine::of(node);
+    let devices_ready = machine.as_ref().is_none_or(|m| m.devices_ready(now));
+    let last_beat = ready_heartbeat(node).max(memory.status_sent.map(|(at, _)| at));
+    let heartbeat_due = last_beat.is_none_or(|t| since(now, t) >= STATUS_INTERVAL);
+    let stale = !is_current(node, machine.as_ref(), now);
+    let sent_recently = memory
+        .status_sent
+        .is_some_and(|(at, had)| had == devices_ready && since(now, at) < RESEND_AFTER);
+    if heartbeat_due || (stale && !sent_recently) {
+        let status = reported_status(node, machine.as_ref(), now);
+        let patch = serde_json::json!({ "status": status });
+        match nodes
+            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+        {
+            Ok(_) => memory.status_sent = Some((now, devices_ready)),
+            Err(e) if is_not_found(&e) => return true,
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "kwok kubelet: reporting node status failed; retrying")
+            }
+        }
+    }
+    false
+}
+
+impl KwokKubelet {
     async fn sync_pod(&mut self, pod: &Pod, now: DateTime<Utc>) {
         let key = pod_key(pod);
         let memory = self.memory.pods.entry(key).or_default();

@@ -6,6 +6,7 @@ mod fake_api;
 mod pod_groups;
 mod provisioning_requests;
 mod scenarios;
+mod scheduler_disobeys;
 
 use std::sync::Arc;
 

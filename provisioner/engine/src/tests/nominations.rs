@@ -127,3 +127,37 @@ fn an_empty_node_waits_for_the_scheduler_and_for_pods_about_to_be_solved() {
         vec![(claim, DeleteReason::Empty)]
     );
 }
+
+#[test]
+fn an_empty_node_is_kept_while_a_pod_waiting_for_a_node_still_in_flight_could_run_there() {
+    let mut e = Engine::new(setup("0s"), EngineConfig::default());
+    let actions = pending_then_poll(&mut e, &["a", "b"], t(0));
+    let claims: Vec<String> = launches(&actions).into_iter().map(|l| l.0).collect();
+    let for_a = e
+        .placement(&PodRef::new("default", "a"))
+        .unwrap()
+        .to_owned();
+    up(&mut e, &for_a, "i-1", "node-a", 30);
+    e.poll(t(30));
+    e.handle(
+        t(31),
+        Event::PodBound {
+            pod: gpu_pod("a"),
+            node: "node-a".into(),
+        },
+    );
+    // a finishes; b still waits for its own node, which is not up: node-a stays for it.
+    e.handle(t(40), Event::PodGone(PodRef::new("default", "a")));
+    let actions = e.poll(t(200));
+    assert!(deletes(&actions).is_empty(), "{actions:?}");
+    // The scheduler binds b there; b's own node is the one left empty now.
+    e.handle(
+        t(201),
+        Event::PodBound {
+            pod: gpu_pod("b"),
+            node: "node-a".into(),
+        },
+    );
+    assert!(deletes(&e.poll(t(201))).is_empty());
+    assert_eq!(claims.len(), 2);
+}
