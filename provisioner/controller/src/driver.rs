@@ -546,7 +546,6 @@ impl Driver {
             }
         }
         // Registration and node updates.
-        let mut expected: Vec<(PodRef, String)> = Vec::new();
         let views: Vec<ClaimView> = engine.claims().collect();
         for c in views {
             let Some(provider_id) = &c.provider_id else {
@@ -567,8 +566,27 @@ impl Driver {
                         .state()
                         .into_iter()
                         .find(|p| p.metadata.name.as_deref() == Some(c.node_pool.as_str()));
-                    let registered =
-                        lifecycle::register(&self.ctx, &c, node, pool.as_deref(), true);
+                    // The pods this node is for learn it (status.nominatedNodeName) before the
+                    // registration patch makes the node schedulable, so a 1.34+ scheduler
+                    // keeps their room from the first moment.
+                    let node_name = node.metadata.name.clone().unwrap_or_default();
+                    let expected: Vec<PodRef> = engine
+                        .nominated_to(&c.name)
+                        .filter(|p| self.reported.get(*p) == Some(&None))
+                        .filter(|p| self.nominations_written.get(*p) != Some(&node_name))
+                        .cloned()
+                        .collect();
+                    for p in &expected {
+                        self.nominations_written
+                            .insert(p.clone(), node_name.clone());
+                    }
+                    let registered = lifecycle::register(
+                        &self.ctx,
+                        &c,
+                        node,
+                        pool.as_deref(),
+                        lifecycle::Registration::First { expected },
+                    );
                     self.registration_sent.insert(c.name.clone(), now);
                     let view = node_view(&registered, &self.table);
                     engine.handle(
@@ -577,12 +595,6 @@ impl Driver {
                             claim: c.name.clone(),
                             node: view.clone(),
                         },
-                    );
-                    // Tell the scheduler which pods this node is for before it is schedulable.
-                    expected.extend(
-                        engine
-                            .nominated_to(&c.name)
-                            .map(|p| (p.clone(), view.name.clone())),
                     );
                     self.registered.insert(c.name.clone(), view);
                 }
@@ -601,7 +613,13 @@ impl Driver {
                             .state()
                             .into_iter()
                             .find(|p| p.metadata.name.as_deref() == Some(c.node_pool.as_str()));
-                        lifecycle::register(&self.ctx, &c, node, pool.as_deref(), false);
+                        lifecycle::register(
+                            &self.ctx,
+                            &c,
+                            node,
+                            pool.as_deref(),
+                            lifecycle::Registration::Again,
+                        );
                     }
                     let view = lifecycle::without_unregistered(view);
                     engine.handle(now, Event::NodeUpdated { node: view.clone() });
@@ -609,9 +627,6 @@ impl Driver {
                 }
                 Some(_) => {}
             }
-        }
-        for (pod, node) in expected {
-            self.nominate_pod(pod, node);
         }
     }
 

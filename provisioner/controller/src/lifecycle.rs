@@ -77,17 +77,28 @@ pub fn without_unregistered(mut view: NodeView) -> NodeView {
     view
 }
 
+/// Which registration patch of a claim's node this is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// The first: the `Registered` event follows it, and `expected` (pending pods the engine
+    /// nominated to the claim) get `status.nominatedNodeName` first.
+    First {
+        /// Pods to nominate to the node before it becomes schedulable.
+        expected: Vec<quartermaster_solver::PodRef>,
+    },
+    /// Sent again (the watch still shows the node unregistered): no event.
+    Again,
+}
+
 /// Registers a claim's node: labels it with the NodePool, claim, capacity type, zone and
 /// instance labels, applies the template's taints and startup taints, removes the
 /// unregistered taint and adds the termination finalizer. Returns the node as it will be.
-/// `announce`: whether to record the `Registered` event once the patch lands (only the first
-/// registration of a claim is an event; a patch sent again after a conflict is not).
 pub fn register(
     ctx: &std::sync::Arc<Context>,
     claim: &ClaimView,
     node: &Node,
     pool: Option<&NodePool>,
-    announce: bool,
+    registration: Registration,
 ) -> Node {
     let mut node = node.clone();
     let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
@@ -126,6 +137,18 @@ pub fn register(
     let ctx2 = ctx.clone();
     let claim_name = claim.name.clone();
     ctx.spawn(async move {
+        let announce = matches!(registration, Registration::First { .. });
+        if let Registration::First { expected } = registration {
+            // Best effort: a pod that went, or an old API server, changes nothing.
+            let writes = expected
+                .iter()
+                .map(|p| ctx2.writer.nominate_pod(&p.namespace, &p.name, &name));
+            for result in futures::future::join_all(writes).await {
+                if let Err(e) = result {
+                    tracing::debug!(node = %name, error = %e, "could not write nominatedNodeName");
+                }
+            }
+        }
         match ctx2.writer.patch_node(&name, patch).await {
             Ok(()) if announce => {
                 claim_event(&ctx2, &claim_name, false, "Registered", format!("Node {name} registered"))
