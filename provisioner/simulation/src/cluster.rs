@@ -68,9 +68,11 @@ pub struct Cluster {
     /// `(due, generation, pod)`; stale entries (generation moved on) are skipped.
     completions: BinaryHeap<Reverse<(DateTime<Utc>, u64, PodRef)>>,
     next_generation: u64,
-    /// Bumped by every change a scheduler could care about (pods created or stopped, nodes
-    /// added, ready, cordoned or gone).
+    /// Bumped by every change that may make room for a pod (pods stopped or deleted, nodes
+    /// added, ready, uncordoned or gone).
     changes: u64,
+    /// Pods created so far.
+    created: u64,
 }
 
 fn accelerators(r: &Resources) -> i64 {
@@ -99,7 +101,7 @@ impl Cluster {
             evictions: 0,
         });
         rec.pending.add(now, 1.0);
-        self.changes += 1;
+        self.created += 1;
         self.pods.insert(
             pod.id.clone(),
             LivePod {
@@ -415,9 +417,14 @@ impl Cluster {
         self.changes += 1;
     }
 
-    /// A counter that moves whenever something a scheduler looks at changed.
+    /// A counter that moves whenever room for pods may have appeared.
     pub fn changes(&self) -> u64 {
         self.changes
+    }
+
+    /// How many pods were created so far (a pod's creation index is its record index).
+    pub fn created(&self) -> u64 {
+        self.created
     }
 
     /// Every registered node, by name.
@@ -430,13 +437,13 @@ impl Cluster {
         self.pods.get(id).map(|p| &p.pod)
     }
 
-    /// Pods bound to no node, oldest first (the kube-scheduler's queue order for pods of one
-    /// priority).
-    pub fn unbound_pods(&self) -> Vec<&Pod> {
+    /// Pods bound to no node created as the `from`-th pod or later, oldest first (the
+    /// kube-scheduler's queue order for pods of one priority).
+    pub fn unbound_pods(&self, from: usize) -> Vec<&Pod> {
         let mut pods: Vec<(usize, &Pod)> = self
             .pods
             .values()
-            .filter(|p| p.node.is_none())
+            .filter(|p| p.node.is_none() && p.record >= from)
             .map(|p| (p.record, &p.pod))
             .collect();
         pods.sort_by_key(|(record, _)| *record);

@@ -94,8 +94,8 @@ struct Driver<'s> {
     guarded: BTreeMap<usize, std::collections::BTreeSet<PodRef>>,
     /// Workload of every alive pod.
     workload_of: BTreeMap<PodRef, usize>,
-    /// The cluster's change counter when the scheduler stand-in last ran.
-    scheduled_at_change: Option<u64>,
+    /// The cluster's room-change and creation counters when the scheduler stand-in last ran.
+    scheduled_at_change: Option<(u64, u64)>,
 }
 
 /// Runs `scenario` with `seed`. `progress` is told the fraction of simulated time done.
@@ -520,32 +520,43 @@ impl Driver<'_> {
     /// first, goes to the best node that passes the filters, whatever the engine planned. Runs
     /// only when the cluster changed since the last cycle. Returns whether it bound any.
     fn schedule(&mut self) -> Result<bool, SimulationError> {
-        if self.scenario.binder != Binder::Scheduler
-            || self.scheduled_at_change == Some(self.cluster.changes())
-        {
+        let seen = (self.cluster.changes(), self.cluster.created());
+        if self.scenario.binder != Binder::Scheduler || self.scheduled_at_change == Some(seen) {
             return Ok(false);
         }
+        // Without new room only the pods created since the last cycle can be bound now (the
+        // others did not fit then and nothing freed up since).
+        let from = match self.scheduled_at_change {
+            Some((changes, created)) if changes == seen.0 => created as usize,
+            _ => 0,
+        };
         let mut bound = false;
         let pending: Vec<PodRef> = self
             .cluster
-            .unbound_pods()
+            .unbound_pods(from)
             .into_iter()
             .map(|p| p.id.clone())
             .collect();
+        let mut anti_affine = self
+            .cluster
+            .running_pods()
+            .any(scheduler::has_required_anti_affinity);
         for id in pending {
             let Some(pod) = self.cluster.pod(&id) else {
                 continue;
             };
-            let Some(node) = scheduler::choose(&self.cluster, pod).map(str::to_owned) else {
+            let Some(node) = scheduler::choose(&self.cluster, pod, anti_affine).map(str::to_owned)
+            else {
                 continue;
             };
+            anti_affine |= scheduler::has_required_anti_affinity(pod);
             self.cluster
                 .bind(self.now, &id, &node, &mut self.rec)
                 .map_err(|e| self.inconsistent(format!("the scheduler stand-in: {e}")))?;
             self.report_bound(&id, &node);
             bound = true;
         }
-        self.scheduled_at_change = Some(self.cluster.changes());
+        self.scheduled_at_change = Some((self.cluster.changes(), self.cluster.created()));
         Ok(bound)
     }
 

@@ -38,19 +38,29 @@ impl Binder {
     }
 }
 
-/// The node the kube-scheduler would bind `pod` to now, if any.
-pub fn choose<'c>(cluster: &'c Cluster, pod: &Pod) -> Option<&'c str> {
+/// The node the kube-scheduler would bind `pod` to now, if any. `anti_affine_residents`:
+/// whether any running pod has a required anti-affinity term (else that filter is skipped).
+pub fn choose<'c>(cluster: &'c Cluster, pod: &Pod, anti_affine_residents: bool) -> Option<&'c str> {
     let mut best: Option<(i64, &str)> = None;
     for (name, node) in cluster.nodes() {
         let Some(score) = score(node, pod) else {
             continue;
         };
-        if best.is_some_and(|(b, _)| b >= score) || !feasible_with_pods(cluster, node, pod) {
+        if best.is_some_and(|(b, _)| b >= score)
+            || !feasible_with_pods(cluster, node, pod, anti_affine_residents)
+        {
             continue;
         }
         best = Some((score, name.as_str()));
     }
     best.map(|(_, name)| name)
+}
+
+/// Whether a pod has a required anti-affinity term (which binds other pods too).
+pub fn has_required_anti_affinity(pod: &Pod) -> bool {
+    pod.anti_affinity
+        .iter()
+        .any(|t| t.preferred_weight.is_none())
 }
 
 /// The node's score for `pod` when the per-node filters pass (cordon, taints, node affinity,
@@ -81,7 +91,12 @@ fn score(node: &Node, pod: &Pod) -> Option<i64> {
 
 /// The filters that look at other pods: host ports, required (anti-)affinity both ways and
 /// `DoNotSchedule` topology spread.
-fn feasible_with_pods(cluster: &Cluster, node: &Node, pod: &Pod) -> bool {
+fn feasible_with_pods(
+    cluster: &Cluster,
+    node: &Node,
+    pod: &Pod,
+    anti_affine_residents: bool,
+) -> bool {
     let residents = || node.pods.iter().filter_map(|id| cluster.pod(id));
     if !pod.host_ports.is_empty()
         && residents().any(|r| {
@@ -120,7 +135,7 @@ fn feasible_with_pods(cluster: &Cluster, node: &Node, pod: &Pod) -> bool {
         }
     }
     // Existing pods' required anti-affinity against this pod.
-    for (_, other_node) in cluster.nodes() {
+    for (_, other_node) in cluster.nodes().filter(|_| anti_affine_residents) {
         for other in other_node.pods.iter().filter_map(|id| cluster.pod(id)) {
             for term in required(&other.anti_affinity) {
                 let same_domain = other_node
