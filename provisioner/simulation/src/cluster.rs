@@ -279,6 +279,11 @@ impl Cluster {
         }
     }
 
+    /// Evicts one pod from its node (it waits to be placed again).
+    pub fn evict(&mut self, now: DateTime<Utc>, id: &PodRef, rec: &mut Record) {
+        self.stop(now, id, true, rec);
+    }
+
     /// Stops every pod on a node (they wait for the engine to place them again).
     pub fn drain(&mut self, now: DateTime<Utc>, node: &str, rec: &mut Record) {
         let pods: Vec<PodRef> = self

@@ -509,6 +509,24 @@ impl Driver<'_> {
                 .node(&node)
                 .map(|n| n.pods.iter().cloned().collect())
                 .unwrap_or_default();
+            // Pods still there are evicted first (with the kube-scheduler stand-in a
+            // consolidated node's pods move only now), one at a time and each placed again
+            // before the next goes, as termination's evictions wait for the budget.
+            if self.scenario.binder == Binder::Scheduler && !on.is_empty() {
+                self.cluster.cordon(&node);
+                for pod in &on {
+                    self.stopping(pod, &node);
+                    self.cluster.evict(self.now, pod, &mut self.rec);
+                    self.report_unbound(std::slice::from_ref(pod));
+                    // A pod with no room anywhere waits for the engine, as in a cluster.
+                    let _ = self.schedule_one(pod);
+                }
+            }
+            for pod in &on {
+                if self.cluster.node_of(pod) == Some(node.as_str()) {
+                    self.stopping(pod, &node);
+                }
+            }
             self.cluster.remove_node(self.now, &node, &mut self.rec);
             self.report_unbound(&on);
         }
@@ -558,6 +576,29 @@ impl Driver<'_> {
         }
         self.scheduled_at_change = Some((self.cluster.changes(), self.cluster.created()));
         Ok(bound)
+    }
+
+    /// The stand-in's cycle for one unbound pod; returns whether it bound it.
+    fn schedule_one(&mut self, id: &PodRef) -> Result<bool, SimulationError> {
+        let anti_affine = self
+            .cluster
+            .running_pods()
+            .any(scheduler::has_required_anti_affinity);
+        let Some(pod) = self.cluster.pod(id) else {
+            return Ok(false);
+        };
+        if self.cluster.node_of(id).is_some() {
+            return Ok(false);
+        }
+        let Some(node) = scheduler::choose(&self.cluster, pod, anti_affine).map(str::to_owned)
+        else {
+            return Ok(false);
+        };
+        self.cluster
+            .bind(self.now, id, &node, &mut self.rec)
+            .map_err(|e| self.inconsistent(format!("the scheduler stand-in: {e}")))?;
+        self.report_bound(id, &node);
+        Ok(true)
     }
 
     /// Tells the engine the cluster bound `pod` to `node`, as the controller's watch would.

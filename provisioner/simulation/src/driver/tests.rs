@@ -281,3 +281,38 @@ fn a_gang_starts_when_all_its_members_are_bound() {
     let starts: Vec<_> = rec.pods.iter().map(|p| p.first_bound).collect();
     assert_eq!(starts[0], starts[1], "both start together");
 }
+
+/// Four 1-GPU jobs, then one 4-GPU job, in the same batch.
+fn small_then_large() -> Scenario {
+    let mut workload = gpu_job("small", "[{at: 1m, burst: 4}]", "2h", false);
+    workload.push_str(
+        "    - name: large
+      kind: Job
+      arrivals: [{at: 1m}]
+      duration: 2h
+      template:
+        spec:
+          containers: [{name: c, resources: {requests: {cpu: '8', memory: 32Gi}, limits: {nvidia.com/gpu: 4}}}]
+",
+    );
+    scenario("4h", "[on-demand]", "{}", &workload)
+}
+
+#[test]
+fn pods_the_scheduler_binds_elsewhere_than_planned_are_planned_again_and_all_run() {
+    use crate::scheduler::Binder;
+    let s = small_then_large();
+    let planned = run(&s.with_binder(Binder::Planned), 1, None).unwrap();
+    assert_eq!(planned.engine.nominations_released, 0);
+    let r = run(&s, 1, None).unwrap();
+    assert_eq!(s.binder, Binder::Scheduler, "the default binder");
+    // The stand-in puts the small pods on the large node (the emptiest by CPU and memory):
+    // the large pod's room is gone, it is solved again and gets a node of its own.
+    assert!(r.engine.nominations_released >= 1, "{:?}", r.engine);
+    assert!(r.waiting.is_empty(), "{:?}", r.waiting);
+    assert!(
+        r.record.pods.iter().all(|p| p.first_bound.is_some()),
+        "every pod ran"
+    );
+    assert!(r.record.pods.iter().all(|p| p.completed));
+}
