@@ -35,8 +35,12 @@ pub(super) fn kubeconfig() -> Option<PathBuf> {
     std::env::var_os("QUARTERMASTER_E2E_KUBECONFIG").map(PathBuf::from)
 }
 
-/// The controller binary, built if needed.
+/// The controller binary: `QUARTERMASTER_E2E_BINARY` when set (say, a release build, to
+/// measure), else the debug build, built if needed.
 fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("QUARTERMASTER_E2E_BINARY") {
+        return PathBuf::from(path);
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"));
