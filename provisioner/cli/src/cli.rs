@@ -388,8 +388,9 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub no_gang: bool,
     /// Who binds pods: `scheduler`, a stand-in for the kube-scheduler that ignores the
-    /// engine's nominations (filters, then LeastAllocated and balanced-allocation scores), or
-    /// `planned`, every pod where the engine planned it (the best case, to compare).
+    /// engine's nominations (filters, then LeastAllocated and balanced-allocation scores),
+    /// `most-allocated` (the same scoring MostAllocated, a packing profile), or `planned`, every
+    /// pod where the engine planned it (the best case, to compare).
     #[arg(long, value_enum, default_value_t = BinderArg::Scheduler)]
     pub binder: BinderArg,
 }
@@ -399,6 +400,8 @@ pub struct SimulateArgs {
 pub enum BinderArg {
     /// The kube-scheduler stand-in.
     Scheduler,
+    /// The same with MostAllocated scoring (a packing scheduler profile).
+    MostAllocated,
     /// The engine's plan.
     Planned,
 }

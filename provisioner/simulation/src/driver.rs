@@ -25,7 +25,7 @@ use crate::record::{EndReason, InstanceRecord, Record};
 use crate::rng::cloud_seed;
 use crate::scenario::world::{World, build};
 use crate::scenario::{Scenario, WorkloadKind};
-use crate::scheduler::{self, Binder};
+use crate::scheduler;
 use crate::workload::{Trace, TraceEvent, generate};
 
 /// Rounds of "feed events, poll the engine" at one instant before the run is declared stuck.
@@ -512,7 +512,7 @@ impl Driver<'_> {
             // Pods still there are evicted first (with the kube-scheduler stand-in a
             // consolidated node's pods move only now), one at a time and each placed again
             // before the next goes, as termination's evictions wait for the budget.
-            if self.scenario.binder == Binder::Scheduler && !on.is_empty() {
+            if self.scenario.binder.is_scheduler() && !on.is_empty() {
                 self.cluster.cordon(&node);
                 for pod in &on {
                     self.stopping(pod, &node);
@@ -534,12 +534,12 @@ impl Driver<'_> {
 
     // ------------------------------------------------------------------ binding
 
-    /// The kube-scheduler stand-in's cycle ([`Binder::Scheduler`]): every unbound pod, oldest
+    /// The kube-scheduler stand-in's cycle ([`crate::scheduler::Binder::Scheduler`]): every unbound pod, oldest
     /// first, goes to the best node that passes the filters, whatever the engine planned. Runs
     /// only when the cluster changed since the last cycle. Returns whether it bound any.
     fn schedule(&mut self) -> Result<bool, SimulationError> {
         let seen = (self.cluster.changes(), self.cluster.created());
-        if self.scenario.binder != Binder::Scheduler || self.scheduled_at_change == Some(seen) {
+        if !self.scenario.binder.is_scheduler() || self.scheduled_at_change == Some(seen) {
             return Ok(false);
         }
         // Without new room only the pods created since the last cycle can be bound now (the
@@ -563,7 +563,9 @@ impl Driver<'_> {
             let Some(pod) = self.cluster.pod(&id) else {
                 continue;
             };
-            let Some(node) = scheduler::choose(&self.cluster, pod, anti_affine).map(str::to_owned)
+            let Some(node) =
+                scheduler::choose(&self.cluster, pod, anti_affine, self.scenario.binder)
+                    .map(str::to_owned)
             else {
                 continue;
             };
@@ -590,7 +592,8 @@ impl Driver<'_> {
         if self.cluster.node_of(id).is_some() {
             return Ok(false);
         }
-        let Some(node) = scheduler::choose(&self.cluster, pod, anti_affine).map(str::to_owned)
+        let Some(node) = scheduler::choose(&self.cluster, pod, anti_affine, self.scenario.binder)
+            .map(str::to_owned)
         else {
             return Ok(false);
         };
@@ -622,7 +625,7 @@ impl Driver<'_> {
     /// stand-in the engine hears of them as the controller would (a pod it already placed
     /// again keeps its place).
     fn report_unbound(&mut self, pods: &[PodRef]) {
-        if self.scenario.binder != Binder::Scheduler {
+        if !self.scenario.binder.is_scheduler() {
             return;
         }
         for id in pods {
@@ -692,7 +695,7 @@ impl Driver<'_> {
                 None => self.engine.handle(self.now, Event::Deleted { claim }),
             },
             // The kube-scheduler does not read nominations: its stand-in binds in `schedule`.
-            Action::Bind { .. } if self.scenario.binder == Binder::Scheduler => {}
+            Action::Bind { .. } if self.scenario.binder.is_scheduler() => {}
             Action::Bind { pod, node } => {
                 if self.cluster.node(&node).is_some_and(|n| n.cordoned) {
                     return Err(self

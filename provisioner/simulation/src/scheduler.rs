@@ -21,18 +21,28 @@ use crate::cluster::{Cluster, Node};
 /// Who binds pods in a simulation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Binder {
-    /// A stand-in for the kube-scheduler: filters and scores, ignoring nominations.
+    /// A stand-in for the kube-scheduler's default profile: filters, then LeastAllocated and
+    /// balanced allocation, ignoring nominations.
     #[default]
     Scheduler,
+    /// The same with `NodeResourcesFit` scoring `MostAllocated` (the profile GPU clusters use to
+    /// pack): the fullest node that fits wins.
+    MostAllocated,
     /// Every pod goes where the engine planned it (`Action::Bind`).
     Planned,
 }
 
 impl Binder {
+    /// Whether a kube-scheduler stand-in binds (not the engine's plan).
+    pub fn is_scheduler(self) -> bool {
+        self != Self::Planned
+    }
+
     /// The name used on the command line and in summaries.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Scheduler => "scheduler",
+            Self::MostAllocated => "most-allocated",
             Self::Planned => "planned",
         }
     }
@@ -40,10 +50,16 @@ impl Binder {
 
 /// The node the kube-scheduler would bind `pod` to now, if any. `anti_affine_residents`:
 /// whether any running pod has a required anti-affinity term (else that filter is skipped).
-pub fn choose<'c>(cluster: &'c Cluster, pod: &Pod, anti_affine_residents: bool) -> Option<&'c str> {
+pub fn choose<'c>(
+    cluster: &'c Cluster,
+    pod: &Pod,
+    anti_affine_residents: bool,
+    binder: Binder,
+) -> Option<&'c str> {
+    let most = binder == Binder::MostAllocated;
     let mut best: Option<(i64, &str)> = None;
     for (name, node) in cluster.nodes() {
-        let Some(score) = score(node, pod) else {
+        let Some(score) = score(node, pod, most) else {
             continue;
         };
         if best.is_some_and(|(b, _)| b >= score)
@@ -64,8 +80,9 @@ pub fn has_required_anti_affinity(pod: &Pod) -> bool {
 }
 
 /// The node's score for `pod` when the per-node filters pass (cordon, taints, node affinity,
-/// resources, host ports), else `None`. LeastAllocated plus BalancedAllocation, 0..=200.
-fn score(node: &Node, pod: &Pod) -> Option<i64> {
+/// resources, host ports), else `None`. LeastAllocated (or MostAllocated, `most`) plus
+/// BalancedAllocation, 0..=200.
+fn score(node: &Node, pod: &Pod, most: bool) -> Option<i64> {
     if node.cordoned || tolerates_all(&pod.tolerations, &node.view.taints).is_err() {
         return None;
     }
@@ -84,9 +101,13 @@ fn score(node: &Node, pod: &Pod) -> Option<i64> {
         requested.get(slot) as f64 / alloc as f64
     };
     let (cpu, mem) = (fraction(CPU), fraction(MEMORY));
-    let least = ((1.0 - cpu) + (1.0 - mem)) / 2.0 * 100.0;
+    let allocated = if most {
+        (cpu + mem) / 2.0 * 100.0
+    } else {
+        ((1.0 - cpu) + (1.0 - mem)) / 2.0 * 100.0
+    };
     let balanced = (1.0 - (cpu - mem).abs() / 2.0) * 100.0;
-    Some((least + balanced).round() as i64)
+    Some((allocated + balanced).round() as i64)
 }
 
 /// The filters that look at other pods: host ports, required (anti-)affinity both ways and

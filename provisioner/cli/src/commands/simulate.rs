@@ -33,6 +33,7 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, _err: &mut dyn Write) -> an
     };
     let scenario = scenario.with_binder(match args.binder {
         BinderArg::Scheduler => Binder::Scheduler,
+        BinderArg::MostAllocated => Binder::MostAllocated,
         BinderArg::Planned => Binder::Planned,
     });
     if args.check {
