@@ -11,6 +11,7 @@ use quartermaster_solver::resources::{CPU, MEMORY, PODS};
 use quartermaster_solver::{Gang, Pod, PodRef, Resources};
 
 use super::fixtures::*;
+use super::fleet::deleted;
 use crate::{Action, DeleteReason, Engine, EngineConfig, Event};
 
 const GANG_LABEL: &str = "quartermaster.dev/gang";
@@ -129,16 +130,6 @@ fn p5_ice(zone: &str) -> CloudError {
     }
 }
 
-fn deletes(actions: &[Action]) -> Vec<(String, DeleteReason)> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Delete { claim, reason, .. } => Some((claim.clone(), *reason)),
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn a_four_by_eight_gpu_gang_gets_four_nodes_in_one_zone_labelled_with_its_placement_group() {
     let mut e = gang_engine(two_zones());
@@ -190,10 +181,10 @@ fn a_four_by_eight_gpu_gang_gets_four_nodes_in_one_zone_labelled_with_its_placem
         );
     }
     let actions = e.poll(t(12));
-    assert!(deletes(&actions).is_empty(), "{actions:?}");
+    assert!(deleted(&actions).is_empty(), "{actions:?}");
     // Complete: its deadline no longer matters.
     let later = e.poll(t(12 + 11 * 60));
-    assert!(deletes(&later).is_empty(), "{later:?}");
+    assert!(deleted(&later).is_empty(), "{later:?}");
     assert_eq!(e.stats().gang_launches, 1);
     assert_eq!(e.stats().gang_rollbacks, 0);
 }
@@ -222,7 +213,7 @@ fn a_member_out_of_capacity_rolls_the_others_back_and_the_gang_relaunches_whole_
         },
     );
     let actions = e.poll(t(12));
-    let mut rolled_back = deletes(&actions);
+    let mut rolled_back = deleted(&actions);
     rolled_back.sort();
     assert_eq!(
         rolled_back,
@@ -293,7 +284,7 @@ fn a_member_falls_back_within_the_gangs_zone_and_the_gang_completes() {
         )],
         "the member falls back to on-demand in its zone, not to spot in the other: {actions:?}"
     );
-    assert!(deletes(&actions).is_empty());
+    assert!(deleted(&actions).is_empty());
     assert_eq!(e.stats().gang_rollbacks, 0);
 }
 
@@ -322,7 +313,7 @@ fn a_gang_not_launched_by_its_deadline_is_rolled_back() {
             },
         );
         let actions = e.poll(t(now));
-        if !deletes(&actions).is_empty() {
+        if !deleted(&actions).is_empty() {
             break;
         }
         now = (e.next_deadline().expect("a retry or the gang's deadline") - t(0)).num_seconds();
@@ -370,7 +361,7 @@ fn pods_without_a_gang_launch_alone_and_fall_back_to_another_zone() {
         },
     );
     let actions = e.poll(t(12));
-    assert!(deletes(&actions).is_empty(), "{actions:?}");
+    assert!(deleted(&actions).is_empty(), "{actions:?}");
     assert_eq!(
         launches(&actions),
         [(
@@ -433,7 +424,7 @@ fn a_gang_half_launched_when_the_controller_restarted_is_still_rolled_back_whole
         },
     );
     let actions = e.poll(t(70));
-    let mut rolled_back = deletes(&actions);
+    let mut rolled_back = deleted(&actions);
     rolled_back.sort();
     assert_eq!(
         rolled_back,
@@ -451,7 +442,7 @@ fn a_gang_found_whole_after_a_restart_completes_and_stays() {
         e.handle(t(60), Event::ClaimFound(found_member(name, true)));
     }
     let actions = e.poll(t(60));
-    assert!(deletes(&actions).is_empty(), "{actions:?}");
+    assert!(deleted(&actions).is_empty(), "{actions:?}");
     let later = e.poll(t(60 + 11 * 60));
-    assert!(deletes(&later).is_empty(), "{later:?}");
+    assert!(deleted(&later).is_empty(), "{later:?}");
 }

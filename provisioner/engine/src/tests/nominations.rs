@@ -6,7 +6,8 @@ use quartermaster_pricing::CapacityType;
 use quartermaster_solver::PodRef;
 
 use super::fixtures::*;
-use crate::{Action, DeleteReason, Engine, EngineConfig, Event};
+use super::fleet::deleted;
+use crate::{DeleteReason, Engine, EngineConfig, Event};
 
 /// Launches and registers `claim` as `node` in us-east-1a at `at`, GPUs and all (initialized).
 fn up(e: &mut Engine, claim: &str, id: &str, node: &str, at: i64) {
@@ -24,16 +25,6 @@ fn up(e: &mut Engine, claim: &str, id: &str, node: &str, at: i64) {
             node: registered_node(node, "us-east-1a", 1, false),
         },
     );
-}
-
-fn deletes(actions: &[Action]) -> Vec<(String, DeleteReason)> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Delete { claim, reason, .. } => Some((claim.clone(), *reason)),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]
@@ -66,7 +57,7 @@ fn a_pod_whose_room_the_scheduler_gave_away_is_planned_again_at_once_on_room_sti
     up(&mut e, &for_b, "i-2", "node-b", 40);
     let actions = e.poll(t(40));
     assert_eq!(binds(&actions), vec![("a".into(), "node-b".into())]);
-    assert!(deletes(&actions).is_empty(), "{actions:?}");
+    assert!(deleted(&actions).is_empty(), "{actions:?}");
 }
 
 #[test]
@@ -102,28 +93,28 @@ fn an_empty_node_waits_for_the_scheduler_and_for_pods_about_to_be_solved() {
     assert_eq!(binds(&e.poll(t(30))).len(), 1);
     // The pod goes before the scheduler bound it: the node is empty, but new.
     e.handle(t(31), Event::PodGone(PodRef::new("default", "a")));
-    assert!(deletes(&e.poll(t(31))).is_empty());
+    assert!(deleted(&e.poll(t(31))).is_empty());
     assert_eq!(e.next_deadline(), Some(t(50)), "initialized at 30 + 20 s");
     // A pod arrives just before: it waits for its batch, and the node waits for it.
     e.handle(
         t(49) + TimeDelta::milliseconds(500),
         Event::PodPending(gpu_pod("c")),
     );
-    assert!(deletes(&e.poll(t(50))).is_empty(), "c may use it");
+    assert!(deleted(&e.poll(t(50))).is_empty(), "c may use it");
     let actions = e.poll(t(50) + TimeDelta::milliseconds(500));
     assert!(
         launches(&actions).is_empty(),
         "c goes on the empty node: {actions:?}"
     );
     assert_eq!(binds(&actions), vec![("c".into(), "node-a".into())]);
-    assert!(deletes(&actions).is_empty());
+    assert!(deleted(&actions).is_empty());
     // c leaves too: the node goes 20 s after c's nomination.
     e.handle(t(55), Event::PodGone(PodRef::new("default", "c")));
-    assert!(deletes(&e.poll(t(55))).is_empty());
+    assert!(deleted(&e.poll(t(55))).is_empty());
     let deadline = e.next_deadline().expect("the empty node's deadline");
     assert_eq!(deadline, t(70) + TimeDelta::milliseconds(500));
     assert_eq!(
-        deletes(&e.poll(deadline)),
+        deleted(&e.poll(deadline)),
         vec![(claim, DeleteReason::Empty)]
     );
 }
@@ -149,7 +140,7 @@ fn an_empty_node_is_kept_while_a_pod_waiting_for_a_node_still_in_flight_could_ru
     // a finishes; b still waits for its own node, which is not up: node-a stays for it.
     e.handle(t(40), Event::PodGone(PodRef::new("default", "a")));
     let actions = e.poll(t(200));
-    assert!(deletes(&actions).is_empty(), "{actions:?}");
+    assert!(deleted(&actions).is_empty(), "{actions:?}");
     // The scheduler binds b there; b's own node is the one left empty now.
     e.handle(
         t(201),
@@ -158,6 +149,6 @@ fn an_empty_node_is_kept_while_a_pod_waiting_for_a_node_still_in_flight_could_ru
             node: "node-a".into(),
         },
     );
-    assert!(deletes(&e.poll(t(201))).is_empty());
+    assert!(deleted(&e.poll(t(201))).is_empty());
     assert_eq!(claims.len(), 2);
 }
