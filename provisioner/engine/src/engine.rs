@@ -238,7 +238,11 @@ impl Engine {
 
     /// Records what happened at `now`.
     pub fn handle(&mut self, now: DateTime<Utc>, event: Event) {
-        self.version += 1;
+        // The cluster binding a pod where it was nominated changes nothing the engine decides
+        // on (the room was counted already): consolidation need not look again for it.
+        if !self.confirms_nomination(&event) {
+            self.version += 1;
+        }
         match event {
             Event::PodPending(pod) => {
                 // A pod seen again (a watch re-list, a duplicate event) keeps its nomination:
@@ -319,6 +323,24 @@ impl Engine {
         }
     }
 
+    /// Whether `event` is the cluster binding a pod onto the claim it was nominated to.
+    fn confirms_nomination(&self, event: &Event) -> bool {
+        let Event::PodBound { pod, node } = event else {
+            return false;
+        };
+        let Some(PodEntry {
+            state: PodState::Nominated { claim },
+            ..
+        }) = self.pods.get(&pod.id)
+        else {
+            return false;
+        };
+        self.claims
+            .get(claim)
+            .and_then(|c| c.node.as_ref())
+            .is_some_and(|n| n.name == *node)
+    }
+
     /// Decides what to do at `now`.
     pub fn poll(&mut self, now: DateTime<Utc>) -> Vec<Action> {
         self.last_poll = Some(now);
@@ -367,10 +389,33 @@ impl Engine {
                 Phase::Initialized | Phase::Launching => {}
             }
             times.extend(self.empty_deadline(c));
-            // Consolidation counts an unbound nomination as settled once the grace is over.
-            if c.phase == Phase::Initialized {
-                times.extend(c.nominated_at.map(|t| t + self.config.binding_grace));
-            }
+        }
+        // Consolidation counts a nomination the cluster has not bound as settled once the grace
+        // is over: wake up then, only for claims that have one (pods bound at once, as the
+        // simulator's planned binder does, need no wake-up).
+        let pending_grace: Vec<DateTime<Utc>> = self
+            .claims
+            .values()
+            .filter(|c| c.phase == Phase::Initialized && !c.deleting)
+            .filter_map(|c| c.nominated_at.map(|t| t + self.config.binding_grace))
+            .filter(|t| self.last_poll.is_none_or(|p| *t > p))
+            .collect();
+        if !pending_grace.is_empty() {
+            let unbound: BTreeSet<&str> = self
+                .pods
+                .values()
+                .filter_map(|e| match &e.state {
+                    PodState::Nominated { claim } => Some(claim.as_str()),
+                    _ => None,
+                })
+                .collect();
+            times.extend(
+                self.claims
+                    .values()
+                    .filter(|c| c.phase == Phase::Initialized && !c.deleting)
+                    .filter(|c| unbound.contains(c.name.as_str()))
+                    .filter_map(|c| c.nominated_at.map(|t| t + self.config.binding_grace)),
+            );
         }
         if self.consolidation_enabled() && self.consolidation_seen != Some(self.version) {
             times.extend(self.consolidation_next);
