@@ -149,8 +149,10 @@ pub struct Engine {
     /// Bumped whenever pods or nodes change; consolidation skips a look when nothing changed.
     version: u64,
     consolidation_seen: Option<u64>,
-    /// The `version` nominations were last checked against what is bound.
-    nominations_seen: Option<u64>,
+    /// Whether nominations may no longer fit: a pod was bound somewhere else than nominated, or
+    /// a claim's room changed (it fell back to another offering). The solver never
+    /// over-nominates, so nothing else can make them overflow.
+    nominations_dirty: bool,
     consolidation_next: Option<DateTime<Utc>>,
     consolidation_wake: Option<DateTime<Utc>>,
     /// Per pool: when a static pool that could not get a node tries again.
@@ -179,7 +181,7 @@ impl Engine {
             last_poll: None,
             version: 0,
             consolidation_seen: None,
-            nominations_seen: None,
+            nominations_dirty: false,
             consolidation_next: None,
             consolidation_wake: None,
             static_retry_at,
@@ -242,6 +244,9 @@ impl Engine {
         // on (the room was counted already): consolidation need not look again for it.
         if !self.confirms_nomination(&event) {
             self.version += 1;
+            if matches!(event, Event::PodBound { .. }) {
+                self.nominations_dirty = true;
+            }
         }
         match event {
             Event::PodPending(pod) => {
@@ -654,10 +659,9 @@ impl Engine {
     /// pods nominated to it only while they fit next to what is bound there (in name order);
     /// the others wait again and are solved at once against the room that is really free.
     fn check_nominations(&mut self, now: DateTime<Utc>) {
-        if self.nominations_seen == Some(self.version) {
+        if !std::mem::take(&mut self.nominations_dirty) {
             return;
         }
-        self.nominations_seen = Some(self.version);
         let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
         for e in self.pods.values() {
             if let PodState::Bound { claim } = &e.state {
@@ -903,6 +907,7 @@ impl Engine {
                 c.capacity = capacity;
                 c.room = room;
                 self.stats.fallbacks += 1;
+                self.nominations_dirty = true;
             }
         }
         let c = self.claims.get_mut(name).expect("claim exists");
@@ -984,6 +989,7 @@ impl Engine {
             c.capacity = capacity;
             c.room = room;
             c.attempts = 0;
+            self.nominations_dirty = true;
             self.stats.fallbacks += 1;
             self.launch(name);
             return;
