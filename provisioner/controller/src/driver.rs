@@ -56,6 +56,9 @@ const EVENTS_INTERVAL: TimeDelta = TimeDelta::seconds(5);
 /// A registration patch is sent again (the watch still shows the node unregistered) no sooner
 /// than this after the last one.
 const REGISTRATION_RESEND: TimeDelta = TimeDelta::seconds(10);
+/// A NodeClaim the engine deletes that the cluster still shows alive gets its delete again no
+/// sooner than this after the last one.
+const DELETE_RESEND: TimeDelta = TimeDelta::seconds(10);
 /// How often instances without a NodeClaim are looked for.
 const GC_INTERVAL: TimeDelta = TimeDelta::minutes(2);
 
@@ -70,6 +73,8 @@ pub struct Driver {
     reported: BTreeMap<PodRef, Option<String>>,
     /// Registered claims and the node view last reported for them.
     registered: BTreeMap<String, NodeView>,
+    /// When a delete of each claim the engine is deleting was last sent again.
+    delete_sent: BTreeMap<String, DateTime<Utc>>,
     /// When each claim's registration patch was last sent.
     registration_sent: BTreeMap<String, DateTime<Utc>>,
     /// Claims whose deletion by someone else was reported.
@@ -127,6 +132,7 @@ impl Driver {
             reported: BTreeMap::new(),
             registered: BTreeMap::new(),
             registration_sent: BTreeMap::new(),
+            delete_sent: BTreeMap::new(),
             deleting: BTreeSet::new(),
             seen: BTreeSet::new(),
             launching: BTreeSet::new(),
@@ -503,6 +509,7 @@ impl Driver {
             self.seen.remove(&gone);
             self.registered.remove(&gone);
             self.registration_sent.remove(&gone);
+            self.delete_sent.remove(&gone);
             self.deleting.remove(&gone);
             self.launch_errors.remove(&gone);
             self.initialized.remove(&gone);
@@ -520,6 +527,31 @@ impl Driver {
                         claim: name.clone(),
                     },
                 );
+            }
+        }
+        // A claim the engine is deleting that the cluster still shows alive: the delete was
+        // sent before the NodeClaim existed (its launch was under way), or failed. Sent again.
+        let deleting: BTreeSet<String> = engine
+            .claims()
+            .filter(|c| c.deleting)
+            .map(|c| c.name)
+            .collect();
+        for claim in claims {
+            let Some(name) = claim.metadata.name.clone() else {
+                continue;
+            };
+            let resent = self.delete_sent.get(&name).copied();
+            if claim.metadata.deletion_timestamp.is_none()
+                && deleting.contains(&name)
+                && resent.is_none_or(|t| now - t >= DELETE_RESEND)
+            {
+                self.delete_sent.insert(name.clone(), now);
+                let ctx = self.ctx.clone();
+                self.ctx.spawn(async move {
+                    if let Err(e) = ctx.writer.delete_claim(&name).await {
+                        tracing::warn!(nodeclaim = %name, error = %e, "delete failed; sent again later");
+                    }
+                });
             }
         }
         // A Node a user deleted: its NodeClaim goes too (termination removes the Node's
@@ -760,7 +792,12 @@ impl Driver {
                 );
                 let ctx = self.ctx.clone();
                 let tx = self.outcomes_tx.clone();
-                let in_cluster = self.seen.contains(&claim);
+                // A claim whose launch task created (or is creating) its NodeClaim is in the
+                // cluster even before the store shows it: deleting only the instance would leave
+                // the NodeClaim, and the instance a launch still running may create, behind.
+                let in_cluster = self.seen.contains(&claim)
+                    || self.written.created(&claim)
+                    || self.launching.contains(&claim);
                 self.ctx.spawn(async move {
                     if in_cluster {
                         if let Err(e) = ctx.writer.delete_claim(&claim).await {
