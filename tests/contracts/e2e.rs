@@ -354,8 +354,13 @@ pub(super) async fn claims_and_nodes(client: &Client) -> (Vec<NodeClaim>, Vec<No
     (c, n)
 }
 
-#[test]
-fn the_controller_provisions_survives_a_restart_mid_launch_and_consolidates_on_a_real_cluster() {
+/// Runs `test` against the cluster `QUARTERMASTER_E2E_KUBECONFIG` names (says it was skipped
+/// when it names none), one end-to-end test at a time.
+pub(super) fn on_cluster<F, Fut>(test: F)
+where
+    F: FnOnce(PathBuf) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let Some(kubeconfig) = kubeconfig() else {
         println!(
             "skipped: QUARTERMASTER_E2E_KUBECONFIG is not set (see README.md, End-to-end tests)"
@@ -367,7 +372,12 @@ fn the_controller_provisions_survives_a_restart_mid_launch_and_consolidates_on_a
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(e2e(kubeconfig));
+    runtime.block_on(test(kubeconfig));
+}
+
+#[test]
+fn the_controller_provisions_survives_a_restart_mid_launch_and_consolidates_on_a_real_cluster() {
+    on_cluster(e2e);
 }
 
 async fn e2e(kubeconfig: PathBuf) {

@@ -18,7 +18,7 @@ use quartermaster_policies::{NodeClaim, NodePool};
 use serde_json::{Value, json};
 
 use super::e2e::{
-    CLUSTER, Controller, NAMESPACE, apply, claims_and_nodes, client, deployment, kubeconfig, setup,
+    Controller, NAMESPACE, apply, claims_and_nodes, client, deployment, on_cluster, setup,
     wait_until_no_nodes,
 };
 
@@ -29,18 +29,7 @@ const BIND_TIMEOUT: Duration = Duration::from_secs(600);
 
 #[test]
 fn two_hundred_gpu_pods_all_bind_and_no_node_goes_empty_while_a_pending_pod_fits() {
-    let Some(kubeconfig) = kubeconfig() else {
-        println!(
-            "skipped: QUARTERMASTER_E2E_KUBECONFIG is not set (see README.md, End-to-end tests)"
-        );
-        return;
-    };
-    let _one_at_a_time = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(gpu_mix(kubeconfig));
+    on_cluster(gpu_mix);
 }
 
 fn gpus(pod: &Pod) -> i64 {
