@@ -56,7 +56,7 @@ pub use nodepool::{
     NodeClaimTemplateSpec, NodePool, NodePoolSpec, NodePoolStatus,
 };
 pub use quantity::{Millis, parse_quantity};
-pub use requirements::{Incompatibility, Operator, Requirement, Requirements};
+pub use requirements::{Incompatibility, LabelLookup, Operator, Requirement, Requirements};
 pub use validate::{FieldError, ValidatedObject, validate_manifest};
 
 /// The CustomResourceDefinitions of every Quartermaster resource, in a

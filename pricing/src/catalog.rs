@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use crate::file::{self, CatalogFile, CatalogMode, OfferingKey};
+use crate::label_cache::{LabelCache, TypeLabels};
 use crate::{Cloud, InstanceType, InterruptionBand, Offering, PricingError, SpotInterruption};
 
 /// The embedded data files, in catalog order: `(file name, contents)`.
@@ -26,6 +27,8 @@ pub struct Catalog {
     default_regions: BTreeMap<Cloud, String>,
     #[serde(skip)]
     spot_interruptions: BTreeMap<OfferingKey, SpotInterruption>,
+    #[serde(skip)]
+    labels: LabelCache,
 }
 
 impl Catalog {
@@ -140,6 +143,7 @@ impl Catalog {
     }
 
     fn merge(&mut self, types: Vec<InstanceType>) {
+        self.labels.clear();
         for t in types {
             match self
                 .instance_types
@@ -155,6 +159,12 @@ impl Catalog {
     /// All instance types, in catalog order.
     pub fn instance_types(&self) -> &[InstanceType] {
         &self.instance_types
+    }
+
+    /// The labels of every instance type and offering, index for index with
+    /// [`Catalog::instance_types`]; built on first use and shared by clones of the catalog.
+    pub fn labels(&self) -> &[TypeLabels] {
+        self.labels.get(&self.instance_types)
     }
 
     /// The instance types of one cloud.
@@ -195,6 +205,7 @@ impl Catalog {
     /// with no offering are dropped. Default regions and interruption bands are kept.
     pub fn retain_regions(&self, keep: impl Fn(Cloud, &str) -> bool) -> Catalog {
         let mut out = self.clone();
+        out.labels.clear();
         for t in &mut out.instance_types {
             let cloud = t.cloud;
             t.offerings.retain(|o| keep(cloud, &o.region));

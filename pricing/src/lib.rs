@@ -139,6 +139,7 @@ pub mod derived;
 mod error;
 mod file;
 pub mod interruption;
+pub mod label_cache;
 pub mod labels;
 pub mod live;
 mod model;

@@ -900,3 +900,43 @@ fn the_gpu_types_added_in_december_carry_their_sourced_facts() {
         33.14432
     );
 }
+
+#[test]
+fn the_catalogs_shared_labels_are_the_offering_labels_of_every_offering() {
+    let catalog = Catalog::embedded_all_regions();
+    let shared = catalog.labels();
+    assert_eq!(shared.len(), catalog.instance_types().len());
+    for (it, labels) in catalog.instance_types().iter().zip(shared) {
+        assert_eq!(*labels.instance_type, it.labels());
+        assert_eq!(labels.offerings.len(), it.offerings.len());
+        for (o, layer) in it.offerings.iter().zip(&labels.offerings) {
+            let mut merged = (*labels.instance_type).clone();
+            merged.extend(layer.iter().map(|(k, v)| (k.clone(), v.clone())));
+            assert_eq!(merged, it.offering_labels(o), "{} {}", it.name, o.zone);
+        }
+    }
+}
+
+#[test]
+fn a_catalog_whose_types_change_rebuilds_its_shared_labels() {
+    let catalog = Catalog::embedded();
+    let before = catalog.labels().len();
+    let fewer = catalog.retain_regions(|_, region| region == "us-east-1");
+    assert!(fewer.labels().len() < before);
+    assert_eq!(fewer.labels().len(), fewer.instance_types().len());
+    let mut renamed = catalog.instance_types()[0].clone();
+    renamed.name = "x9.test".to_owned();
+    renamed.family = "x9".to_owned();
+    let grown = Catalog::new(catalog.instance_types().to_vec()).with_override(crate::CatalogFile {
+        file_name: "test.toml".to_owned(),
+        mode: crate::CatalogMode::Extend,
+        instance_types: vec![renamed],
+        default_regions: Default::default(),
+        spot_interruptions: Default::default(),
+    });
+    assert_eq!(grown.labels().len(), before + 1);
+    assert_eq!(
+        grown.labels()[before].instance_type["node.kubernetes.io/instance-type"],
+        "x9.test"
+    );
+}

@@ -1,6 +1,7 @@
 //! The requirements algebra: label requirements per key, their intersection
 //! and compatibility, as Karpenter's `pkg/scheduling` does it.
 
+mod lookup;
 mod requirement;
 #[cfg(test)]
 mod tests;
@@ -10,6 +11,7 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
+pub use lookup::LabelLookup;
 pub use requirement::{Operator, Requirement};
 
 use crate::common::NodeSelectorRequirementWithMinValues;
@@ -203,22 +205,21 @@ impl Requirements {
     /// the node count under their normalised key when the normalised key is
     /// absent, and so do alias labels ([`LABEL_ALIASES`], values mapped): a
     /// node Karpenter launched matches on `karpenter.sh/capacity-type`.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
         self.by_key.iter().all(|(key, r)| {
             let value = labels
-                .get(key)
-                .map(String::as_str)
+                .label(key)
                 .or_else(|| {
                     NORMALIZED_LABELS
                         .iter()
                         .filter(|(_, new)| new == key)
-                        .find_map(|(old, _)| labels.get(*old).map(String::as_str))
+                        .find_map(|(old, _)| labels.label(old))
                 })
                 .or_else(|| {
                     LABEL_ALIASES
                         .iter()
                         .filter(|a| a.canonical == key)
-                        .find_map(|a| labels.get(a.key).map(|v| a.canonical_value(v)))
+                        .find_map(|a| labels.label(a.key).map(|v| a.canonical_value(v)))
                 });
             r.matches(value)
         })

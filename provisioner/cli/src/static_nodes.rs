@@ -93,7 +93,7 @@ fn stand_in(
         name: format!("{}-static-{ordinal}", pool.name),
         in_flight: true,
         node_pool: Some(pool.name.clone()),
-        labels,
+        labels: labels.into(),
         taints: pool.taints.clone(),
         allocatable: room,
         pods: Vec::new(),

@@ -602,7 +602,7 @@ mod region_tests {
     }
 
     fn buys_in(observed: &Observed, region: &str) -> bool {
-        let labels = [
+        let labels: std::collections::BTreeMap<String, String> = [
             (
                 "topology.kubernetes.io/region".to_owned(),
                 region.to_owned(),

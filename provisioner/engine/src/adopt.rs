@@ -48,7 +48,8 @@ impl Engine {
         claim.deleting = found.deleting;
         if let Some(hash) = found.template_hash {
             claim
-                .labels
+                .facts
+                .labels_mut()
                 .insert(crate::TEMPLATE_HASH_LABEL.to_owned(), hash.clone());
             claim.template_hash = hash;
         }
@@ -67,7 +68,7 @@ impl Engine {
         if claim.phase == Phase::Initialized {
             claim.empty_since = Some(now);
         }
-        claim.node = found.node;
+        claim.facts.set_node(found.node);
         claim.last_change = now;
         let relaunch = claim.phase == Phase::Launching && !claim.deleting;
         let name = claim.name.clone();
@@ -86,7 +87,7 @@ impl Engine {
         let claim = self
             .claims
             .values()
-            .find(|c| c.node.as_ref().is_some_and(|n| n.name == node))
+            .find(|c| c.node().is_some_and(|n| n.name == node))
             .map(|c| c.name.clone());
         let previous = self.pods.remove(&pod.id);
         if let Some(PodEntry {

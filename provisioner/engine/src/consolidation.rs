@@ -139,7 +139,7 @@ impl Engine {
     /// Whether a node (by claim or node name) is annotated do-not-disrupt.
     pub(super) fn node_protected(&self, c: &Claim) -> bool {
         let p = &self.disruption.protected_nodes;
-        p.contains(&c.name) || c.node.as_ref().is_some_and(|n| p.contains(&n.name))
+        p.contains(&c.name) || c.node().is_some_and(|n| p.contains(&n.name))
     }
 
     /// Whether the PodDisruptionBudgets let `pods` be evicted now: every budget selecting one of
@@ -165,7 +165,7 @@ impl Engine {
             kind: CommandKind::Empty,
             reason: DeleteReason::Empty,
             claims: vec![c.name.clone()],
-            nodes: c.node.iter().map(|n| n.name.clone()).collect(),
+            nodes: c.node().into_iter().map(|n| n.name.clone()).collect(),
             replacements: Vec::new(),
             pods: 0,
             saving_per_hour: c.offering.price_per_hour,
@@ -652,7 +652,7 @@ impl Engine {
             c.displaced = displaced;
             c.move_id = Some(id);
             c.disruption_reason = Some(reason);
-            if let Some(node) = &c.node {
+            if let Some(node) = c.node() {
                 nodes.push(node.name.clone());
                 self.actions.push(Action::Cordon {
                     node: node.name.clone(),
@@ -721,7 +721,7 @@ impl Engine {
             c.disruption_reason = None;
             c.consolidation_backoff = Some(now + CONSOLIDATION_BACKOFF);
             let displaced = std::mem::take(&mut c.displaced);
-            if let Some(node) = &c.node {
+            if let Some(node) = c.node() {
                 self.actions.push(Action::Uncordon {
                     node: node.name.clone(),
                 });

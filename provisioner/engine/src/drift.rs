@@ -140,13 +140,13 @@ impl Engine {
             kind: CommandKind::Expire,
             reason: DeleteReason::Expired,
             claims: vec![c.name.clone()],
-            nodes: c.node.iter().map(|n| n.name.clone()).collect(),
+            nodes: c.node().into_iter().map(|n| n.name.clone()).collect(),
             replacements: Vec::new(),
             pods: displaced.len(),
             saving_per_hour: 0.0,
         };
         c.displaced = displaced;
-        let node = c.node.as_ref().map(|n| n.name.clone());
+        let node = c.node().map(|n| n.name.clone());
         self.disruption.stats.record(&command);
         self.actions.push(Action::Disrupt(command));
         if let Some(node) = node {

@@ -34,7 +34,7 @@ use crate::config::EngineConfig;
 use crate::disruption::DisruptionState;
 use crate::events::{Action, DeleteReason, Event};
 use crate::pools::PoolPolicy;
-use crate::state::{Claim, GangLaunch, Phase, PodEntry, PodState};
+use crate::state::{Claim, GangLaunch, NodeFacts, Phase, PodEntry, PodState};
 use crate::unavailable::UnavailableOfferings;
 
 /// What the engine is built from.
@@ -210,7 +210,7 @@ impl Engine {
             node_pool: self.setup.pools[c.pool].spec.name.clone(),
             cloud: c.cloud,
             offering: c.offering.clone(),
-            node_name: c.node.as_ref().map(|n| n.name.clone()),
+            node_name: c.node().map(|n| n.name.clone()),
             provider_id: c.provider_id.clone(),
             initialized: c.phase == Phase::Initialized,
             created_at: c.created_at,
@@ -287,7 +287,7 @@ impl Engine {
                 if let Some(c) = self.claims.get_mut(&claim) {
                     c.phase = c.phase.max(Phase::Registered);
                     c.registered_at.get_or_insert(now);
-                    c.node = Some(node);
+                    c.facts.set_node(Some(node));
                     self.check_initialized(now, &claim);
                 }
             }
@@ -295,10 +295,10 @@ impl Engine {
                 let claim = self
                     .claims
                     .values()
-                    .find(|c| c.node.as_ref().is_some_and(|n| n.name == node.name));
+                    .find(|c| c.node().is_some_and(|n| n.name == node.name));
                 if let Some(name) = claim.map(|c| c.name.clone()) {
                     if let Some(c) = self.claims.get_mut(&name) {
-                        c.node = Some(node);
+                        c.facts.set_node(Some(node));
                     }
                     self.check_initialized(now, &name);
                 }
@@ -342,7 +342,7 @@ impl Engine {
         };
         self.claims
             .get(claim)
-            .and_then(|c| c.node.as_ref())
+            .and_then(|c| c.node())
             .is_some_and(|n| n.name == *node)
     }
 
@@ -505,10 +505,7 @@ impl Engine {
             if !c.schedulable() || without.contains(&c.name.as_str()) {
                 continue;
             }
-            let mut labels = c.labels.clone();
-            if let Some(node) = &c.node {
-                labels.extend(node.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
+            let labels = c.facts.merged_labels();
             let target = c.target_name().to_owned();
             target_to_claim.insert(target.clone(), c.name.clone());
             nodes.push(ExistingNode {
@@ -735,12 +732,11 @@ impl Engine {
             cloud: self.setup.pools[pool].spec.cloud,
             offering,
             alternatives,
-            labels,
+            facts: NodeFacts::new(labels),
             capacity,
             room,
             phase: Phase::Launching,
             provider_id: None,
-            node: None,
             created_at: now,
             launched_at: None,
             registered_at: None,
@@ -903,7 +899,7 @@ impl Engine {
                 let c = self.claims.get_mut(name).expect("claim exists");
                 c.alternatives.drain(..=at);
                 c.offering = chosen;
-                c.labels = labels;
+                *c.facts.labels_mut() = labels;
                 c.capacity = capacity;
                 c.room = room;
                 self.stats.fallbacks += 1;
@@ -985,7 +981,7 @@ impl Engine {
             }
             let c = self.claims.get_mut(name).expect("claim exists");
             c.offering = next;
-            c.labels = labels;
+            *c.facts.labels_mut() = labels;
             c.capacity = capacity;
             c.room = room;
             c.attempts = 0;
@@ -1007,7 +1003,7 @@ impl Engine {
         if c.phase == Phase::Initialized {
             return;
         }
-        let Some(node) = &c.node else { return };
+        let Some(node) = c.node() else { return };
         let startup = &self.setup.pools[c.pool].spec.startup_taints;
         let startup_gone = !node.taints.iter().any(|t| {
             startup
@@ -1156,7 +1152,7 @@ impl Engine {
         }
         c.interrupted_at = Some(terminates_at);
         self.stats.interruptions += 1;
-        if let Some(node) = &c.node {
+        if let Some(node) = c.node() {
             self.actions.push(Action::Cordon {
                 node: node.name.clone(),
             });
@@ -1187,7 +1183,7 @@ impl Engine {
         let Some(c) = self.claims.remove(name) else {
             return;
         };
-        if let Some(node) = &c.node {
+        if let Some(node) = c.node() {
             self.actions.push(Action::Drain {
                 node: node.name.clone(),
             });
@@ -1217,10 +1213,7 @@ impl Engine {
     /// it here first). Such a node is not removed as empty.
     fn wanted_by_unbound_pods(&self, c: &Claim) -> bool {
         let spec = &self.setup.pools[c.pool].spec;
-        let mut labels = c.node_labels();
-        if let Some(node) = &c.node {
-            labels.extend(node.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
+        let labels = c.facts.merged_labels();
         self.pods.values().any(|e| {
             let unbound = match &e.state {
                 PodState::Waiting { reason, .. } => reason.is_none(),
@@ -1253,7 +1246,9 @@ impl Engine {
                 continue;
             }
             if occupied.contains(c.name.as_str()) {
-                occupied_now.push(c.name.clone());
+                if c.empty_since.is_some() {
+                    occupied_now.push(c.name.clone());
+                }
             } else if c.empty_since.is_none() {
                 empty_now.push(c.name.clone());
             }

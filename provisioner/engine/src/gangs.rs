@@ -121,7 +121,7 @@ impl Engine {
         if let Some(c) = self.claims.get_mut(name) {
             c.alternatives.retain(|o| o.zone == zone);
             let labels = gang_labels(gang, &zone);
-            c.labels.extend(labels.clone());
+            c.facts.labels_mut().extend(labels.clone());
             c.gang = Some(GangMember {
                 gang: gang.to_owned(),
                 labels,

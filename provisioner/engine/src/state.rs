@@ -1,6 +1,7 @@
 //! What the engine remembers: pods and NodeClaims.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
 use quartermaster_pricing::Cloud;
@@ -52,15 +53,14 @@ pub(crate) struct Claim {
     pub cloud: Cloud,
     pub offering: OfferingChoice,
     pub alternatives: VecDeque<OfferingChoice>,
-    /// Node labels (pool template, offering, nodepool).
-    pub labels: BTreeMap<String, String>,
+    /// Its node's labels, and the Node once it registered.
+    pub facts: NodeFacts,
     /// Capacity of the instance type (what limits count).
     pub capacity: Resources,
     /// Room for pods: allocatable minus DaemonSet overhead.
     pub room: Resources,
     pub phase: Phase,
     pub provider_id: Option<String>,
-    pub node: Option<NodeView>,
     pub created_at: DateTime<Utc>,
     pub launched_at: Option<DateTime<Utc>>,
     pub registered_at: Option<DateTime<Utc>>,
@@ -129,21 +129,81 @@ pub(crate) struct GangLaunch {
     pub deadline: DateTime<Utc>,
 }
 
+/// What a claim's node is: the labels it is launched with (offering, pool template, nodepool,
+/// gang) and the Node once it registered. The two merged, as pods see them, are computed once
+/// and shared by every snapshot until either changes (building them on every solve was half of
+/// a simulation's time).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NodeFacts {
+    labels: BTreeMap<String, String>,
+    node: Option<NodeView>,
+    merged: OnceLock<Arc<BTreeMap<String, String>>>,
+}
+
+impl NodeFacts {
+    /// Facts of a node about to be launched with `labels`.
+    pub fn new(labels: BTreeMap<String, String>) -> Self {
+        Self {
+            labels,
+            node: None,
+            merged: OnceLock::new(),
+        }
+    }
+
+    /// The labels the claim launches its node with.
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+
+    /// The launch labels, to change.
+    pub fn labels_mut(&mut self) -> &mut BTreeMap<String, String> {
+        self.merged.take();
+        &mut self.labels
+    }
+
+    /// The Node, once registered.
+    pub fn node(&self) -> Option<&NodeView> {
+        self.node.as_ref()
+    }
+
+    /// Records the Node as the cluster reports it now.
+    pub fn set_node(&mut self, node: Option<NodeView>) {
+        self.merged.take();
+        self.node = node;
+    }
+
+    /// The labels pods see: the launch labels, overridden by the Node's own.
+    pub fn merged_labels(&self) -> Arc<BTreeMap<String, String>> {
+        self.merged
+            .get_or_init(|| {
+                let mut labels = self.labels.clone();
+                if let Some(node) = &self.node {
+                    labels.extend(node.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+                Arc::new(labels)
+            })
+            .clone()
+    }
+}
+
 impl Claim {
     /// The labels its node carries: the offering's and the pool's, and its gang's.
     pub fn node_labels(&self) -> BTreeMap<String, String> {
-        let mut labels = self.labels.clone();
+        let mut labels = self.facts.labels().clone();
         if let Some(g) = &self.gang {
             labels.extend(g.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         labels
     }
 
+    /// The Node, once registered.
+    pub fn node(&self) -> Option<&NodeView> {
+        self.facts.node()
+    }
+
     /// The name pods are placed under: the node's once registered, the claim's before.
     pub fn target_name(&self) -> &str {
-        self.node
-            .as_ref()
-            .map_or(self.name.as_str(), |n| n.name.as_str())
+        self.node().map_or(self.name.as_str(), |n| n.name.as_str())
     }
 
     /// Whether new pods may be placed on it.

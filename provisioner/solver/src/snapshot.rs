@@ -4,6 +4,7 @@
 //! simulator) builds a snapshot, and the solver answers from it alone.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use quartermaster_policies::Requirements;
 use quartermaster_pricing::resources::EPHEMERAL_STORAGE;
@@ -250,8 +251,9 @@ pub struct ExistingNode {
     pub in_flight: bool,
     /// The NodePool that owns it, if any.
     pub node_pool: Option<String>,
-    /// Node labels (zone, instance type, hostname, …).
-    pub labels: BTreeMap<String, String>,
+    /// Node labels (zone, instance type, hostname, …), shared with the caller (an engine keeps
+    /// them from one solve to the next).
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Taints (startup taints excluded for in-flight claims).
     pub taints: Vec<Taint>,
     /// Allocatable resources.

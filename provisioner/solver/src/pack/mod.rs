@@ -12,6 +12,7 @@ mod classes;
 mod finish;
 pub(crate) mod guard;
 mod improve;
+pub(crate) mod offering_labels;
 mod packer;
 mod reasons;
 pub(crate) mod shapes;

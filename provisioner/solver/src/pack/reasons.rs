@@ -61,7 +61,7 @@ pub fn static_reason(snapshot: &ClusterSnapshot, shapes: &[Shape], class: &Class
             .filter(|k| {
                 !pool_shapes
                     .iter()
-                    .any(|s| s.offerings.iter().any(|o| o.labels.contains_key(*k)))
+                    .any(|s| s.offerings.iter().any(|o| o.labels.contains_key(k)))
             })
             .filter_map(|k| {
                 quartermaster_policies::validate::suggest_label_key(k)

@@ -3,8 +3,13 @@
 //! DaemonSets.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use quartermaster_policies::LabelLookup;
+use quartermaster_pricing::label_cache::SharedLabels;
 use quartermaster_pricing::{CapacityType, Catalog, InstanceType};
+
+use super::offering_labels::OfferingLabels;
 
 use crate::pod::{Pod, tolerates_all};
 use crate::resources::{ResourceTable, Resources};
@@ -58,7 +63,7 @@ pub struct ShapeOffering {
     /// The offering's price per hour (what the plan's cost and the pool's cost limit count).
     pub list_price: f64,
     /// Every label a node of this offering carries (type, offering and pool labels).
-    pub labels: BTreeMap<String, String>,
+    pub labels: OfferingLabels,
 }
 
 /// A (NodePool, instance type) pair with its usable offerings.
@@ -103,9 +108,9 @@ pub fn to_resources(table: &ResourceTable, map: &BTreeMap<String, u64>) -> Resou
 }
 
 /// Sum of the requests of the DaemonSet pods that would run on a node with these labels and taints.
-pub fn daemonset_overhead(
+pub fn daemonset_overhead<L: LabelLookup + ?Sized>(
     daemonsets: &[Pod],
-    labels: &BTreeMap<String, String>,
+    labels: &L,
     pool: &NodePoolSpec,
 ) -> Resources {
     let mut overhead = Resources::ZERO;
@@ -127,6 +132,8 @@ pub fn build_shapes(
 ) -> Vec<Shape> {
     let mut shapes = Vec::new();
     for (pool_index, pool) in snapshot.node_pools.iter().enumerate() {
+        // The pool's label layer, per MIG layout.
+        let mut pool_labels: BTreeMap<Option<&'static str>, SharedLabels> = BTreeMap::new();
         for (type_index, it) in catalog.instance_types().iter().enumerate() {
             if it.cloud != pool.cloud {
                 continue;
@@ -137,9 +144,23 @@ pub fn build_shapes(
                 None => vec![None],
             };
             for layout in layouts {
-                if let Some(shape) = build_shape(
-                    snapshot, catalog, pool_index, pool, type_index, it, layout, zones,
-                ) {
+                let pool_labels = pool_labels.entry(layout).or_insert_with(|| {
+                    let mut labels = pool.labels.clone();
+                    labels.insert(crate::NODEPOOL_LABEL.to_owned(), pool.name.clone());
+                    if let Some(layout) = layout {
+                        labels.insert(MIG_CONFIG_LABEL.to_owned(), layout.to_owned());
+                    }
+                    Arc::new(labels)
+                });
+                let target = Target {
+                    pool_index,
+                    pool,
+                    type_index,
+                    it,
+                    layout,
+                    pool_labels,
+                };
+                if let Some(shape) = build_shape(snapshot, catalog, &target, zones) {
                     shapes.push(shape);
                 }
             }
@@ -148,34 +169,51 @@ pub fn build_shapes(
     shapes
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One (pool, instance type, MIG layout) to build a shape for.
+struct Target<'a> {
+    pool_index: usize,
+    pool: &'a NodePoolSpec,
+    type_index: usize,
+    it: &'a InstanceType,
+    layout: Option<&'static str>,
+    pool_labels: &'a SharedLabels,
+}
+
 fn build_shape(
     snapshot: &ClusterSnapshot,
     catalog: &Catalog,
-    pool_index: usize,
-    pool: &NodePoolSpec,
-    type_index: usize,
-    it: &InstanceType,
-    layout: Option<&'static str>,
+    target: &Target<'_>,
     zones: &mut Zones,
 ) -> Option<Shape> {
+    let Target {
+        pool_index,
+        pool,
+        type_index,
+        it,
+        layout,
+        pool_labels,
+    } = *target;
+    let type_labels = &catalog.labels()[type_index];
     let mut offerings: Vec<ShapeOffering> = Vec::new();
-    for o in it.offerings.iter().filter(|o| o.available) {
-        let key = OfferingKey {
-            cloud: it.cloud,
-            instance_type: it.name.clone(),
-            zone: o.zone.clone(),
-            capacity_type: o.capacity_type,
-        };
-        if snapshot.unavailable.contains(&key) {
+    for (o, offering_labels) in it.offerings.iter().zip(&type_labels.offerings) {
+        if !o.available {
             continue;
         }
-        let mut labels = it.offering_labels(o);
-        labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-        labels.insert(crate::NODEPOOL_LABEL.to_owned(), pool.name.clone());
-        if let Some(layout) = layout {
-            labels.insert(MIG_CONFIG_LABEL.to_owned(), layout.to_owned());
+        if !snapshot.unavailable.is_empty()
+            && snapshot.unavailable.contains(&OfferingKey {
+                cloud: it.cloud,
+                instance_type: it.name.clone(),
+                zone: o.zone.clone(),
+                capacity_type: o.capacity_type,
+            })
+        {
+            continue;
         }
+        let labels = OfferingLabels {
+            pool: pool_labels.clone(),
+            offering: offering_labels.clone(),
+            instance_type: type_labels.instance_type.clone(),
+        };
         if !pool.requirements.matches(&labels) {
             continue;
         }

@@ -115,11 +115,13 @@ fn existing_room_is_used_first_and_costs_nothing() {
         name: "node-1".into(),
         in_flight: false,
         node_pool: Some("cpu".into()),
-        labels: [(
-            "topology.kubernetes.io/zone".to_owned(),
-            "us-east-1a".to_owned(),
-        )]
-        .into(),
+        labels: std::sync::Arc::new(
+            [(
+                "topology.kubernetes.io/zone".to_owned(),
+                "us-east-1a".to_owned(),
+            )]
+            .into(),
+        ),
         taints: Vec::new(),
         allocatable: node_resources(2500, 8192, 0),
         pods: vec![pod("running", 400, 512, 0)],
@@ -144,11 +146,13 @@ fn pods_nominated_to_an_in_flight_claim_are_not_provisioned_twice() {
         name: "claim-abc".into(),
         in_flight: true,
         node_pool: Some("gpu".into()),
-        labels: [(
-            "topology.kubernetes.io/zone".to_owned(),
-            "us-east-1a".to_owned(),
-        )]
-        .into(),
+        labels: std::sync::Arc::new(
+            [(
+                "topology.kubernetes.io/zone".to_owned(),
+                "us-east-1a".to_owned(),
+            )]
+            .into(),
+        ),
         taints: Vec::new(),
         allocatable: node_resources(47000, 190_000, 4),
         pods: pods("nominated", 3, 2000, 4096, 1),
