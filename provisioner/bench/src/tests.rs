@@ -272,7 +272,15 @@ fn the_packer_beats_the_greedy_baseline_on_karpenter_shape_and_stays_near_its_bo
     // same on every machine.
     let s = build("karpenter-shape", 1000).unwrap();
     let solve = |strategy| {
-        quartermaster_solver::solve_with(&s.snapshot, &s.catalog, now(), &SolveOptions { strategy })
+        quartermaster_solver::solve_with(
+            &s.snapshot,
+            &s.catalog,
+            now(),
+            &SolveOptions {
+                strategy,
+                ..SolveOptions::default()
+            },
+        )
     };
     let plan = solve(Strategy::CostOptimal);
     let greedy = solve(Strategy::KarpenterGreedy);

@@ -443,7 +443,7 @@ impl Engine {
         let (mut snapshot, _) = self.snapshot_without(now, &refs);
         self.keep_roomiest_targets(&mut snapshot);
         self.stats.solves += 1;
-        let plan = quartermaster_solver::solve(&snapshot, &self.setup.catalog, now);
+        let plan = crate::engine::plan(&snapshot, &self.setup.catalog, now);
         if !plan.unschedulable.is_empty() {
             return None;
         }

@@ -554,7 +554,7 @@ impl Engine {
             return;
         }
         self.stats.solves += 1;
-        let plan = quartermaster_solver::solve(&snapshot, &self.setup.catalog, now);
+        let plan = crate::engine::plan(&snapshot, &self.setup.catalog, now);
         self.apply(now, plan, &target_to_claim);
     }
 
@@ -1338,4 +1338,21 @@ impl Engine {
             self.delete(now, &name, DeleteReason::Empty);
         }
     }
+}
+
+/// The solver as the engine calls it: without the lower bound, which the engine never reads.
+pub(crate) fn plan(
+    snapshot: &ClusterSnapshot,
+    catalog: &quartermaster_pricing::Catalog,
+    now: DateTime<Utc>,
+) -> Plan {
+    quartermaster_solver::solve_with(
+        snapshot,
+        catalog,
+        now,
+        &quartermaster_solver::SolveOptions {
+            skip_lower_bound: true,
+            ..Default::default()
+        },
+    )
 }

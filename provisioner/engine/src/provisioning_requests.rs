@@ -50,7 +50,7 @@ pub fn check_capacity(
     for pool in &mut snapshot.node_pools {
         pool.limits.nodes = Some(pool.usage.nodes);
     }
-    let plan = quartermaster_solver::solve(&snapshot, catalog, now);
+    let plan = crate::engine::plan(&snapshot, catalog, now);
     if let Some(u) = plan.unschedulable.first() {
         let more = plan.unschedulable.len() - 1;
         let more = if more > 0 {

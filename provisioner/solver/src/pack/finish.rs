@@ -130,6 +130,7 @@ pub fn assemble(
     pool_shapes: &[Vec<usize>],
     choices: &[Vec<(usize, usize)>],
     notes: Vec<String>,
+    with_bound: bool,
 ) -> Plan {
     let snapshot = packer.snapshot;
     let mut plan = Plan {
@@ -218,7 +219,9 @@ pub fn assemble(
             relaxed: relaxed.clone(),
         });
     }
-    plan.lower_bound_per_hour = bound(packer).min(plan.cost_per_hour);
+    if with_bound {
+        plan.lower_bound_per_hour = bound(packer).min(plan.cost_per_hour);
+    }
     plan
 }
 

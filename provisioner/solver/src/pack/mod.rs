@@ -109,5 +109,13 @@ pub fn solve(
             choices = finish::right_size(&mut packer, &pool_shapes);
         }
     }
-    finish::assemble(&packer, catalog, &zones, &pool_shapes, &choices, notes)
+    finish::assemble(
+        &packer,
+        catalog,
+        &zones,
+        &pool_shapes,
+        &choices,
+        notes,
+        !options.skip_lower_bound,
+    )
 }

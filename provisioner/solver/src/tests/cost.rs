@@ -209,6 +209,27 @@ fn lower_bound_never_exceeds_cost() {
 }
 
 #[test]
+fn skipping_the_lower_bound_changes_nothing_but_the_bound() {
+    let mut all = pods("infer", 5, 2000, 8192, 1);
+    all.extend(pods("web", 20, 500, 1024, 0));
+    let s = snapshot(all, vec![on_demand_pool("any")]);
+    let with = solve(&s);
+    let without = crate::solve_with(
+        &s,
+        &catalog(),
+        now(),
+        &crate::SolveOptions {
+            skip_lower_bound: true,
+            ..Default::default()
+        },
+    );
+    assert!(with.lower_bound_per_hour > 0.0);
+    assert_eq!(without.lower_bound_per_hour, 0.0);
+    assert_eq!(without.cost_per_hour, with.cost_per_hour);
+    assert_eq!(without.new_nodes.len(), with.new_nodes.len());
+}
+
+#[test]
 fn time_sliced_gpus_hold_as_many_pods_as_replicas() {
     // Four 1-GPU pods on a pool that time-slices each GPU four ways: one g5.xlarge, not four
     // (kubernetes-sigs/karpenter#729).

@@ -217,6 +217,7 @@ pub fn solve_greedy(snapshot: &ClusterSnapshot) -> Plan {
         now(),
         &SolveOptions {
             strategy: Strategy::KarpenterGreedy,
+            ..SolveOptions::default()
         },
     )
 }

@@ -88,7 +88,15 @@ fn karpenter_like(n: usize, seed: u64) -> Vec<Pod> {
 }
 
 fn solve_on(s: &crate::ClusterSnapshot, catalog: &Catalog, strategy: Strategy) -> Plan {
-    crate::solve_with(s, catalog, now(), &SolveOptions { strategy })
+    crate::solve_with(
+        s,
+        catalog,
+        now(),
+        &SolveOptions {
+            strategy,
+            ..SolveOptions::default()
+        },
+    )
 }
 
 /// Checks every rule of [`karpenter_like`] pods on the plan's nodes.

@@ -105,6 +105,10 @@ struct Improver<'p, 'a> {
     /// Per group, the smallest maxSkew of the hostname spread rules counting it (`i64::MAX` for
     /// none): a node holding a pod with such a rule takes no more members than that.
     host_skew: Vec<i64>,
+    /// Per pool, in `pool_shapes` order: the element-wise largest room of the shapes up to and
+    /// including each one. A request that exceeds it at `i` fits no shape before `i + 1`, so
+    /// [`Improver::cheapest`] starts its scan past them (a binary search per resource asked).
+    room_so_far: Vec<Vec<Resources>>,
     /// Open bins per zone slot, by free CPU.
     index: Vec<BTreeSet<(i64, u32)>>,
     /// Each bin's key in `index`.
@@ -234,9 +238,23 @@ impl<'p, 'a> Improver<'p, 'a> {
             .max()
             .unwrap_or(0);
         let bins = p.bins.len();
+        let room_so_far = pool_shapes
+            .iter()
+            .map(|order| {
+                let mut most = Resources::ZERO;
+                order
+                    .iter()
+                    .map(|&s| {
+                        most = Resources::max(&most, &p.shapes[s].allocatable);
+                        most
+                    })
+                    .collect()
+            })
+            .collect();
         let mut improver = Improver {
             p,
             pool_shapes,
+            room_so_far,
             pod_class,
             movable,
             cross_zone,
@@ -312,8 +330,15 @@ impl<'p, 'a> Improver<'p, 'a> {
         let pool = self.p.shapes[shape].pool;
         let zone = self.p.bins[b].zone;
         let bin = &self.p.bins[b];
+        let room_so_far = &self.room_so_far[pool];
+        let mut start = 0;
+        for (slot, &need) in requests.0.iter().enumerate() {
+            if need > 0 {
+                start = start.max(room_so_far.partition_point(|r| r.get(slot) < need));
+            }
+        }
         let mut best: Option<(usize, usize, f64)> = None;
-        for &s2 in &self.pool_shapes[pool] {
+        for &s2 in &self.pool_shapes[pool][start..] {
             let sh = &self.p.shapes[s2];
             if best.is_some_and(|(_, _, price)| sh.min_price() >= price) {
                 break;
