@@ -226,7 +226,7 @@ fn ingest_into(
     for info in &mut infos {
         node::finish(info, &snapshot.resources);
         if let Some(pods) = bound.remove(info.node.name.as_str()) {
-            info.node.pods = pods;
+            info.node.pods = pods.into_iter().map(std::sync::Arc::new).collect();
         }
     }
     for (node, pods) in bound {

@@ -112,7 +112,7 @@ impl Engine {
         self.pods.insert(
             pod.id.clone(),
             PodEntry {
-                pod,
+                pod: pod.into(),
                 state: PodState::Bound { claim },
             },
         );

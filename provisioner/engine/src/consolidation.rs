@@ -378,7 +378,7 @@ impl Engine {
                 continue;
             }
             let mut with = pods.clone();
-            with.extend(cand.pods.iter().map(|p| &self.pods[p].pod));
+            with.extend(cand.pods.iter().map(|p| &*self.pods[p].pod));
             if !self.pdbs_allow(with.iter().copied()) {
                 continue;
             }
@@ -408,7 +408,7 @@ impl Engine {
         let singles = candidates
             .iter()
             .filter(|c| left[c.pool] > 0)
-            .filter(|c| self.pdbs_allow(c.pods.iter().map(|p| &self.pods[p].pod)))
+            .filter(|c| self.pdbs_allow(c.pods.iter().map(|p| &*self.pods[p].pod)))
             .take(self.config.max_single_candidates);
         for c in singles {
             questions.push(vec![c.name.clone()]);
@@ -785,7 +785,7 @@ impl Engine {
             .any(|c| self.node_protected(c));
         let still_valid = !old_nodes_protected
             && moving.iter().all(|e| self.pod_movable(&e.pod.id))
-            && self.pdbs_allow(moving.iter().map(|e| &e.pod));
+            && self.pdbs_allow(moving.iter().map(|e| &*e.pod));
         if !still_valid {
             self.call_off_move(now, name, &old);
             if let Some(c) = self.claims.get_mut(name) {

@@ -46,7 +46,7 @@ impl Engine {
         let drifted: Vec<String> = drifted
             .into_iter()
             .filter(|cand| left[cand.pool] > 0)
-            .filter(|cand| self.pdbs_allow(cand.pods.iter().map(|p| &self.pods[p].pod)))
+            .filter(|cand| self.pdbs_allow(cand.pods.iter().map(|p| &*self.pods[p].pod)))
             .map(|cand| cand.name)
             .collect();
         for name in drifted {

@@ -1,6 +1,7 @@
 //! The engine proper: events in, actions out.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_cloud::{CloudError, Instance, LaunchOffering, LaunchRequest};
@@ -255,14 +256,14 @@ impl Engine {
                 if let Some(entry) = self.pods.get_mut(&pod.id)
                     && !matches!(entry.state, PodState::Waiting { .. })
                 {
-                    entry.pod = pod;
+                    entry.pod = pod.into();
                     return;
                 }
                 let id = pod.id.clone();
                 self.pods.insert(
                     id,
                     PodEntry {
-                        pod,
+                        pod: pod.into(),
                         state: PodState::Waiting {
                             since: now,
                             reason: None,
@@ -488,7 +489,7 @@ impl Engine {
         }
         let mut nodes = Vec::new();
         let mut target_to_claim = BTreeMap::new();
-        let mut pods_by_claim: BTreeMap<&str, Vec<Pod>> = BTreeMap::new();
+        let mut pods_by_claim: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
         for entry in self.pods.values() {
             if let PodState::Nominated { claim } | PodState::Bound { claim } = &entry.state {
                 pods_by_claim
@@ -533,7 +534,7 @@ impl Engine {
                     without.contains(&claim.as_str())
                 }
             })
-            .map(|e| e.pod.clone())
+            .map(|e| (*e.pod).clone())
             .collect();
         let snapshot = ClusterSnapshot {
             resources: self.setup.resources.clone(),

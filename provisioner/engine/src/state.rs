@@ -28,7 +28,8 @@ pub(crate) enum PodState {
 /// A pod the engine tracks.
 #[derive(Debug, Clone)]
 pub(crate) struct PodEntry {
-    pub pod: Pod,
+    /// Shared with every snapshot that holds it.
+    pub pod: Arc<Pod>,
     pub state: PodState,
 }
 

@@ -258,8 +258,9 @@ pub struct ExistingNode {
     pub taints: Vec<Taint>,
     /// Allocatable resources.
     pub allocatable: Resources,
-    /// Pods bound (or nominated) to it, DaemonSet pods included.
-    pub pods: Vec<Pod>,
+    /// Pods bound (or nominated) to it, DaemonSet pods included; shared with the caller (an
+    /// engine keeps its pods from one solve to the next).
+    pub pods: Vec<Arc<Pod>>,
 }
 
 /// One offering the solver must not use (recently failed with insufficient capacity).

@@ -124,7 +124,7 @@ fn existing_room_is_used_first_and_costs_nothing() {
         ),
         taints: Vec::new(),
         allocatable: node_resources(2500, 8192, 0),
-        pods: vec![pod("running", 400, 512, 0)],
+        pods: vec![pod("running", 400, 512, 0).into()],
     });
     let plan = solve(&s);
     assert_eq!(plan.existing.len(), 1);
@@ -155,7 +155,10 @@ fn pods_nominated_to_an_in_flight_claim_are_not_provisioned_twice() {
         ),
         taints: Vec::new(),
         allocatable: node_resources(47000, 190_000, 4),
-        pods: pods("nominated", 3, 2000, 4096, 1),
+        pods: pods("nominated", 3, 2000, 4096, 1)
+            .into_iter()
+            .map(Into::into)
+            .collect(),
     });
     let plan = solve(&s);
     assert!(plan.new_nodes.is_empty());
