@@ -25,6 +25,7 @@ use quartermaster_solver::{ClusterSnapshot, OfferingChoice, ResourceTable, to_re
 use rand::RngExt;
 
 use crate::common::{MIB, capacity_types, is_in, linux_amd64, node_pool, pod, requests};
+use crate::passes::{Fleet, converge};
 use crate::rng::{pick, seeded};
 use crate::{BenchResult, now, proc_status_mib, reset_peak_rss};
 
@@ -117,7 +118,11 @@ pub fn run(scenario: &crate::Scenario) -> BenchResult {
             daemonsets: snapshot.daemonsets.clone(),
             catalog: catalog.clone(),
         },
-        EngineConfig::default(),
+        // New claims must not take the fleet's names (`general-00000`, …).
+        EngineConfig {
+            claim_name_tag: "r".to_owned(),
+            ..EngineConfig::default()
+        },
     );
     let it = catalog
         .get(Cloud::Aws, NODE_TYPE)
@@ -193,6 +198,25 @@ pub fn run(scenario: &crate::Scenario) -> BenchResult {
     let took = started.elapsed().as_secs_f64();
     let peak_rss_mib = proc_status_mib("VmHWM:").unwrap_or(f64::NAN);
 
+    let mut fleet = Fleet {
+        pods: snapshot
+            .pending
+            .iter()
+            .map(|p| (p.id.clone(), p.clone()))
+            .collect(),
+        on: nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(n, pods)| {
+                pods.iter()
+                    .map(move |&i| (snapshot.pending[i].id.clone(), format!("general-{n:05}")))
+            })
+            .collect(),
+        catalog: catalog.clone(),
+        resources: snapshot.resources.clone(),
+    };
+    let passes = converge(&mut engine, &mut fleet, at, (actions.clone(), took));
+
     let saving: f64 = actions
         .iter()
         .map(|a| match a {
@@ -231,6 +255,7 @@ pub fn run(scenario: &crate::Scenario) -> BenchResult {
         peak_rss_reset,
         repetitions: 1,
         baseline_solve_seconds: 0.0,
+        passes: Some(passes),
     }
 }
 
@@ -250,6 +275,37 @@ mod tests {
         let again = run(&s);
         assert_eq!(again.cost_per_hour, r.cost_per_hour);
         assert_eq!(again.nodes, r.nodes);
+    }
+
+    #[test]
+    fn passes_go_on_until_one_finds_nothing_and_never_raise_the_cost() {
+        let s = crate::build(NAME, 600).expect("builds");
+        let r = run(&s);
+        let passes = r.passes.expect("consolidation reports its passes");
+        assert!(passes.len() >= 2, "{passes:?}");
+        assert!(
+            passes[0].cost_per_hour <= r.baseline_cost_per_hour,
+            "{passes:?}"
+        );
+        for w in passes.windows(2) {
+            assert!(
+                w[1].cost_per_hour <= w[0].cost_per_hour + 1e-9,
+                "{passes:?}"
+            );
+        }
+        let last = passes.last().expect("a pass");
+        assert!(
+            last.commands == 0 || passes.len() == crate::passes::MAX_PASSES,
+            "{passes:?}"
+        );
+        assert!(
+            last.cost_per_hour >= r.lower_bound_per_hour - 1e-6,
+            "{passes:?}"
+        );
+        assert_eq!(
+            r.unschedulable, 0,
+            "every pod still has a place: {passes:?}"
+        );
     }
 }
 

@@ -24,6 +24,7 @@ pub mod consolidation;
 pub mod gpu;
 pub mod karpenter;
 pub mod mixed;
+pub mod passes;
 pub mod rng;
 
 use std::time::{Duration, Instant};
@@ -184,6 +185,10 @@ pub struct BenchResult {
     pub repetitions: usize,
     /// Wall time of the (single) greedy solve, seconds.
     pub baseline_solve_seconds: f64,
+    /// `consolidation` only: every pass until one decides nothing (the first is the timed
+    /// pass above), with the fleet's cost after each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passes: Option<Vec<passes::Pass>>,
 }
 
 /// Solves `scenario` with [`Strategy::CostOptimal`] — timed, the best of up to
@@ -267,6 +272,7 @@ pub fn run(scenario: &Scenario) -> BenchResult {
         peak_rss_reset,
         repetitions,
         baseline_solve_seconds,
+        passes: None,
     }
 }
 
