@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::{InstanceType, labels};
+use crate::InstanceType;
 
 /// Labels as shared, immutable maps.
 pub type SharedLabels = Arc<BTreeMap<String, String>>;
@@ -15,7 +15,7 @@ pub type SharedLabels = Arc<BTreeMap<String, String>>;
 pub struct TypeLabels {
     /// [`InstanceType::labels`].
     pub instance_type: SharedLabels,
-    /// Per offering, in the type's order: region, zone and capacity type only (what
+    /// Per offering, in the type's order: [`crate::Offering::labels`] (what
     /// [`InstanceType::offering_labels`] adds to the type's labels).
     pub offerings: Vec<SharedLabels>,
 }
@@ -24,20 +24,7 @@ impl TypeLabels {
     fn of(it: &InstanceType) -> Self {
         Self {
             instance_type: Arc::new(it.labels()),
-            offerings: it
-                .offerings
-                .iter()
-                .map(|o| {
-                    Arc::new(BTreeMap::from([
-                        (labels::REGION.to_owned(), o.region.clone()),
-                        (labels::ZONE.to_owned(), o.zone.clone()),
-                        (
-                            labels::CAPACITY_TYPE.to_owned(),
-                            o.capacity_type.as_str().to_owned(),
-                        ),
-                    ]))
-                })
-                .collect(),
+            offerings: it.offerings.iter().map(|o| Arc::new(o.labels())).collect(),
         }
     }
 }

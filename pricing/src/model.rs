@@ -238,6 +238,20 @@ pub struct Offering {
     pub estimate: bool,
 }
 
+impl Offering {
+    /// Its own labels: region, zone and capacity type.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (labels::REGION.to_owned(), self.region.clone()),
+            (labels::ZONE.to_owned(), self.zone.clone()),
+            (
+                labels::CAPACITY_TYPE.to_owned(),
+                self.capacity_type.as_str().to_owned(),
+            ),
+        ])
+    }
+}
+
 /// An instance type (machine type, VM size) with its specs and offerings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InstanceType {
@@ -333,12 +347,7 @@ impl InstanceType {
     /// The static labels plus the offering's region, zone and capacity type.
     pub fn offering_labels(&self, o: &Offering) -> BTreeMap<String, String> {
         let mut l = self.labels();
-        l.insert(labels::REGION.to_string(), o.region.clone());
-        l.insert(labels::ZONE.to_string(), o.zone.clone());
-        l.insert(
-            labels::CAPACITY_TYPE.to_string(),
-            o.capacity_type.to_string(),
-        );
+        l.extend(o.labels());
         l
     }
 

@@ -152,15 +152,17 @@ pub fn build_shapes(
                     }
                     Arc::new(labels)
                 });
-                let target = Target {
+                if let Some(shape) = build_shape(
+                    snapshot,
+                    catalog,
                     pool_index,
                     pool,
                     type_index,
                     it,
                     layout,
                     pool_labels,
-                };
-                if let Some(shape) = build_shape(snapshot, catalog, &target, zones) {
+                    zones,
+                ) {
                     shapes.push(shape);
                 }
             }
@@ -169,30 +171,20 @@ pub fn build_shapes(
     shapes
 }
 
-/// One (pool, instance type, MIG layout) to build a shape for.
-struct Target<'a> {
-    pool_index: usize,
-    pool: &'a NodePoolSpec,
-    type_index: usize,
-    it: &'a InstanceType,
-    layout: Option<&'static str>,
-    pool_labels: &'a SharedLabels,
-}
-
+/// The shape of `it` in `pool` (in MIG `layout`), its offerings labelled with the pool's
+/// label layer `pool_labels`.
+#[allow(clippy::too_many_arguments)]
 fn build_shape(
     snapshot: &ClusterSnapshot,
     catalog: &Catalog,
-    target: &Target<'_>,
+    pool_index: usize,
+    pool: &NodePoolSpec,
+    type_index: usize,
+    it: &InstanceType,
+    layout: Option<&'static str>,
+    pool_labels: &SharedLabels,
     zones: &mut Zones,
 ) -> Option<Shape> {
-    let Target {
-        pool_index,
-        pool,
-        type_index,
-        it,
-        layout,
-        pool_labels,
-    } = *target;
     let type_labels = &catalog.labels()[type_index];
     let mut offerings: Vec<ShapeOffering> = Vec::new();
     for (o, offering_labels) in it.offerings.iter().zip(&type_labels.offerings) {
