@@ -51,13 +51,15 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// A command was decided: counted, and its nodes checked against the pool's budget.
-    /// `claims_of_pool` is how many live claims the pool has; `pool` its policy.
-    pub fn command(
+    /// A command was decided: counted, and its nodes checked against their pools' budgets.
+    /// `pool_of` gives a claim's pool policy and how many live claims that pool has. A command
+    /// may take nodes from several pools (a multi-node replace): each pool is judged by its own
+    /// budget, counting only its own nodes.
+    pub fn command<'p>(
         &mut self,
         now: DateTime<Utc>,
         c: &DisruptionCommand,
-        pool: Option<(&PoolPolicy, usize)>,
+        pool_of: impl Fn(&str) -> Option<(&'p PoolPolicy, usize)>,
     ) {
         *self
             .record
@@ -65,14 +67,18 @@ impl Tracker {
             .entry(c.kind.as_str().to_owned())
             .or_default() += 1;
         self.record.saving_per_hour += c.saving_per_hour;
-        let pool_name = pool.map(|(p, _)| p.spec.name.clone()).unwrap_or_default();
+        let mut pools: BTreeMap<String, (&'p PoolPolicy, usize)> = BTreeMap::new();
         for (claim, node) in c
             .claims
             .iter()
             .zip(c.nodes.iter().map(Some).chain(std::iter::repeat(None)))
         {
-            self.disrupting
-                .insert(claim.clone(), (pool_name.clone(), c.reason));
+            let pool = pool_of(claim);
+            let pool_name = pool.map(|(p, _)| p.spec.name.clone()).unwrap_or_default();
+            if let Some(p) = pool {
+                pools.insert(pool_name.clone(), p);
+            }
+            self.disrupting.insert(claim.clone(), (pool_name, c.reason));
             if let Some(node) = node {
                 self.nodes.insert(node.clone(), claim.clone());
             }
@@ -84,7 +90,7 @@ impl Tracker {
             // Expiry is forceful: no budget applies.
             _ => return,
         };
-        if let Some((policy, total)) = pool {
+        for (pool_name, (policy, total)) in pools {
             let disrupting = self
                 .disrupting
                 .values()
@@ -161,4 +167,80 @@ pub fn pdb_view(workload: &Workload, unavailable: u32) -> Option<PodDisruptionBu
         selector,
         disruptions_allowed: max.saturating_sub(unavailable),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use quartermaster_engine::CommandKind;
+
+    use super::*;
+    use crate::testing::scenario_text;
+
+    /// Two pools, `gpu` and `cpu`, each of ten nodes under the default budget (10%: one node).
+    fn pools() -> crate::scenario::world::World {
+        let text = scenario_text(
+            "1h",
+            "[on-demand]",
+            "{}",
+            "    - name: web
+      kind: Deployment
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: c, resources: {requests: {cpu: '1', memory: 1Gi}}}]
+",
+        )
+        .replace(
+            "  cloud:",
+            "    - apiVersion: quartermaster.dev/v1
+      kind: NodePool
+      metadata: {name: cpu}
+      spec:
+        template:
+          spec:
+            nodeClassRef: {group: quartermaster.dev, kind: GCPNodeClass, name: default}
+            requirements:
+              - {key: quartermaster.dev/instance-family, operator: In, values: [n2]}
+        disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 2m}
+  cloud:",
+        );
+        let s = crate::scenario::Scenario::parse("two-pools.yaml", &text, None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        crate::scenario::world::build(&s).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn command(claims: &[&str]) -> DisruptionCommand {
+        DisruptionCommand {
+            kind: CommandKind::MultiReplace,
+            reason: DeleteReason::Underutilized,
+            claims: claims.iter().map(|c| (*c).to_owned()).collect(),
+            nodes: claims.iter().map(|c| format!("node-{c}")).collect(),
+            replacements: vec!["new".into()],
+            pods: 2,
+            saving_per_hour: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_command_across_pools_is_judged_by_each_pools_own_budget() {
+        let world = pools();
+        let pool_of = |claim: &str| {
+            let name = claim.split('-').next().unwrap_or_default();
+            Some((&world.setup.pools[world.pool(name)?], 10))
+        };
+        let mut t = Tracker::default();
+        let now = Utc::now();
+        // One node of each pool: within both budgets (one node each).
+        t.command(now, &command(&["gpu-1", "cpu-1"]), pool_of);
+        assert_eq!(t.record.budget_violations, 0);
+        // A second gpu node while the first is still going: the gpu pool's budget is broken.
+        t.command(now, &command(&["gpu-2"]), pool_of);
+        assert_eq!(t.record.budget_violations, 1);
+        // Once they are gone, the budget is free again.
+        for c in ["gpu-1", "gpu-2", "cpu-1"] {
+            t.ended(c);
+        }
+        t.command(now, &command(&["gpu-3", "cpu-3"]), pool_of);
+        assert_eq!(t.record.budget_violations, 1);
+    }
 }

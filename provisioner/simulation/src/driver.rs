@@ -530,6 +530,9 @@ impl Driver<'_> {
             self.cluster.remove_node(self.now, &node, &mut self.rec);
             self.report_unbound(&on);
         }
+        // A claim whose instance is gone (deleted, reclaimed) no longer counts as disrupting.
+        let claim = self.rec.instances[instance].claim.clone();
+        self.tracker.ended(&claim);
     }
 
     // ------------------------------------------------------------------ binding
@@ -679,20 +682,21 @@ impl Driver<'_> {
                 }
             }
             Action::Disrupt(command) => {
-                let pool = command.claims.first().and_then(|c| {
-                    let name = self.engine.claims().find(|v| v.name == *c)?.node_pool;
-                    let total = self.engine.claims().filter(|v| v.node_pool == name).count();
-                    let i = self.world.pool(&name)?;
-                    Some((i, total))
+                let (engine, world) = (&self.engine, &self.world);
+                self.tracker.command(self.now, &command, |claim| {
+                    let name = engine.claims().find(|v| v.name == claim)?.node_pool;
+                    let total = engine.claims().filter(|v| v.node_pool == name).count();
+                    Some((&world.setup.pools[world.pool(&name)?], total))
                 });
-                let pool = pool.map(|(i, total)| (&self.world.setup.pools[i], total));
-                self.tracker.command(self.now, &command, pool);
             }
             Action::Delete {
                 claim, provider_id, ..
             } => match provider_id {
                 Some(id) => self.delete(claim, id)?,
-                None => self.engine.handle(self.now, Event::Deleted { claim }),
+                None => {
+                    self.tracker.ended(&claim);
+                    self.engine.handle(self.now, Event::Deleted { claim });
+                }
             },
             // The kube-scheduler does not read nominations: its stand-in binds in `schedule`.
             Action::Bind { .. } if self.scenario.binder.is_scheduler() => {}
@@ -858,6 +862,7 @@ impl Driver<'_> {
 
     fn delete(&mut self, claim: String, provider_id: String) -> Result<(), SimulationError> {
         let Some(i) = self.rec.instance(&provider_id) else {
+            self.tracker.ended(&claim);
             self.engine.handle(self.now, Event::Deleted { claim });
             return Ok(());
         };
@@ -866,7 +871,6 @@ impl Driver<'_> {
         match result {
             Ok(()) | Err(CloudError::NotFound { .. }) => {
                 self.gone(i, EndReason::Deleted);
-                self.tracker.ended(&claim);
                 self.engine.handle(self.now, Event::Deleted { claim });
             }
             Err(e) if e.is_retryable() => {
