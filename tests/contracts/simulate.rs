@@ -103,8 +103,23 @@ fn scenario_json(name: &str) -> Value {
     simulate_json(&[&file]).0
 }
 
+/// Keys of the run's measures and invariants (issue 17); added, never renamed.
+const MEASURE_KEYS: [&str; 11] = [
+    "commands_saving_per_hour",
+    "fleet_cost_per_hour_after_settle",
+    "settle_hours",
+    "hindsight_cost",
+    "hindsight_lower_bound_share",
+    "hindsight_plan_cost",
+    "leaked_instances",
+    "duplicate_launches",
+    "servable_pods_unplaced",
+    "late_arrivals",
+    "unservable_pods_at_end",
+];
+
 fn assert_no_violations(name: &str, v: &Value) {
-    for key in DISRUPTION_KEYS {
+    for key in DISRUPTION_KEYS.iter().chain(&MEASURE_KEYS) {
         assert!(v[key].is_number(), "{name}: {key} missing: {v}");
     }
     assert!(v["consolidation_commands"].is_object(), "{name}: {v}");
@@ -112,8 +127,29 @@ fn assert_no_violations(name: &str, v: &Value) {
         "pdb_violations",
         "budget_violations",
         "do_not_disrupt_violations",
+        "leaked_instances",
+        "duplicate_launches",
+        "servable_pods_unplaced",
     ] {
         assert_eq!(number(v, key), 0.0, "{name}: {key}: {v}");
+    }
+    // Saving figures measured on one snapshot: what consolidation saved never exceeds what
+    // was achievable, and the fraction is a fraction.
+    let achievable = number(v, "achievable_saving_per_hour");
+    let saved = number(v, "consolidation_saving_per_hour");
+    assert!(
+        saved <= achievable + 1e-6,
+        "{name}: saved {saved} of {achievable}: {v}"
+    );
+    match v["captured_saving_fraction"].as_f64() {
+        Some(f) => assert!((0.0..=1.0).contains(&f), "{name}: {v}"),
+        None => assert!(
+            achievable < 0.01,
+            "{name}: null with {achievable} to save: {v}"
+        ),
+    }
+    if let Some(ratio) = v["fleet_cost_over_hindsight"].as_f64() {
+        assert!(ratio > 0.0, "{name}: {v}");
     }
 }
 
@@ -157,6 +193,8 @@ fn drift_price_changes_and_cron_budgets_run_without_violations() {
     let v = scenario_json("price-drop");
     assert_no_violations("price-drop", &v);
     assert!(number(&v, "consolidation_saving_per_hour") > 0.0, "{v}");
+    // The cheaper prices are there to be had: consolidation takes at least 90% of them.
+    assert!(number(&v, "captured_saving_fraction") >= 0.9, "{v}");
     assert!(
         number(&v, "fleet_cost_per_hour_at_end") < number(&v, "fleet_cost_per_hour_at_measure"),
         "{v}"

@@ -25,7 +25,7 @@ use quartermaster_solver::resources::{CPU, MAX_RESOURCES, MEMORY, PODS};
 use quartermaster_solver::{Plan, Pod, PodRef, Resources, to_resources};
 
 use super::{CONSOLIDATION_BACKOFF, Engine};
-use crate::disruption::{CommandKind, DisruptionCommand, DisruptionStats, SPOT_TO_SPOT_MIN_TYPES};
+use crate::disruption::{CommandKind, DisruptionCommand, DisruptionStats};
 use crate::events::{Action, DeleteReason};
 use crate::state::{Claim, Phase, PodState};
 
@@ -545,14 +545,7 @@ impl Engine {
                 return false;
             };
             let policy = &self.setup.pools[pool];
-            let min = policy
-                .node_pool
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(SPOT_TO_SPOT_MIN_TYPES))
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or(self.config.spot_to_spot_min_types);
+            let min = policy.spot_to_spot_min_types(self.config.spot_to_spot_min_types);
             let table = &self.setup.resources;
             let cheaper = self
                 .setup

@@ -98,6 +98,18 @@ impl PoolPolicy {
         self
     }
 
+    /// How many cheaper spot instance types a spot-to-spot replacement in this pool needs
+    /// (the `SPOT_TO_SPOT_MIN_TYPES` annotation, else `default`: Karpenter's flexibility rule).
+    pub fn spot_to_spot_min_types(&self, default: usize) -> usize {
+        self.node_pool
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::disruption::SPOT_TO_SPOT_MIN_TYPES))
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(default)
+    }
+
     /// How many of `total` nodes may be disrupted for `reason` at `now` (disruption budgets).
     pub fn allowed_disruptions(
         &self,

@@ -19,7 +19,7 @@ pub struct Workload {
 }
 
 /// Every workload, in the order the guard runs them.
-pub const WORKLOADS: [Workload; 4] = [
+pub const WORKLOADS: [Workload; 5] = [
     Workload {
         name: "catalog-load",
         what: "parse the embedded catalog (every region), build its shared labels, cut it to the default regions",
@@ -34,6 +34,11 @@ pub const WORKLOADS: [Workload; 4] = [
         name: "week-10k-jobs-day",
         what: "scenarios/week-10k-jobs.yaml cut to its first day (engine, simulated clouds, scheduler stand-in)",
         run: week_day,
+    },
+    Workload {
+        name: "week-10k-jobs-day-measured",
+        what: "the same day with the run's measures: hindsight solves every half hour, the settle, the end audit",
+        run: week_day_measured,
     },
     Workload {
         name: "consolidation",
@@ -75,17 +80,26 @@ fn karpenter_shape_5k() -> Result<String> {
 }
 
 fn week_day() -> Result<String> {
+    week(false)
+}
+
+fn week_day_measured() -> Result<String> {
+    week(true)
+}
+
+fn week(measures: bool) -> Result<String> {
     let text = include_str!("../../../scenarios/week-10k-jobs.yaml");
     let mut scenario = Scenario::parse("week-10k-jobs.yaml", text, None)
         .context("scenarios/week-10k-jobs.yaml does not parse")?;
     scenario.duration = TimeDelta::days(1);
-    let run = quartermaster_simulation::driver::run(&scenario, scenario.seed, None)?;
+    let run = quartermaster_simulation::driver::run_with(&scenario, scenario.seed, None, measures)?;
     Ok(format!(
-        "{} instants, {} solves, {} claims, {} pods waiting",
+        "{} instants, {} solves, {} claims, {} pods waiting, {} hindsight samples",
         run.instants,
         run.engine.solves,
         run.engine.claims_created,
-        run.waiting.len()
+        run.waiting.len(),
+        run.hindsight.samples
     ))
 }
 

@@ -61,7 +61,7 @@ struct LivePod {
 }
 
 /// Nodes, pods and pending job completions.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Cluster {
     nodes: BTreeMap<String, Node>,
     pods: BTreeMap<PodRef, LivePod>,
@@ -73,6 +73,8 @@ pub struct Cluster {
     changes: u64,
     /// Pods created so far.
     created: u64,
+    /// Pods deleted so far.
+    deleted: u64,
 }
 
 fn accelerators(r: &Resources) -> i64 {
@@ -131,6 +133,14 @@ impl Cluster {
             .values()
             .filter(|p| p.node.is_some())
             .map(|p| &p.pod)
+    }
+
+    /// Pods alive and not bound to a node (pending), with their record index.
+    pub fn waiting_pods(&self) -> impl Iterator<Item = (&Pod, usize)> {
+        self.pods
+            .values()
+            .filter(|p| p.node.is_none())
+            .map(|p| (&p.pod, p.record))
     }
 
     /// A node by name.
@@ -312,6 +322,7 @@ impl Cluster {
             return false;
         };
         self.changes += 1;
+        self.deleted += 1;
         if !running {
             rec.pending.add(now, -1.0);
         }
@@ -430,6 +441,11 @@ impl Cluster {
     /// How many pods were created so far (a pod's creation index is its record index).
     pub fn created(&self) -> u64 {
         self.created
+    }
+
+    /// Pods created and deleted so far: the set of live pods changed when this did.
+    pub fn population(&self) -> (u64, u64) {
+        (self.created, self.deleted)
     }
 
     /// Every registered node, by name.

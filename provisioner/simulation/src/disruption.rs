@@ -35,6 +35,11 @@ pub struct DisruptionRecord {
     pub measured_at: Option<DateTime<Utc>>,
     /// Fleet cost at the end of the run (prices in force then), $/hour.
     pub fleet_cost_at_end: f64,
+    /// Fleet cost once consolidation had done all it would on the workload of the measure
+    /// point held still (the settle), $/hour; `None` for a run without measures.
+    pub fleet_cost_after_settle: Option<f64>,
+    /// How long the settle ran, simulated seconds.
+    pub settle_seconds: f64,
 }
 
 /// Follows disruption through a run.

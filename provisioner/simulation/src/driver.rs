@@ -51,6 +51,12 @@ pub struct Run {
     pub trace_events: usize,
     /// What voluntary disruption did.
     pub disruption: DisruptionRecord,
+    /// Every hour's workload solved again from scratch (empty for a run without measures).
+    pub hindsight: Hindsight,
+    /// Pods waiting at the end, by why.
+    pub waiting_at_end: Waiting,
+    /// Instances and claims checked against each other at the end.
+    pub audit: Audit,
 }
 
 /// A Deployment's live pods, oldest first.
@@ -96,104 +102,107 @@ struct Driver<'s> {
     workload_of: BTreeMap<PodRef, usize>,
     /// The cluster's room-change and creation counters when the scheduler stand-in last ran.
     scheduled_at_change: Option<(u64, u64)>,
+    /// The workload is held still (the settle after the measure): no arrivals, completions,
+    /// scaling or scenario changes.
+    frozen: bool,
+    /// The next hindsight sample; `None` when not sampling.
+    hindsight_next: Option<DateTime<Utc>>,
+    /// The hindsight figures so far.
+    hindsight: Hindsight,
+    /// The last hindsight solve: the cluster's population and the scenario changes applied
+    /// then, plan cost and bound.
+    hindsight_last: Option<measure::HindsightSolve>,
 }
 
-/// Runs `scenario` with `seed`. `progress` is told the fraction of simulated time done.
+/// Runs `scenario` with `seed` and measures it (the achievable saving and what consolidation
+/// captured of it, the hindsight cost, why pods still wait: see [`measure`]). `progress` is
+/// told the fraction of simulated time done.
 pub fn run(
     scenario: &Scenario,
     seed: u64,
-    mut progress: Option<&mut dyn FnMut(f64)>,
+    progress: Option<&mut dyn FnMut(f64)>,
 ) -> Result<Run, SimulationError> {
-    let world = build(scenario)?;
-    let clock = Arc::new(ManualClock::new(scenario.start));
-    let mut clouds = BTreeMap::new();
-    for pool in &world.setup.pools {
-        let cloud = pool.spec.cloud;
-        if clouds.contains_key(&cloud) {
-            continue;
-        }
-        let sim = SimCloud::try_new(
-            cloud,
-            scenario.catalog.clone(),
-            scenario.cloud.clone(),
-            clock.clone(),
-            scenario.start,
-            cloud_seed(seed, cloud),
-        )
-        .map_err(|e| SimulationError::scenario(&scenario.file, "spec.cloud", e.to_string()))?;
-        clouds.insert(cloud, sim);
+    run_with(scenario, seed, progress, true)
+}
+
+/// [`run`], with the measures only when `measures` (a baseline run needs none of them).
+pub fn run_with(
+    scenario: &Scenario,
+    seed: u64,
+    mut progress: Option<&mut dyn FnMut(f64)>,
+    measures: bool,
+) -> Result<Run, SimulationError> {
+    let mut d = Driver::new(scenario, seed)?;
+    if measures {
+        d.hindsight_next = Some(scenario.start + measure::HINDSIGHT_STEP / 2);
     }
-    let engine = Engine::new(world.setup.clone(), scenario.engine.clone());
-    let trace = generate(scenario, seed);
-    let mut d = Driver {
-        scenario,
-        world,
-        engine,
-        clock,
-        clouds,
-        cluster: Cluster::default(),
-        rec: Record::default(),
-        trace,
-        cursor: 0,
-        deployments: BTreeMap::new(),
-        retries: Vec::new(),
-        now: scenario.start,
-        tracker: Tracker::default(),
-        catalog: scenario.catalog.clone(),
-        change_cursor: 0,
-        measured: false,
-        guarded: BTreeMap::new(),
-        workload_of: BTreeMap::new(),
-        scheduled_at_change: None,
-    };
     let end = scenario.end();
-    let total = scenario.duration.as_seconds_f64();
-    let mut instants = 0u64;
-    let mut reported = -1.0;
-    loop {
-        d.instant()?;
-        instants += 1;
-        if let Some(p) = &mut progress {
-            let done = (d.now - scenario.start).as_seconds_f64() / total;
-            if done - reported >= 0.01 {
-                reported = done;
-                p(done.min(1.0));
-            }
-        }
-        match d.next_time() {
-            Some(t) if t < end => {
-                d.now = t;
-                d.clock.set(t);
-            }
-            _ => break,
-        }
-    }
+    let instants = d.run_until(end, false, progress.as_deref_mut())?;
     d.clock.set(end);
     d.now = end;
     if !d.measured {
         d.measure();
     }
     d.tracker.record.fleet_cost_at_end = d.fleet_cost();
-    d.cluster.finish(end, &mut d.rec);
-    for i in 0..d.rec.instances.len() {
-        d.rec.ended(i, end, EndReason::RunEnded);
-    }
-    if let Some(p) = &mut progress {
-        p(1.0);
+    let waiting_at_end = if measures {
+        d.waiting_at_end()
+    } else {
+        Waiting::default()
+    };
+    let audit = if measures {
+        d.audit()
+    } else {
+        Audit::default()
+    };
+    // The run's record ends here; the settle goes on from a copy of the cluster.
+    let (mut cluster, mut record) = if measures {
+        (d.cluster.clone(), d.rec.clone())
+    } else {
+        (std::mem::take(&mut d.cluster), std::mem::take(&mut d.rec))
+    };
+    cluster.finish(end, &mut record);
+    for i in 0..record.instances.len() {
+        record.ended(i, end, EndReason::RunEnded);
     }
     let waiting = d
         .engine
         .waiting()
         .map(|(id, reason)| (id.clone(), reason.map(str::to_owned)))
         .collect();
+    let engine = d.engine.stats().clone();
+    let clouds = d.clouds.iter().map(|(c, s)| (*c, s.stats())).collect();
+    let mut disruption = d.tracker.record.clone();
+    if measures {
+        // The settle starts from the measure point: here, or in a replay of the run up to it.
+        let (after, seconds) = match scenario.measure_at.filter(|t| *t < end) {
+            None => {
+                let after = d.settle()?;
+                (after, d.tracker.record.settle_seconds)
+            }
+            Some(at) => {
+                let mut replay = Driver::new(scenario, seed)?;
+                replay.run_until(at, true, None)?;
+                let after = replay.settle()?;
+                (after, replay.tracker.record.settle_seconds)
+            }
+        };
+        disruption.fleet_cost_after_settle = Some(after);
+        disruption.settle_seconds = seconds;
+    }
+    if let Some(p) = &mut progress {
+        p(1.0);
+    }
     Ok(Run {
-        engine: d.engine.stats().clone(),
-        clouds: d.clouds.iter().map(|(c, s)| (*c, s.stats())).collect(),
+        engine,
+        clouds,
         waiting,
         instants,
         trace_events: d.trace.events.len(),
-        disruption: d.tracker.record,
-        record: d.rec,
+        disruption,
+        hindsight: d.hindsight,
+        waiting_at_end,
+        audit,
+        record,
     })
 }
 
@@ -213,7 +222,91 @@ fn ready<T>(
     }
 }
 
-impl Driver<'_> {
+impl<'s> Driver<'s> {
+    /// The loop's state at the scenario's start.
+    fn new(scenario: &'s Scenario, seed: u64) -> Result<Self, SimulationError> {
+        let world = build(scenario)?;
+        let clock = Arc::new(ManualClock::new(scenario.start));
+        let mut clouds = BTreeMap::new();
+        for pool in &world.setup.pools {
+            let cloud = pool.spec.cloud;
+            if clouds.contains_key(&cloud) {
+                continue;
+            }
+            let sim = SimCloud::try_new(
+                cloud,
+                scenario.catalog.clone(),
+                scenario.cloud.clone(),
+                clock.clone(),
+                scenario.start,
+                cloud_seed(seed, cloud),
+            )
+            .map_err(|e| SimulationError::scenario(&scenario.file, "spec.cloud", e.to_string()))?;
+            clouds.insert(cloud, sim);
+        }
+        let engine = Engine::new(world.setup.clone(), scenario.engine.clone());
+        let trace = generate(scenario, seed);
+        Ok(Driver {
+            scenario,
+            world,
+            engine,
+            clock,
+            clouds,
+            cluster: Cluster::default(),
+            rec: Record::default(),
+            trace,
+            cursor: 0,
+            deployments: BTreeMap::new(),
+            retries: Vec::new(),
+            now: scenario.start,
+            tracker: Tracker::default(),
+            catalog: scenario.catalog.clone(),
+            change_cursor: 0,
+            measured: false,
+            guarded: BTreeMap::new(),
+            workload_of: BTreeMap::new(),
+            scheduled_at_change: None,
+            frozen: false,
+            hindsight_next: None,
+            hindsight: Hindsight::default(),
+            hindsight_last: None,
+        })
+    }
+
+    /// Visits every instant before `until` (and at it, when `inclusive`), taking the hindsight
+    /// samples due. Returns the instants visited.
+    fn run_until(
+        &mut self,
+        until: DateTime<Utc>,
+        inclusive: bool,
+        mut progress: Option<&mut (dyn FnMut(f64) + '_)>,
+    ) -> Result<u64, SimulationError> {
+        let start = self.scenario.start;
+        let total = (until - start).as_seconds_f64().max(1.0);
+        let mut instants = 0u64;
+        let mut reported = -1.0;
+        loop {
+            self.instant()?;
+            instants += 1;
+            if let Some(p) = &mut progress {
+                let done = (self.now - start).as_seconds_f64() / total;
+                if done - reported >= 0.01 {
+                    reported = done;
+                    p(done.min(1.0));
+                }
+            }
+            let next = self.next_time();
+            self.sample_hindsight(next.map_or(until, |t| t.min(until)), until);
+            match next {
+                Some(t) if t < until || (inclusive && t == until) => {
+                    self.now = t;
+                    self.clock.set(t);
+                }
+                _ => return Ok(instants),
+            }
+        }
+    }
+
     fn inconsistent(&self, what: impl Into<String>) -> SimulationError {
         SimulationError::Inconsistent {
             at: self.now,
@@ -223,8 +316,11 @@ impl Driver<'_> {
 
     /// Everything at the current instant, until nothing more happens.
     fn instant(&mut self) -> Result<(), SimulationError> {
-        self.apply_changes()?;
-        if !self.measured && self.scenario.measure_at.is_some_and(|t| self.now >= t) {
+        if !self.frozen {
+            self.apply_changes()?;
+        }
+        if !self.frozen && !self.measured && self.scenario.measure_at.is_some_and(|t| self.now >= t)
+        {
             self.measure();
         }
         for round in 0.. {
@@ -259,14 +355,16 @@ impl Driver<'_> {
     fn next_time(&mut self) -> Option<DateTime<Utc>> {
         let now = self.now;
         let mut times: Vec<DateTime<Utc>> = Vec::new();
-        times.extend(self.trace.events.get(self.cursor).map(|(t, _)| *t));
-        times.extend(self.cluster.next_completion());
+        if !self.frozen {
+            times.extend(self.trace.events.get(self.cursor).map(|(t, _)| *t));
+            times.extend(self.cluster.next_completion());
+            times.extend(self.scenario.changes.get(self.change_cursor).map(|c| c.at));
+            if !self.measured {
+                times.extend(self.scenario.measure_at);
+            }
+        }
         times.extend(self.retries.iter().map(|r| r.at));
         times.extend(self.clouds.values().filter_map(SimCloud::next_event_at));
-        times.extend(self.scenario.changes.get(self.change_cursor).map(|c| c.at));
-        if !self.measured {
-            times.extend(self.scenario.measure_at);
-        }
         if let Some(d) = self.engine.next_deadline() {
             times.push(if d > now {
                 d
@@ -283,6 +381,9 @@ impl Driver<'_> {
     // ------------------------------------------------------------------ workload
 
     fn feed_workload(&mut self) -> bool {
+        if self.frozen {
+            return false;
+        }
         let mut busy = false;
         while let Some((t, e)) = self.trace.events.get(self.cursor).cloned() {
             if t > self.now {
@@ -682,21 +783,39 @@ impl Driver<'_> {
                 }
             }
             Action::Disrupt(command) => {
-                let (engine, world) = (&self.engine, &self.world);
-                self.tracker.command(self.now, &command, |claim| {
-                    let name = engine.claims().find(|v| v.name == claim)?.node_pool;
-                    let total = engine.claims().filter(|v| v.node_pool == name).count();
-                    Some((&world.setup.pools[world.pool(&name)?], total))
-                });
+                // One look at the claims: each pool's size, and the pool of each claim moved.
+                let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
+                let mut pool_of: BTreeMap<&str, String> = BTreeMap::new();
+                for v in self.engine.claims() {
+                    *sizes.entry(v.node_pool.clone()).or_default() += 1;
+                    if let Some(c) = command.claims.iter().find(|c| **c == v.name) {
+                        pool_of.insert(c.as_str(), v.node_pool);
+                    }
+                }
+                let world = &self.world;
+                let lookup = |claim: &str| {
+                    let name = pool_of.get(claim)?;
+                    Some((&world.setup.pools[world.pool(name)?], sizes[name]))
+                };
+                self.tracker.command(self.now, &command, lookup);
             }
             Action::Delete {
                 claim, provider_id, ..
             } => match provider_id {
                 Some(id) => self.delete(claim, id)?,
-                None => {
-                    self.tracker.ended(&claim);
-                    self.engine.handle(self.now, Event::Deleted { claim });
-                }
+                // The engine may delete a claim before it heard of the launch's outcome (a
+                // replacement called off in the poll that launched it): whatever the cloud
+                // launched for it goes too, or it would be billed for good.
+                None => match self.rec.live_instance_of_claim(&claim) {
+                    Some(i) => {
+                        let id = self.rec.instances[i].provider_id.clone();
+                        self.delete(claim, id)?;
+                    }
+                    None => {
+                        self.tracker.ended(&claim);
+                        self.engine.handle(self.now, Event::Deleted { claim });
+                    }
+                },
             },
             // The kube-scheduler does not read nominations: its stand-in binds in `schedule`.
             Action::Bind { .. } if self.scenario.binder.is_scheduler() => {}
@@ -807,57 +926,25 @@ impl Driver<'_> {
         Ok(())
     }
 
-    /// The achievable saving now: the fleet's cost against every running pod solved from
-    /// scratch on the same NodePools and prices.
-    fn measure(&mut self) {
-        self.measured = true;
-        let fleet = self.fleet_cost();
-        let setup = &self.world.setup;
-        let snapshot = quartermaster_solver::ClusterSnapshot {
-            resources: setup.resources.clone(),
-            pending: self.cluster.running_pods().cloned().collect(),
-            nodes: Vec::new(),
-            node_pools: setup
-                .pools
-                .iter()
-                .map(|p| {
-                    let mut spec = p.spec.clone();
-                    spec.usage = Default::default();
-                    spec
-                })
-                .collect(),
-            daemonsets: setup.daemonsets.clone(),
-            unavailable: Default::default(),
-        };
-        let plan = quartermaster_solver::solve(&snapshot, &self.catalog, self.now);
-        let scratch: f64 = plan
-            .new_nodes
-            .iter()
-            .map(|n| n.offering.price_per_hour)
-            .sum();
-        let r = &mut self.tracker.record;
-        r.fleet_cost_at_measure = fleet;
-        r.from_scratch_cost_at_measure = scratch;
-        r.measured_at = Some(self.now);
-    }
-
     /// What the running instances cost per hour at the prices in force now.
     fn fleet_cost(&self) -> f64 {
-        self.rec
-            .instances
-            .iter()
-            .filter(|i| i.end.is_none())
-            .map(|i| {
-                self.catalog
-                    .get(i.cloud, &i.instance_type)
-                    .and_then(|it| {
-                        it.offerings
-                            .iter()
-                            .find(|o| o.zone == i.zone && o.capacity_type == i.capacity_type)
-                    })
-                    .map_or(i.price_per_hour, |o| o.price_per_hour)
-            })
+        (0..self.rec.instances.len())
+            .filter(|i| self.rec.instances[*i].end.is_none())
+            .map(|i| self.instance_price(i))
             .sum()
+    }
+
+    /// What instance `i` of the record costs per hour at the prices in force now.
+    fn instance_price(&self, i: usize) -> f64 {
+        let i = &self.rec.instances[i];
+        self.catalog
+            .get(i.cloud, &i.instance_type)
+            .and_then(|it| {
+                it.offerings
+                    .iter()
+                    .find(|o| o.zone == i.zone && o.capacity_type == i.capacity_type)
+            })
+            .map_or(i.price_per_hour, |o| o.price_per_hour)
     }
 
     fn delete(&mut self, claim: String, provider_id: String) -> Result<(), SimulationError> {
@@ -943,5 +1030,8 @@ impl Driver<'_> {
     }
 }
 
+mod measure;
 #[cfg(test)]
 mod tests;
+
+pub use measure::{Audit, Hindsight, Waiting};

@@ -59,7 +59,7 @@ pub fn simulate(
     let seed = seed.unwrap_or(scenario.seed);
     let baseline_scenario = scenario.on_demand_only();
     let (run, baseline) = std::thread::scope(|s| {
-        let handle = s.spawn(|| driver::run(&baseline_scenario, seed, None));
+        let handle = s.spawn(|| driver::run_with(&baseline_scenario, seed, None, false));
         let run = driver::run(scenario, seed, progress);
         let baseline = handle
             .join()

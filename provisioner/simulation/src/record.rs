@@ -236,6 +236,13 @@ impl Record {
         self.by_provider_id.get(provider_id).copied()
     }
 
+    /// The live (still billed) instance launched for `claim`, if any.
+    pub fn live_instance_of_claim(&self, claim: &str) -> Option<usize> {
+        self.instances
+            .iter()
+            .rposition(|i| i.claim == claim && i.end.is_none())
+    }
+
     /// Starts billing an instance; returns its index. An instance already recorded (an
     /// idempotent create) is not billed twice.
     pub fn launched(&mut self, r: InstanceRecord) -> usize {

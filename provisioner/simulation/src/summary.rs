@@ -97,6 +97,21 @@ pub struct Summary {
     pub pods_unscheduled_at_end: u64,
     /// Pods alive at the end and not running (never bound, or evicted and waiting).
     pub pods_pending_at_end: u64,
+    /// Instances still billed at the end whose NodeClaim the engine no longer has (must be 0).
+    pub leaked_instances: u64,
+    /// NodeClaims for which the cloud created more than one instance (must be 0).
+    pub duplicate_launches: u64,
+    /// Pods waiting at the end that some NodePool can serve and that waited longer than the
+    /// late window: stuck (must be 0).
+    pub servable_pods_unplaced: u64,
+    /// Pods waiting at the end that some NodePool can serve but that arrived (or were evicted)
+    /// within the late window before the end: too late to be served, not stuck.
+    pub late_arrivals: u64,
+    /// Pods waiting at the end that no NodePool can serve.
+    pub unservable_pods_at_end: u64,
+    /// The late window: the longest wait of any pod the run served, at least 10 minutes,
+    /// seconds.
+    pub late_window_seconds: f64,
     /// Median time from creation to first bind (pods never bound count at their age at the end,
     /// or when they were deleted).
     pub pending_seconds_p50: f64,
@@ -163,11 +178,18 @@ pub struct Summary {
     /// Voluntary disruption commands, by kind (`empty`, `delete`, `multi_delete`, `replace`,
     /// `split`, `multi_replace`, `drift`, `expire`).
     pub consolidation_commands: BTreeMap<String, u64>,
-    /// Sum of those commands' expected savings, $/hour.
+    /// What consolidation saved on the workload of the measure point: the fleet's cost then
+    /// minus its cost once consolidation had done all it would with that workload held still
+    /// (the settle), $/hour. Measured on the same snapshot as `achievable_saving_per_hour`.
     pub consolidation_saving_per_hour: f64,
-    /// At `spec.measureAt` (default: the end), the fleet's cost minus the cost of every running
-    /// pod solved from scratch on the same NodePools and prices, $/hour (0 when the fleet is
-    /// already as cheap).
+    /// Sum of the expected savings of every disruption command over the run, $/hour (what
+    /// `consolidation_saving_per_hour` meant before it was measured on the snapshot: repeated
+    /// moves over a day curve add up here).
+    pub commands_saving_per_hour: f64,
+    /// At `spec.measureAt` (default: the end), the fleet's cost minus the cheapest known cost
+    /// of the pods running then (every running pod solved from scratch on the same NodePools
+    /// and prices, or the fleet consolidation reached with them, whichever is cheaper), $/hour;
+    /// 0 when the fleet is already as cheap.
     pub achievable_saving_per_hour: f64,
     /// When the achievable saving was measured (RFC 3339).
     pub achievable_measured_at: String,
@@ -175,10 +197,25 @@ pub struct Summary {
     pub fleet_cost_per_hour_at_measure: f64,
     /// The fleet's cost at the end, $/hour (prices in force then).
     pub fleet_cost_per_hour_at_end: f64,
-    /// `(fleet cost at measure - fleet cost at end) / achievable saving`, when the measure is
-    /// before the end and something was achievable (the share of the achievable saving
-    /// disruption captured, if the workload did not change after the measure); else null.
+    /// The fleet's cost after the settle, $/hour.
+    pub fleet_cost_per_hour_after_settle: f64,
+    /// How long the settle ran, simulated hours (it ends after an hour with nothing to do, or
+    /// after 12).
+    pub settle_hours: f64,
+    /// `consolidation_saving_per_hour / achievable_saving_per_hour`, between 0 and 1; null
+    /// only when there was nothing to save (less than a cent an hour).
     pub captured_saving_fraction: Option<f64>,
+    /// The run's cost in hindsight: every half hour (sampled in its middle), every running pod
+    /// solved again from scratch with free moves, that half hour at that cost, $. Where the solver's plan
+    /// is not proven optimal (it costs more than its lower bound) the lower bound is used.
+    pub hindsight_cost: f64,
+    /// The share of `hindsight_cost` that is a lower bound rather than a proven optimum.
+    pub hindsight_lower_bound_share: f64,
+    /// What the solver's own from-scratch plans cost over the same hours, $.
+    pub hindsight_plan_cost: f64,
+    /// `total_cost / hindsight_cost`: how well provisioning and consolidation did together
+    /// (null when nothing ran).
+    pub fleet_cost_over_hindsight: Option<f64>,
     /// Pods moved or evicted by voluntary disruption and expiry.
     pub pods_disrupted: u64,
     /// Voluntary evictions a PodDisruptionBudget did not allow then.
@@ -311,9 +348,13 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
     };
     let d = &run.disruption;
     let fleet_at_end = d.fleet_cost_at_end;
-    let achievable = (d.fleet_cost_at_measure - d.from_scratch_cost_at_measure).max(0.0);
-    let captured = (d.measured_at.is_some_and(|t| t < end) && achievable > 1e-9)
-        .then(|| round6((d.fleet_cost_at_measure - fleet_at_end) / achievable));
+    let after = d.fleet_cost_after_settle.unwrap_or(fleet_at_end);
+    let best_known = d.from_scratch_cost_at_measure.min(after);
+    let achievable = (d.fleet_cost_at_measure - best_known).max(0.0);
+    let consolidation_saving = d.fleet_cost_at_measure - after;
+    let captured =
+        (achievable >= 0.01).then(|| round6((consolidation_saving / achievable).clamp(0.0, 1.0)));
+    let h = &run.hindsight;
     let total_cost = round6(total);
     let on_demand_only_cost = round6(baseline_total);
     let savings = round6(on_demand_only_cost - total_cost);
@@ -327,6 +368,12 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         pods_completed: rec.pods.iter().filter(|p| p.completed).count() as u64,
         pods_unscheduled_at_end: unscheduled as u64,
         pods_pending_at_end: rec.pending.current().round() as u64,
+        leaked_instances: run.audit.leaked_instances,
+        duplicate_launches: run.audit.duplicate_launches,
+        servable_pods_unplaced: run.waiting_at_end.stuck,
+        late_arrivals: run.waiting_at_end.late_arrivals,
+        unservable_pods_at_end: run.waiting_at_end.unservable,
+        late_window_seconds: round6(run.waiting_at_end.late_window_seconds),
         pending_seconds_p50: round6(percentile(&pending, 0.50)),
         pending_seconds_p95: round6(percentile(&pending, 0.95)),
         pending_seconds_max: round6(pending.last().copied().unwrap_or(0.0)),
@@ -369,12 +416,23 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         cloud_throttles: run.clouds.iter().map(|(_, s)| s.throttles).sum(),
         event_loop_instants: run.instants,
         consolidation_commands: d.commands.clone(),
-        consolidation_saving_per_hour: round6(d.saving_per_hour),
+        consolidation_saving_per_hour: round6(consolidation_saving),
+        commands_saving_per_hour: round6(d.saving_per_hour),
         achievable_saving_per_hour: round6(achievable),
         achievable_measured_at: rfc3339(d.measured_at.unwrap_or(end)),
         fleet_cost_per_hour_at_measure: round6(d.fleet_cost_at_measure),
         fleet_cost_per_hour_at_end: round6(fleet_at_end),
+        fleet_cost_per_hour_after_settle: round6(after),
+        settle_hours: round6(d.settle_seconds / 3600.0),
         captured_saving_fraction: captured,
+        hindsight_cost: round6(h.cost),
+        hindsight_lower_bound_share: round6(if h.cost > 0.0 {
+            h.from_lower_bound / h.cost
+        } else {
+            0.0
+        }),
+        hindsight_plan_cost: round6(h.plan_cost),
+        fleet_cost_over_hindsight: (h.cost > 1e-9).then(|| round6(total / h.cost)),
         pods_disrupted: d.pods_disrupted,
         pdb_violations: d.pdb_violations,
         budget_violations: d.budget_violations,

@@ -236,6 +236,44 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
     if let Some(rollbacks) = s.gang_rollbacks {
         rows.push(("Gangs", format!("{rollbacks} gang rollbacks")));
     }
+    rows.push((
+        "Saving",
+        format!(
+            "${:.2}/h achievable at {}, ${:.2}/h taken by consolidation ({}; settled in {:.1} h)",
+            s.achievable_saving_per_hour,
+            s.achievable_measured_at,
+            s.consolidation_saving_per_hour,
+            s.captured_saving_fraction
+                .map_or("nothing to save".to_owned(), |f| format!(
+                    "{:.0}%",
+                    f * 100.0
+                )),
+            s.settle_hours
+        ),
+    ));
+    rows.push((
+        "Hindsight",
+        format!(
+            "${:.2} with every running pod re-solved each half hour ({}% lower bound): fleet {}",
+            s.hindsight_cost,
+            (s.hindsight_lower_bound_share * 100.0).round(),
+            s.fleet_cost_over_hindsight
+                .map_or("n/a".to_owned(), |r| format!("{r:.2}×"))
+        ),
+    ));
+    rows.push((
+        "Audit",
+        format!(
+            "{} leaked instances, {} duplicate launches, {} budget / {} PDB violations; waiting at the end: {} stuck, {} late, {} unservable",
+            s.leaked_instances,
+            s.duplicate_launches,
+            s.budget_violations,
+            s.pdb_violations,
+            s.servable_pods_unplaced,
+            s.late_arrivals,
+            s.unservable_pods_at_end
+        ),
+    ));
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in rows {
         writeln!(out, "{k:<width$}  {v}")?;

@@ -316,3 +316,63 @@ fn pods_the_scheduler_binds_elsewhere_than_planned_are_planned_again_and_all_run
     );
     assert!(r.record.pods.iter().all(|p| p.completed));
 }
+
+#[test]
+fn a_claim_deleted_before_its_launch_was_heard_of_takes_its_instance_with_it() {
+    // The engine may call off a replacement in the poll that launched it, with no provider id
+    // yet: the driver deletes whatever the cloud launched for the claim.
+    let s = scenario(
+        "1h",
+        "[on-demand]",
+        "{}",
+        &gpu_job("train", "[{at: 0s}]", "30m", false),
+    );
+    let mut d = super::Driver::new(&s, 1).unwrap();
+    d.feed_workload();
+    let t = d.engine.next_deadline().expect("a batch window");
+    d.now = t;
+    d.clock.set(t);
+    let launch = d
+        .engine
+        .poll(t)
+        .into_iter()
+        .find(|a| matches!(a, quartermaster_engine::Action::Launch { .. }))
+        .expect("a launch");
+    let quartermaster_engine::Action::Launch { claim, .. } = &launch else {
+        unreachable!()
+    };
+    let claim = claim.clone();
+    d.execute(launch).unwrap();
+    assert!(d.rec.live_instance_of_claim(&claim).is_some());
+    d.execute(quartermaster_engine::Action::Delete {
+        claim: claim.clone(),
+        provider_id: None,
+        reason: quartermaster_engine::DeleteReason::Underutilized,
+    })
+    .unwrap();
+    assert_eq!(d.rec.live_instance_of_claim(&claim), None);
+    assert_eq!(d.audit().leaked_instances, 0);
+}
+
+#[test]
+fn a_run_is_audited_and_measured() {
+    let s = scenario(
+        "3h",
+        "[on-demand]",
+        "{}",
+        &gpu_job("train", "[{at: 10m}]", "1h", false),
+    );
+    let r = run(&s, 1, None).unwrap();
+    assert_eq!(r.audit, super::Audit::default());
+    assert_eq!(r.waiting_at_end.stuck + r.waiting_at_end.late_arrivals, 0);
+    // One g2-standard-4 for the hour the job ran (sampled every half hour in the middle).
+    let price = r.record.instances[0].price_per_hour;
+    assert!(
+        (r.hindsight.cost - price).abs() < 1e-6,
+        "{:?} vs {price}",
+        r.hindsight
+    );
+    assert_eq!(r.hindsight.from_lower_bound, 0.0);
+    // Nothing left to consolidate at the end: the settle ends at once, nothing saved.
+    assert_eq!(r.disruption.fleet_cost_after_settle, Some(0.0));
+}

@@ -1,0 +1,391 @@
+//! What a run is judged against, measured by the driver on the run's own state:
+//!
+//! - the **achievable saving** at the measure point (`spec.measureAt`, default the end): the
+//!   fleet's cost against every running pod solved again from scratch;
+//! - the **settle**: from that same point, the workload held still (no arrivals, completions,
+//!   scaling or scenario changes; pods still waiting left out), the engine runs on until
+//!   consolidation has nothing more to do. What the fleet costs then is what consolidation
+//!   captured of the achievable saving, on the same snapshot;
+//! - the **hindsight cost**: every half hour, every running pod solved again from scratch with
+//!   free moves, its cost held for the half hour (solved again only when the pods
+//!   alive changed);
+//! - the pods still waiting at the end: no NodePool can serve them, they arrived too late to be
+//!   served, or they were stuck.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_engine::Event;
+use quartermaster_policies::DisruptionReason;
+use quartermaster_pricing::CapacityType;
+use quartermaster_solver::{
+    ClusterSnapshot, ExistingNode, NODEPOOL_LABEL, Pod, PodRef, SolveOptions,
+};
+
+use super::Driver;
+use crate::error::SimulationError;
+use crate::scenario::WorkloadKind;
+
+/// How often the hindsight cost solves the workload again (when it changed).
+pub const HINDSIGHT_STEP: TimeDelta = TimeDelta::minutes(30);
+/// The settle ends once this long passed without a disruption command, launch or deletion
+/// while every NodePool's budget allowed disruption.
+pub const SETTLE_QUIET: TimeDelta = TimeDelta::hours(1);
+/// ... and at the latest this long after it began.
+pub const SETTLE_MAX: TimeDelta = TimeDelta::hours(24);
+/// A pod waiting at the end for less than the longest wait of any pod the run served (and at
+/// least this) arrived too late to be judged stuck.
+pub const LATE_WINDOW_MIN: TimeDelta = TimeDelta::minutes(10);
+
+/// The hindsight figures of a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Hindsight {
+    /// Sum over the samples of the from-scratch cost times the time it stands for, $: the
+    /// plan's cost where it equals the solver's lower bound (optimal), else the lower bound (so
+    /// the figure never flatters the fleet).
+    pub cost: f64,
+    /// The part of `cost` that comes from lower bounds (the optimum was out of reach), $.
+    pub from_lower_bound: f64,
+    /// What the solver's own from-scratch plans cost over the same samples, $.
+    pub plan_cost: f64,
+    /// Samples taken.
+    pub samples: u64,
+}
+
+/// Pods waiting at the end of a run, by why.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Waiting {
+    /// No NodePool can serve them (the solver on an empty cluster leaves them out).
+    pub unservable: u64,
+    /// Servable, but waiting for less than the late window.
+    pub late_arrivals: u64,
+    /// Servable and waiting longer: the engine or the cluster left them behind.
+    pub stuck: u64,
+    /// The late window used, seconds.
+    pub late_window_seconds: f64,
+}
+
+/// What the cloud and the engine disagree on at the end of a run (both must be 0).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Audit {
+    /// Instances still billed whose NodeClaim the engine no longer has.
+    pub leaked_instances: u64,
+    /// NodeClaims for which the cloud created more than one instance.
+    pub duplicate_launches: u64,
+}
+
+/// The last hindsight solve: the cluster's population (pods created, deleted) and the scenario
+/// changes applied then; the plan's cost and the lower bound, $/hour.
+pub(super) type HindsightSolve = (((u64, u64), usize), f64, f64);
+
+/// A from-scratch solve's outcome.
+struct FromScratch {
+    /// What the plan's new nodes cost, $/hour.
+    plan: f64,
+    /// The solver's lower bound, $/hour (0 when not asked).
+    bound: f64,
+    /// Pods no NodePool can serve.
+    unplaced: BTreeSet<PodRef>,
+}
+
+impl Driver<'_> {
+    /// Every pod of `pods` solved on an empty cluster, the NodePools' usage reset.
+    fn solve_afresh<'a>(&self, pods: impl Iterator<Item = &'a Pod>, bound: bool) -> FromScratch {
+        self.solve_on(Vec::new(), pods, bound)
+    }
+
+    /// Every pod of `pods` solved on `nodes` (free to use) and new nodes.
+    fn solve_on<'a>(
+        &self,
+        nodes: Vec<ExistingNode>,
+        pods: impl Iterator<Item = &'a Pod>,
+        bound: bool,
+    ) -> FromScratch {
+        let setup = &self.world.setup;
+        let snapshot = ClusterSnapshot {
+            resources: setup.resources.clone(),
+            pending: pods.cloned().collect(),
+            nodes,
+            node_pools: setup
+                .pools
+                .iter()
+                .map(|p| {
+                    let mut spec = p.spec.clone();
+                    spec.usage = Default::default();
+                    spec
+                })
+                .collect(),
+            daemonsets: setup.daemonsets.clone(),
+            unavailable: Default::default(),
+        };
+        let options = SolveOptions {
+            skip_lower_bound: !bound,
+            ..SolveOptions::default()
+        };
+        let plan = quartermaster_solver::solve_with(&snapshot, &self.catalog, self.now, &options);
+        FromScratch {
+            plan: plan
+                .new_nodes
+                .iter()
+                .map(|n| n.offering.price_per_hour)
+                .sum(),
+            bound: plan.lower_bound_per_hour,
+            unplaced: plan.unschedulable.into_iter().map(|u| u.pod).collect(),
+        }
+    }
+
+    /// The achievable saving now, with the meaning consolidation has: the fleet's cost against
+    /// the cheapest fleet for the running pods when only the moves consolidation may make are
+    /// made. Nodes with a Job or do-not-disrupt pod stay, with their room, and so do spot nodes
+    /// of pools where the spot-to-spot rule can never pass; every other running pod is solved
+    /// from scratch on the same NodePools and prices.
+    pub(super) fn measure(&mut self) {
+        self.measured = true;
+        let fleet = self.fleet_cost();
+        let scratch = self.consolidation_floor();
+        let r = &mut self.tracker.record;
+        r.fleet_cost_at_measure = fleet;
+        r.from_scratch_cost_at_measure = scratch;
+        r.measured_at = Some(self.now);
+    }
+
+    /// Whether consolidation may never replace a spot node of `pool` with new spot capacity:
+    /// the pool allows fewer spot instance types than the flexibility rule asks for.
+    fn spot_to_spot_refused(&self, pool: &str) -> bool {
+        let Some(policy) = self.world.pool(pool).map(|i| &self.world.setup.pools[i]) else {
+            return false;
+        };
+        let min = policy.spot_to_spot_min_types(self.scenario.engine.spot_to_spot_min_types);
+        let spot_types = self
+            .catalog
+            .instance_types()
+            .iter()
+            .filter(|it| it.cloud == policy.spec.cloud)
+            .filter(|it| {
+                it.offerings.iter().any(|o| {
+                    o.capacity_type == CapacityType::Spot
+                        && policy.spec.requirements.matches(&it.offering_labels(o))
+                })
+            })
+            .count();
+        spot_types < min
+    }
+
+    /// Whether consolidation may move `pod` (the engine leaves Job pods and do-not-disrupt pods
+    /// where they are).
+    fn consolidation_may_move(&self, pod: &PodRef) -> bool {
+        self.workload_of.get(pod).is_none_or(|w| {
+            let w = &self.scenario.workloads[*w];
+            !matches!(w.kind, WorkloadKind::Job(_)) && !w.do_not_disrupt()
+        })
+    }
+
+    /// The cost of the cheapest fleet for the running pods reachable by consolidation's moves,
+    /// $/hour (see [`Driver::measure`]).
+    fn consolidation_floor(&self) -> f64 {
+        let mut kept_cost = 0.0;
+        let mut nodes: Vec<ExistingNode> = Vec::new();
+        let mut pending: Vec<&Pod> = Vec::new();
+        for (name, node) in self.cluster.nodes() {
+            let mut stay: Vec<Arc<Pod>> = Vec::new();
+            for id in &node.pods {
+                let Some(pod) = self.cluster.pod(id) else {
+                    continue;
+                };
+                if self.consolidation_may_move(id) {
+                    pending.push(pod);
+                } else {
+                    stay.push(Arc::new(pod.clone()));
+                }
+            }
+            // A spot node in a pool where consolidation may never replace spot with spot stays
+            // too (its pods may still move onto it or elsewhere).
+            let instance = &self.rec.instances[node.instance];
+            let spot_kept = instance.capacity_type == CapacityType::Spot
+                && self.spot_to_spot_refused(&instance.node_pool);
+            if stay.is_empty() && !spot_kept {
+                continue;
+            }
+            kept_cost += self.instance_price(node.instance);
+            nodes.push(ExistingNode {
+                name: name.clone(),
+                in_flight: false,
+                node_pool: node.view.labels.get(NODEPOOL_LABEL).cloned(),
+                labels: Arc::new(node.view.labels.clone()),
+                taints: node.view.taints.clone(),
+                allocatable: node.view.allocatable.saturating_sub(&node.overhead),
+                pods: stay,
+            });
+        }
+        if nodes.is_empty() {
+            return self.solve_afresh(pending.into_iter(), false).plan;
+        }
+        kept_cost + self.solve_on(nodes, pending.into_iter(), false).plan
+    }
+
+    /// Takes the hindsight samples due before `until` (the next instant, or the end): the
+    /// state is the one after the current instant until then.
+    pub(super) fn sample_hindsight(&mut self, until: DateTime<Utc>, end: DateTime<Utc>) {
+        // A last interval cut short by the end is sampled at the end.
+        let due = |t: &DateTime<Utc>| {
+            let point = (*t).min(end);
+            *t - HINDSIGHT_STEP / 2 < end && (point < until || (until == end && point == end))
+        };
+        while let Some(at) = self.hindsight_next.filter(due) {
+            // The sample at the middle of its interval stands for the whole interval.
+            let from = at - HINDSIGHT_STEP / 2;
+            let hours = ((end - from).min(HINDSIGHT_STEP)).as_seconds_f64() / 3600.0;
+            let population = (self.cluster.population(), self.change_cursor);
+            let (plan, bound) = match self.hindsight_last {
+                Some((seen, plan, bound)) if seen == population => (plan, bound),
+                _ => {
+                    let s = self.solve_afresh(self.cluster.running_pods(), true);
+                    self.hindsight_last = Some((population, s.plan, s.bound));
+                    (s.plan, s.bound)
+                }
+            };
+            let s = FromScratch {
+                plan,
+                bound,
+                unplaced: BTreeSet::new(),
+            };
+            let optimal = s.plan <= s.bound + 1e-6 * s.plan.max(1.0);
+            let h = &mut self.hindsight;
+            h.samples += 1;
+            h.plan_cost += s.plan * hours;
+            if optimal {
+                h.cost += s.plan * hours;
+            } else {
+                h.cost += s.bound * hours;
+                h.from_lower_bound += s.bound * hours;
+            }
+            self.hindsight_next = Some(at + HINDSIGHT_STEP);
+        }
+    }
+
+    /// Instances and claims checked against each other (at the end).
+    pub(super) fn audit(&self) -> Audit {
+        let claims: BTreeSet<String> = self.engine.claims().map(|c| c.name.clone()).collect();
+        let leaked = self
+            .rec
+            .instances
+            .iter()
+            .filter(|i| i.end.is_none() && !claims.contains(&i.claim))
+            .count();
+        let mut per_claim: std::collections::BTreeMap<&str, u64> = Default::default();
+        for i in &self.rec.instances {
+            *per_claim.entry(i.claim.as_str()).or_default() += 1;
+        }
+        Audit {
+            leaked_instances: leaked as u64,
+            duplicate_launches: per_claim.values().filter(|n| **n > 1).count() as u64,
+        }
+    }
+
+    /// The pods waiting now (at the end), by why.
+    pub(super) fn waiting_at_end(&self) -> Waiting {
+        let served_wait = self
+            .rec
+            .pods
+            .iter()
+            .filter_map(|p| Some(p.first_bound? - p.created))
+            .max()
+            .unwrap_or_default();
+        let window = served_wait.max(LATE_WINDOW_MIN);
+        let waiting: Vec<(&Pod, usize)> = self.cluster.waiting_pods().collect();
+        let mut out = Waiting {
+            late_window_seconds: window.as_seconds_f64(),
+            ..Waiting::default()
+        };
+        if waiting.is_empty() {
+            return out;
+        }
+        let unplaced = self
+            .solve_afresh(waiting.iter().map(|(p, _)| *p), false)
+            .unplaced;
+        for (pod, record) in waiting {
+            if unplaced.contains(&pod.id) {
+                out.unservable += 1;
+                continue;
+            }
+            let since = self
+                .rec
+                .segments
+                .iter()
+                .filter(|s| s.pod == record)
+                .map(|s| s.end)
+                .max()
+                .unwrap_or(self.rec.pods[record].created);
+            if self.now - since < window {
+                out.late_arrivals += 1;
+            } else {
+                out.stuck += 1;
+            }
+        }
+        out
+    }
+
+    /// Holds the workload still from now on and runs the engine until consolidation is done
+    /// (see the module docs). Returns the fleet's cost then, $/hour.
+    pub(super) fn settle(&mut self) -> Result<f64, SimulationError> {
+        self.frozen = true;
+        self.hindsight_next = None;
+        let waiting: Vec<PodRef> = self
+            .cluster
+            .waiting_pods()
+            .map(|(p, _)| p.id.clone())
+            .collect();
+        for id in waiting {
+            self.cluster.delete_pod(self.now, &id, false, &mut self.rec);
+            self.forget(&id);
+            self.engine.handle(self.now, Event::PodGone(id));
+        }
+        let start = self.now;
+        let mut quiet_since = start;
+        let mut last = self.settle_marker();
+        loop {
+            self.instant()?;
+            let marker = self.settle_marker();
+            if marker != last || self.budget_closed() {
+                last = marker;
+                quiet_since = self.now;
+            }
+            match self.next_time() {
+                Some(t) if t - quiet_since < SETTLE_QUIET && t - start <= SETTLE_MAX => {
+                    self.now = t;
+                    self.clock.set(t);
+                }
+                _ => break,
+            }
+        }
+        self.tracker.record.settle_seconds = (self.now - start).as_seconds_f64();
+        Ok(self.fleet_cost())
+    }
+
+    /// Whether a NodePool with nodes allows no voluntary disruption now (a budget window):
+    /// the settle waits for it to open.
+    fn budget_closed(&self) -> bool {
+        self.world.setup.pools.iter().any(|p| {
+            let total = self
+                .engine
+                .claims()
+                .filter(|c| c.node_pool == p.spec.name)
+                .count();
+            total > 0
+                && p.allowed_disruptions(DisruptionReason::Underutilized, total, self.now) == 0
+        })
+    }
+
+    /// Changes the settle waits to stop: commands decided, instances launched and ended.
+    fn settle_marker(&self) -> (u64, usize, usize) {
+        let commands = self.tracker.record.commands.values().sum();
+        let ended = self
+            .rec
+            .instances
+            .iter()
+            .filter(|i| i.end.is_some())
+            .count();
+        (commands, self.rec.instances.len(), ended)
+    }
+}
