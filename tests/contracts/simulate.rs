@@ -276,3 +276,13 @@ fn bad_scenarios_fail_with_one_line_naming_file_and_field() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn chaos_injects_faults_and_reports_its_seed() {
+    let (v, _) = simulate_json(&["--chaos", "4"]);
+    assert_eq!(v["chaos_seed"], 4, "{v}");
+    assert!(number(&v, "faults_injected") > 0.0, "{v}");
+    assert_no_violations("default --chaos 4", &v);
+    let (plain, _) = simulate_json(&[]);
+    assert!(plain["chaos_seed"].is_null(), "{plain}");
+}

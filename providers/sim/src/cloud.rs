@@ -25,6 +25,8 @@ const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// How long a throttled caller is told to wait.
 const THROTTLE_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How far away a moment that never comes is put (a Node that never registers).
+const NEVER: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// The random stream of API behaviour (throttling); instance `seq` uses stream `seq + 1`.
 const API_STREAM: u64 = 0;
@@ -241,6 +243,36 @@ impl SimCloud {
         })
     }
 
+    /// Inspection, not the API (never throttled, no error): the live instances as
+    /// `(provider id, claim name, launched at)`, for a run's end audit.
+    pub fn live_instances(&self) -> Vec<(String, String, DateTime<Utc>)> {
+        let (st, now) = self.state_now();
+        st.instances
+            .iter()
+            .filter(|i| i.timeline.is_live(now))
+            .map(|i| {
+                (
+                    i.provider_id.clone(),
+                    i.claim_name.clone(),
+                    i.timeline.launched_at,
+                )
+            })
+            .collect()
+    }
+
+    /// Inspection: the instance-seconds the cloud billed up to `until` (launch accepted to
+    /// deleted or reclaimed).
+    pub fn billed_seconds(&self, until: DateTime<Utc>) -> f64 {
+        let st = self.state_now().0;
+        st.instances
+            .iter()
+            .map(|i| {
+                let end = i.timeline.gone_at().map_or(until, |g| g.min(until));
+                (end - i.timeline.launched_at).as_seconds_f64().max(0.0)
+            })
+            .sum()
+    }
+
     /// Counters as of the clock's now.
     pub fn stats(&self) -> SimStats {
         let st = self.state_now().0;
@@ -258,12 +290,34 @@ impl SimCloud {
         (st, now)
     }
 
-    /// Draws whether this API call is throttled.
+    /// Draws whether this API call is throttled, or fails with a server error.
     fn throttle(&self, st: &mut State) -> Result<(), CloudError> {
         if rng::chance(&mut st.api_rng, self.config.api.throttle_probability) {
             st.stats.throttles += 1;
             return Err(CloudError::Throttled {
                 retry_after: Some(THROTTLE_RETRY_AFTER),
+            });
+        }
+        // Drawn only when asked for, so runs without it keep their random stream.
+        let p = self.config.api.error_probability;
+        if p > 0.0 && rng::chance(&mut st.api_rng, p) {
+            st.stats.server_errors += 1;
+            return Err(CloudError::Transient {
+                message: "InternalError: simulated server error (api.errorProbability)".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Draws whether the answer of a call that did its work is lost.
+    fn lose_response(&self, st: &mut State) -> Result<(), CloudError> {
+        let p = self.config.api.lost_response_probability;
+        if p > 0.0 && rng::chance(&mut st.api_rng, p) {
+            st.stats.lost_responses += 1;
+            return Err(CloudError::Transient {
+                message: "RequestTimeout: the simulated call's answer was lost \
+                          (api.lostResponseProbability); it may have taken effect"
+                    .into(),
             });
         }
         Ok(())
@@ -384,9 +438,13 @@ impl SimCloud {
         st.instances.push(instance);
         st.stats.launches += 1;
         st.stats.live += 1;
+        if st.instances[seq].timeline.registered_at > after(now, NEVER / 2) {
+            st.stats.never_registered += 1;
+        }
         let o = st.offering(seq);
         o.launches += 1;
         o.live += 1;
+        self.lose_response(&mut st)?;
         Ok(view)
     }
 
@@ -406,6 +464,9 @@ impl SimCloud {
         let never_ready = rng::chance(&mut draws, config.accelerators_never_ready);
         let interruption_hours =
             rng::exponential(&mut draws, config.interruptions.spot_rate_per_hour);
+        // Drawn only when asked for, so runs without it keep their random stream.
+        let never_registers = config.nodes_never_register > 0.0
+            && rng::chance(&mut draws, config.nodes_never_register);
 
         let accelerator = ty
             .accelerator
@@ -413,7 +474,11 @@ impl SimCloud {
             .filter(|a| a.count > 0 && !a.is_fractional())
             .map(|a| a.resource.as_str());
         let running_at = after(now, config.launch_latency.for_family(&ty.family));
-        let registered_at = after(running_at, config.registration_delay.for_family(&ty.family));
+        let registered_at = if never_registers {
+            after(running_at, NEVER)
+        } else {
+            after(running_at, config.registration_delay.for_family(&ty.family))
+        };
         let accelerators_at = match accelerator {
             None => Some(registered_at),
             Some(_) if never_ready => None,
@@ -503,7 +568,7 @@ impl SimCloud {
         st.instances[i].timeline.deleted_at = Some(now);
         st.stats.deletes += 1;
         st.release(i);
-        Ok(())
+        self.lose_response(&mut st)
     }
 
     fn get_now(&self, provider_id: &str) -> Result<Instance, CloudError> {

@@ -52,6 +52,9 @@ pub struct SimConfig {
     /// Probability that an accelerator node's device plugin never reports (a broken driver),
     /// sampled per instance. Default: 0.
     pub accelerators_never_ready: f64,
+    /// Probability that an instance runs but its Node never registers (a broken bootstrap),
+    /// sampled per instance. Default: 0.
+    pub nodes_never_register: f64,
     /// Concurrent-instance limits: a launch that would exceed one fails with
     /// insufficient capacity. Default: none (unlimited).
     pub capacity: Vec<CapacityLimit>,
@@ -80,7 +83,13 @@ impl SimConfig {
     /// Checks ranges and consistency; the error names the field as written in a file.
     pub fn validate(&self) -> Result<(), SimError> {
         probability("acceleratorsNeverReady", self.accelerators_never_ready)?;
+        probability("nodesNeverRegister", self.nodes_never_register)?;
         probability("api.throttleProbability", self.api.throttle_probability)?;
+        probability("api.errorProbability", self.api.error_probability)?;
+        probability(
+            "api.lostResponseProbability",
+            self.api.lost_response_probability,
+        )?;
         let rate = self.interruptions.spot_rate_per_hour;
         if !(rate.is_finite() && rate >= 0.0) {
             return Err(SimError::config(
@@ -140,6 +149,7 @@ impl Default for SimConfig {
             registration_delay: LatencyTable::uniform(Duration::from_secs(30)),
             device_plugin_delay: LatencyTable::uniform(Duration::from_secs(45)),
             accelerators_never_ready: 0.0,
+            nodes_never_register: 0.0,
             capacity: Vec::new(),
             insufficient_capacity: Vec::new(),
             interruptions: InterruptionConfig::default(),
@@ -310,6 +320,13 @@ pub struct ApiBehaviour {
     /// Probability that a `create`, `delete`, `get` or `list` call is throttled
     /// ([`quartermaster_cloud::CloudError::Throttled`] with `retry_after` 1 s). Default: 0.
     pub throttle_probability: f64,
+    /// Probability that a call fails with a server error before doing anything
+    /// ([`quartermaster_cloud::CloudError::Transient`]). Default: 0.
+    pub error_probability: f64,
+    /// Probability that a `create` or `delete` call does its work but its answer is lost (a
+    /// timeout: the caller sees [`quartermaster_cloud::CloudError::Transient`]). A launch that
+    /// succeeded but reported failure must be found again, not launched twice. Default: 0.
+    pub lost_response_probability: f64,
 }
 
 /// What a [`CapacityLimit`] or [`CapacityOutage`] selects.
@@ -531,6 +548,7 @@ api: { throttleProbability: 0.1 }
                 SimConfig {
                     api: ApiBehaviour {
                         throttle_probability: 1.5,
+                        ..ApiBehaviour::default()
                     },
                     ..SimConfig::default()
                 },

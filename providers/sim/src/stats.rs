@@ -16,6 +16,12 @@ pub struct SimStats {
     pub invalid_requests: u64,
     /// Calls that were throttled.
     pub throttles: u64,
+    /// Calls that failed with a server error (`api.errorProbability`).
+    pub server_errors: u64,
+    /// Calls that did their work but whose answer was lost (`api.lostResponseProbability`).
+    pub lost_responses: u64,
+    /// Instances whose Node never registers (`nodesNeverRegister`).
+    pub never_registered: u64,
     /// Spot interruption notices given so far.
     pub interruptions: u64,
     /// Instances the cloud reclaimed so far.

@@ -734,6 +734,7 @@ fn throttling_refuses_calls_with_a_retry_delay() {
     let config = SimConfig {
         api: ApiBehaviour {
             throttle_probability: 1.0,
+            ..ApiBehaviour::default()
         },
         ..SimConfig::default()
     };
@@ -754,6 +755,55 @@ fn throttling_refuses_calls_with_a_retry_delay() {
     assert_eq!((stats.throttles, stats.launches), (4, 0));
 }
 
+#[test]
+fn server_errors_do_nothing_and_lost_answers_hide_work_that_was_done() {
+    let errors = SimConfig {
+        api: ApiBehaviour {
+            error_probability: 1.0,
+            ..ApiBehaviour::default()
+        },
+        ..SimConfig::default()
+    };
+    let f = Fixture::new(Cloud::Aws, errors);
+    let e = f.create("a", "g5.xlarge", "us-east-1a", OD).unwrap_err();
+    assert!(e.is_retryable(), "{e:?}");
+    assert_eq!(
+        (f.sim.stats().server_errors, f.sim.stats().launches),
+        (1, 0)
+    );
+    assert!(f.sim.live_instances().is_empty());
+
+    let lost = SimConfig {
+        api: ApiBehaviour {
+            lost_response_probability: 1.0,
+            ..ApiBehaviour::default()
+        },
+        ..SimConfig::default()
+    };
+    let f = Fixture::new(Cloud::Aws, lost);
+    // The launch took effect though it answered with an error; trying again finds it.
+    let e = f.create("a", "g5.xlarge", "us-east-1a", OD).unwrap_err();
+    assert!(e.is_retryable(), "{e:?}");
+    let live = f.sim.live_instances();
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].1, "a");
+    assert_eq!(
+        f.create("a", "g5.xlarge", "us-east-1a", OD)
+            .unwrap()
+            .provider_id,
+        live[0].0
+    );
+    let stats = f.sim.stats();
+    assert_eq!((stats.launches, stats.idempotent_creates), (1, 1));
+    // The delete took effect too; a second one is told the instance is gone.
+    assert!(block_on(f.sim.delete(&live[0].0)).is_err());
+    assert!(f.sim.live_instances().is_empty());
+    assert!(matches!(
+        block_on(f.sim.delete(&live[0].0)),
+        Err(CloudError::NotFound { .. })
+    ));
+}
+
 /// Runs a busy scenario and records everything observable.
 fn transcript(seed: u64) -> Vec<String> {
     let config = SimConfig {
@@ -764,6 +814,7 @@ fn transcript(seed: u64) -> Vec<String> {
         },
         api: ApiBehaviour {
             throttle_probability: 0.3,
+            ..ApiBehaviour::default()
         },
         ..SimConfig::default()
     };

@@ -393,6 +393,13 @@ pub struct SimulateArgs {
     /// pod where the engine planned it (the best case, to compare).
     #[arg(long, value_enum, default_value_t = BinderArg::Scheduler)]
     pub binder: BinderArg,
+    /// Lay faults over the simulated clouds, drawn from this seed: API throttling, server
+    /// errors and lost answers, Nodes and GPUs that never come up, spot interruptions,
+    /// insufficient-capacity storms across whole families, price jumps. The run exits with 3
+    /// when an invariant breaks (a leaked or doubly launched instance, unbilled time, a broken
+    /// budget or PodDisruptionBudget, a servable pod left waiting).
+    #[arg(long, value_name = "SEED")]
+    pub chaos: Option<u64>,
 }
 
 /// `simulate --binder`.

@@ -204,6 +204,11 @@ impl Engine {
         })
     }
 
+    /// Whether the NodeClaim `name` is live (without building its view).
+    pub fn has_claim(&self, name: &str) -> bool {
+        self.claims.contains_key(name)
+    }
+
     /// Every live NodeClaim.
     pub fn claims(&self) -> impl Iterator<Item = ClaimView> + '_ {
         self.claims.values().map(|c| ClaimView {

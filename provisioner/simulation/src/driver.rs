@@ -33,6 +33,10 @@ pub const MAX_ROUNDS_PER_INSTANT: usize = 10_000;
 /// How far the clock moves when the engine's only deadline is already past (e.g. an empty node
 /// whose removal a disruption budget holds back): the engine is polled again this much later.
 pub const STALE_DEADLINE_STEP: TimeDelta = TimeDelta::seconds(30);
+/// How often instances without a NodeClaim are looked for, as the controller does.
+pub const GC_INTERVAL: TimeDelta = TimeDelta::minutes(2);
+/// An instance younger than this is never collected (its claim may not be known yet).
+pub const GC_GRACE: TimeDelta = TimeDelta::minutes(1);
 
 /// What one run leaves behind.
 #[derive(Debug, Clone)]
@@ -109,6 +113,13 @@ struct Driver<'s> {
     hindsight_next: Option<DateTime<Utc>>,
     /// The hindsight figures so far.
     hindsight: Hindsight,
+    /// Node events of instances the driver has not heard of yet (their launch answer was
+    /// lost), by provider id.
+    stashed: BTreeMap<String, Vec<SimNodeEvent>>,
+    /// The next garbage collection (instances without a claim).
+    next_gc: DateTime<Utc>,
+    /// Instances garbage collection deleted.
+    collected: u64,
     /// The last hindsight solve: the cluster's population and the scenario changes applied
     /// then, plan cost and bound.
     hindsight_last: Option<measure::HindsightSolve>,
@@ -206,6 +217,12 @@ pub fn run_with(
     })
 }
 
+/// The seed of the simulated clouds: the run's, mixed with the chaos seed when there is one
+/// (so that every chaos seed draws its own faults).
+fn chaos_mixed(seed: u64, chaos: Option<u64>) -> u64 {
+    chaos.map_or(seed, |c| seed ^ c.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15)
+}
+
 /// Resolves a future that must already be ready (the simulated cloud never waits).
 fn ready<T>(
     what: &str,
@@ -239,7 +256,7 @@ impl<'s> Driver<'s> {
                 scenario.cloud.clone(),
                 clock.clone(),
                 scenario.start,
-                cloud_seed(seed, cloud),
+                cloud_seed(chaos_mixed(seed, scenario.chaos), cloud),
             )
             .map_err(|e| SimulationError::scenario(&scenario.file, "spec.cloud", e.to_string()))?;
             clouds.insert(cloud, sim);
@@ -270,6 +287,9 @@ impl<'s> Driver<'s> {
             hindsight_next: None,
             hindsight: Hindsight::default(),
             hindsight_last: None,
+            stashed: BTreeMap::new(),
+            next_gc: scenario.start + GC_INTERVAL,
+            collected: 0,
         })
     }
 
@@ -319,6 +339,7 @@ impl<'s> Driver<'s> {
         if !self.frozen {
             self.apply_changes()?;
         }
+        self.collect_garbage()?;
         if !self.frozen && !self.measured && self.scenario.measure_at.is_some_and(|t| self.now >= t)
         {
             self.measure();
@@ -525,6 +546,16 @@ impl<'s> Driver<'s> {
     fn node_event(&mut self, e: SimNodeEvent) {
         let table = &self.world.setup.resources;
         match e {
+            SimNodeEvent::Registered {
+                ref provider_id, ..
+            }
+            | SimNodeEvent::AcceleratorsReady {
+                ref provider_id, ..
+            } if self.rec.instance(provider_id).is_none() => {
+                // The Node of an instance whose launch answer was lost: it waits, as a Node
+                // no NodeClaim names yet waits in a cluster, until the launch is found again.
+                self.stashed.entry(provider_id.clone()).or_default().push(e);
+            }
             SimNodeEvent::Registered {
                 provider_id,
                 claim_name,
@@ -774,8 +805,12 @@ impl<'s> Driver<'s> {
                         let record =
                             self.instance_record(cloud, &claim, &request.node_pool, &instance);
                         self.rec.launched(record);
+                        let early = self.stashed.remove(&instance.provider_id);
                         self.engine
                             .handle(self.now, Event::Launched { claim, instance });
+                        for e in early.unwrap_or_default() {
+                            self.node_event(e);
+                        }
                     }
                     Err(error) => self
                         .engine
@@ -980,6 +1015,54 @@ impl<'s> Driver<'s> {
         Ok(())
     }
 
+    /// Instances without a claim the engine knows (older than [`GC_GRACE`]) are recorded (they
+    /// were billed) and deleted, as the controller's garbage collection does. Runs at the
+    /// instants that happen anyway, every [`GC_INTERVAL`]; a failed list waits for the next.
+    fn collect_garbage(&mut self) -> Result<(), SimulationError> {
+        if self.now < self.next_gc {
+            return Ok(());
+        }
+        self.next_gc = self.now + GC_INTERVAL;
+        let clouds: Vec<Cloud> = self.clouds.keys().copied().collect();
+        for cloud in clouds {
+            let Ok(instances) = ready("list", self.now, self.clouds[&cloud].list())? else {
+                continue;
+            };
+            for inst in instances {
+                if self.engine.has_claim(&inst.claim_name) || self.now - inst.launched_at < GC_GRACE
+                {
+                    continue;
+                }
+                let i = match self.rec.instance(&inst.provider_id) {
+                    Some(i) => i,
+                    None => {
+                        let pool = inst
+                            .tags
+                            .get("quartermaster.dev/nodepool")
+                            .cloned()
+                            .unwrap_or_default();
+                        let record = self.instance_record(cloud, &inst.claim_name, &pool, &inst);
+                        self.rec.launched(record)
+                    }
+                };
+                self.stashed.remove(&inst.provider_id);
+                match ready(
+                    "delete",
+                    self.now,
+                    self.clouds[&cloud].delete(&inst.provider_id),
+                )? {
+                    Ok(()) | Err(CloudError::NotFound { .. }) => {
+                        self.collected += 1;
+                        self.gone(i, EndReason::Deleted);
+                    }
+                    // Tried again at the next collection.
+                    Err(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn instance_record(
         &self,
         cloud: Cloud,
@@ -1022,7 +1105,9 @@ impl<'s> Driver<'s> {
             allocatable: it.map_or_else(Default::default, |it| {
                 to_resources(&self.world.setup.resources, &it.allocatable())
             }),
-            start: self.now,
+            // When the cloud accepted it (earlier than now for a launch whose answer was lost
+            // and that was found again).
+            start: instance.launched_at.min(self.now),
             end: None,
             end_reason: None,
             interrupted: false,

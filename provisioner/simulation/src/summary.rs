@@ -101,6 +101,16 @@ pub struct Summary {
     pub leaked_instances: u64,
     /// NodeClaims for which the cloud created more than one instance (must be 0).
     pub duplicate_launches: u64,
+    /// Instance-seconds the simulated clouds billed that the record and cost report do not
+    /// hold (must be 0).
+    pub unbilled_instance_seconds: f64,
+    /// Instances without a NodeClaim that garbage collection deleted (leaks caught in time).
+    pub collected_instances: u64,
+    /// The `--chaos` seed, when faults were laid over the scenario.
+    pub chaos_seed: Option<u64>,
+    /// Faults the simulated clouds injected: throttled calls, server errors, lost answers and
+    /// Nodes that never registered (`cloud.api.*`, `cloud.nodesNeverRegister`, `--chaos`).
+    pub faults_injected: u64,
     /// Pods waiting at the end that some NodePool can serve and that waited longer than the
     /// late window: stuck (must be 0).
     pub servable_pods_unplaced: u64,
@@ -284,6 +294,34 @@ fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
+impl Summary {
+    /// The invariants this run broke, one line each (empty when none): a leaked or doubly
+    /// launched instance, billed time the record lacks, a broken disruption budget,
+    /// PodDisruptionBudget or do-not-disrupt annotation, a servable pod left waiting.
+    pub fn broken_invariants(&self) -> Vec<String> {
+        let counts = [
+            ("leaked_instances", self.leaked_instances),
+            ("duplicate_launches", self.duplicate_launches),
+            ("budget_violations", self.budget_violations),
+            ("pdb_violations", self.pdb_violations),
+            ("do_not_disrupt_violations", self.do_not_disrupt_violations),
+            ("servable_pods_unplaced", self.servable_pods_unplaced),
+        ];
+        let mut out: Vec<String> = counts
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect();
+        if self.unbilled_instance_seconds > 0.5 {
+            out.push(format!(
+                "unbilled_instance_seconds: {}",
+                self.unbilled_instance_seconds
+            ));
+        }
+        out
+    }
+}
+
 /// Computes the summary of `run`, with `baseline` the on-demand-only run of the same trace.
 pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> Summary {
     let end = scenario.end();
@@ -370,6 +408,14 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         pods_pending_at_end: rec.pending.current().round() as u64,
         leaked_instances: run.audit.leaked_instances,
         duplicate_launches: run.audit.duplicate_launches,
+        unbilled_instance_seconds: round6(run.audit.unbilled_instance_seconds),
+        collected_instances: run.audit.collected_instances,
+        chaos_seed: scenario.chaos,
+        faults_injected: run
+            .clouds
+            .iter()
+            .map(|(_, s)| s.throttles + s.server_errors + s.lost_responses + s.never_registered)
+            .sum(),
         servable_pods_unplaced: run.waiting_at_end.stuck,
         late_arrivals: run.waiting_at_end.late_arrivals,
         unservable_pods_at_end: run.waiting_at_end.unservable,

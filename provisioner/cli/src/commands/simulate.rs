@@ -17,10 +17,10 @@ fn one_line(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!(e.to_string().replace(['\n', '\r'], " "))
 }
 
-/// Runs `simulate`. `_err` (the diagnostics writer every command gets) has nothing to carry:
-/// the progress bar is drawn by `indicatif` straight on the terminal's standard error, and only
-/// when [`crate::terminal_progress`] says it is one.
-pub fn run(args: &SimulateArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow::Result<u8> {
+/// Runs `simulate`. `err` carries the broken invariants of a `--chaos` run; the progress bar is
+/// drawn by `indicatif` straight on the terminal's standard error, and only when
+/// [`crate::terminal_progress`] says it is one.
+pub fn run(args: &SimulateArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     let scenario = match &args.scenario {
         Some(path) => Scenario::load(path),
         None => Scenario::embedded_default(),
@@ -36,6 +36,10 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, _err: &mut dyn Write) -> an
         BinderArg::MostAllocated => Binder::MostAllocated,
         BinderArg::Planned => Binder::Planned,
     });
+    let scenario = match args.chaos {
+        Some(seed) => scenario.with_chaos(seed),
+        None => scenario,
+    };
     if args.check {
         writeln!(
             out,
@@ -82,8 +86,22 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, _err: &mut dyn Write) -> an
             dir.display()
         )?;
     }
+    if args.chaos.is_some() {
+        let broken = sim.summary.broken_invariants();
+        if !broken.is_empty() {
+            writeln!(
+                err,
+                "error: invariants broken under chaos: {}",
+                broken.join(", ")
+            )?;
+            return Ok(EXIT_INVARIANT_BROKEN);
+        }
+    }
     Ok(crate::EXIT_OK)
 }
+
+/// Exit code of a `--chaos` run that broke an invariant.
+pub const EXIT_INVARIANT_BROKEN: u8 = 3;
 
 /// Resolution of the progress bar (simulated time is reported as a fraction).
 const PROGRESS_STEPS: u64 = 1000;

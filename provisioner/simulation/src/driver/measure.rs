@@ -16,11 +16,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_cloud::CloudProvider;
 use quartermaster_engine::Event;
 use quartermaster_policies::DisruptionReason;
 use quartermaster_pricing::CapacityType;
 use quartermaster_solver::{
-    ClusterSnapshot, ExistingNode, NODEPOOL_LABEL, Pod, PodRef, SolveOptions,
+    ClusterSnapshot, ExistingNode, NODEPOOL_LABEL, OfferingKey, Pod, PodRef, SolveOptions,
 };
 
 use super::Driver;
@@ -66,13 +67,19 @@ pub struct Waiting {
     pub late_window_seconds: f64,
 }
 
-/// What the cloud and the engine disagree on at the end of a run (both must be 0).
+/// What the cloud, the engine and the record disagree on at the end of a run (all 0 but
+/// `collected_instances`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Audit {
     /// Instances still billed whose NodeClaim the engine no longer has.
     pub leaked_instances: u64,
     /// NodeClaims for which the cloud created more than one instance.
     pub duplicate_launches: u64,
+    /// Instance-seconds the simulated cloud billed that the run's record (and so its cost
+    /// report) does not hold.
+    pub unbilled_instance_seconds: f64,
+    /// Instances without a claim that garbage collection deleted (leaks caught in time).
+    pub collected_instances: u64,
 }
 
 /// The last hindsight solve: the cluster's population (pods created, deleted) and the scenario
@@ -92,7 +99,29 @@ struct FromScratch {
 impl Driver<'_> {
     /// Every pod of `pods` solved on an empty cluster, the NodePools' usage reset.
     fn solve_afresh<'a>(&self, pods: impl Iterator<Item = &'a Pod>, bound: bool) -> FromScratch {
-        self.solve_on(Vec::new(), pods, bound)
+        self.solve_on(Vec::new(), pods, bound, BTreeSet::new())
+    }
+
+    /// The offerings the clouds would refuse now (an outage window, a capacity limit reached).
+    fn refused_now(&self) -> BTreeSet<OfferingKey> {
+        let mut out = BTreeSet::new();
+        for (cloud, sim) in &self.clouds {
+            let Ok(Ok(types)) = super::ready("instance_types", self.now, sim.instance_types())
+            else {
+                continue;
+            };
+            for ty in types {
+                for o in ty.offerings.iter().filter(|o| !o.available) {
+                    out.insert(OfferingKey {
+                        cloud: *cloud,
+                        instance_type: ty.name.clone(),
+                        zone: o.zone.clone(),
+                        capacity_type: o.capacity_type,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Every pod of `pods` solved on `nodes` (free to use) and new nodes.
@@ -101,6 +130,7 @@ impl Driver<'_> {
         nodes: Vec<ExistingNode>,
         pods: impl Iterator<Item = &'a Pod>,
         bound: bool,
+        unavailable: BTreeSet<OfferingKey>,
     ) -> FromScratch {
         let setup = &self.world.setup;
         let snapshot = ClusterSnapshot {
@@ -117,7 +147,7 @@ impl Driver<'_> {
                 })
                 .collect(),
             daemonsets: setup.daemonsets.clone(),
-            unavailable: Default::default(),
+            unavailable,
         };
         let options = SolveOptions {
             skip_lower_bound: !bound,
@@ -221,7 +251,10 @@ impl Driver<'_> {
         if nodes.is_empty() {
             return self.solve_afresh(pending.into_iter(), false).plan;
         }
-        kept_cost + self.solve_on(nodes, pending.into_iter(), false).plan
+        kept_cost
+            + self
+                .solve_on(nodes, pending.into_iter(), false, BTreeSet::new())
+                .plan
     }
 
     /// Takes the hindsight samples due before `until` (the next instant, or the end): the
@@ -264,22 +297,42 @@ impl Driver<'_> {
         }
     }
 
-    /// Instances and claims checked against each other (at the end).
+    /// The cloud's instances and the engine's claims checked against each other, and the
+    /// record against the cloud's bill (at the end).
     pub(super) fn audit(&self) -> Audit {
         let claims: BTreeSet<String> = self.engine.claims().map(|c| c.name.clone()).collect();
+        // An instance the garbage collection has not had its chance at yet is not a leak.
+        let window = super::GC_GRACE + super::GC_INTERVAL;
         let leaked = self
-            .rec
-            .instances
-            .iter()
-            .filter(|i| i.end.is_none() && !claims.contains(&i.claim))
+            .clouds
+            .values()
+            .flat_map(|c| c.live_instances())
+            .filter(|(_, claim, at)| !claims.contains(claim) && self.now - *at >= window)
             .count();
         let mut per_claim: std::collections::BTreeMap<&str, u64> = Default::default();
         for i in &self.rec.instances {
             *per_claim.entry(i.claim.as_str()).or_default() += 1;
         }
+        let billed: f64 = self
+            .clouds
+            .values()
+            .map(|c| c.billed_seconds(self.now))
+            .sum();
+        let recorded: f64 = self
+            .rec
+            .instances
+            .iter()
+            .map(|i| {
+                (i.end.unwrap_or(self.now) - i.start)
+                    .as_seconds_f64()
+                    .max(0.0)
+            })
+            .sum();
         Audit {
             leaked_instances: leaked as u64,
             duplicate_launches: per_claim.values().filter(|n| **n > 1).count() as u64,
+            unbilled_instance_seconds: (billed - recorded).max(0.0),
+            collected_instances: self.collected,
         }
     }
 
@@ -301,8 +354,14 @@ impl Driver<'_> {
         if waiting.is_empty() {
             return out;
         }
+        // Servable: some NodePool could place it with the capacity the clouds offer now.
         let unplaced = self
-            .solve_afresh(waiting.iter().map(|(p, _)| *p), false)
+            .solve_on(
+                Vec::new(),
+                waiting.iter().map(|(p, _)| *p),
+                false,
+                self.refused_now(),
+            )
             .unplaced;
         for (pod, record) in waiting {
             if unplaced.contains(&pod.id) {

@@ -376,3 +376,58 @@ fn a_run_is_audited_and_measured() {
     // Nothing left to consolidate at the end: the settle ends at once, nothing saved.
     assert_eq!(r.disruption.fleet_cost_after_settle, Some(0.0));
 }
+
+#[test]
+fn chaos_injects_faults_and_breaks_no_invariant() {
+    // Jobs arriving over four hours on spot and on-demand, under the faults of `--chaos`.
+    let s = scenario(
+        "4h",
+        "[spot, on-demand]",
+        "{}",
+        &gpu_job(
+            "train",
+            "[{at: 0s}, {at: 20m}, {at: 1h}, {at: 2h}]",
+            "40m",
+            false,
+        ),
+    );
+    let mut faults = 0;
+    for chaos in 1..=6 {
+        let sim = crate::simulate(&s.with_chaos(chaos), Some(1), None).unwrap();
+        let summary = &sim.summary;
+        assert_eq!(summary.chaos_seed, Some(chaos));
+        assert!(
+            summary.broken_invariants().is_empty(),
+            "chaos {chaos}: {:?}; waiting {:?}; pods {:?}",
+            summary.broken_invariants(),
+            sim.run.waiting,
+            sim.run
+                .record
+                .pods
+                .iter()
+                .filter(|p| p.gone.is_none())
+                .collect::<Vec<_>>()
+        );
+        faults += summary.faults_injected;
+    }
+    assert!(faults > 0, "six chaos runs injected no fault");
+}
+
+#[test]
+fn a_launch_whose_answer_is_lost_is_found_again_not_launched_twice() {
+    // Every create and delete answer is lost: each launch is retried, the cloud answers with the
+    // instance it already made for the claim, and the run ends with nothing leaked or doubled.
+    let s = scenario(
+        "3h",
+        "[on-demand]",
+        "{api: {lostResponseProbability: 1.0}}",
+        &gpu_job("train", "[{at: 10m}]", "1h", false),
+    );
+    let r = run(&s, 1, None).unwrap();
+    assert!(r.record.pods[0].completed, "{:?}", r.record.pods[0]);
+    assert_eq!(r.audit.leaked_instances, 0);
+    assert_eq!(r.audit.duplicate_launches, 0);
+    assert!(r.audit.unbilled_instance_seconds < 0.5, "{:?}", r.audit);
+    let lost: u64 = r.clouds.iter().map(|(_, s)| s.lost_responses).sum();
+    assert!(lost >= 2, "{lost}");
+}

@@ -3,6 +3,7 @@
 //!
 //! The format is documented in `scenarios/README.md`.
 
+mod chaos;
 pub mod file;
 mod validate;
 pub mod world;
@@ -72,6 +73,8 @@ pub struct Scenario {
     /// Who binds pods: a kube-scheduler stand-in (default) or the engine's plan
     /// (`simulate --binder`).
     pub binder: crate::scheduler::Binder,
+    /// The chaos seed whose faults are laid over the clouds (`simulate --chaos`), if any.
+    pub chaos: Option<u64>,
 }
 
 /// A change during the run.

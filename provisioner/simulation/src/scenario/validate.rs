@@ -139,6 +139,7 @@ pub(super) fn scenario(
         measure_at,
         gang_aware: spec.gang_aware.unwrap_or(true),
         binder: Default::default(),
+        chaos: None,
     })
 }
 
