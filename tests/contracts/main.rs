@@ -2,6 +2,7 @@
 //! CRDs checked into the chart, and the layering rules of the workspace.
 
 mod admission;
+mod bad_input;
 mod bench;
 mod catalog;
 mod catalog_live;
