@@ -32,6 +32,9 @@ const GO_UNITS: &[(&str, u128)] = &[
     ("h", 3600 * NANOS_PER_SEC),
 ];
 
+/// Fractional digits of one `<decimal><unit>` term that count; later ones are dropped.
+const MAX_FRAC_DIGITS: usize = 20;
+
 /// The units scenario files and `--since` add to Go's.
 const DAY_UNITS: &[(&str, u128)] = &[
     ("d", 86_400 * NANOS_PER_SEC),
@@ -127,17 +130,19 @@ fn parse_with_units(
         } else {
             int_part.parse().map_err(|_| err("value is too large"))?
         };
-        let mut nanos = whole
-            .checked_mul(unit_nanos)
-            .ok_or_else(|| err("value is too large"))?;
-        // Fractions are truncated to whole nanoseconds, as in Go.
+        // Fractions are truncated to whole nanoseconds, as in Go. Digits past the 20th are
+        // worth less than 10^-5 ns even of a week and are dropped (Go drops those past the
+        // int64 range): 20 digits keep `frac * unit_nanos` well inside u128.
         let mut scale: u128 = 1;
         let mut frac: u128 = 0;
-        for d in frac_part.bytes().take(30) {
+        for d in frac_part.bytes().take(MAX_FRAC_DIGITS) {
             frac = frac * 10 + u128::from(d - b'0');
             scale *= 10;
         }
-        nanos += frac * unit_nanos / scale;
+        let nanos = whole
+            .checked_mul(unit_nanos)
+            .and_then(|n| n.checked_add(frac * unit_nanos / scale))
+            .ok_or_else(|| err("value is too large"))?;
         total = total
             .checked_add(nanos)
             .ok_or_else(|| err("value is too large"))?;
@@ -252,6 +257,25 @@ mod tests {
             parse_duration("5d").unwrap_err().to_string(),
             r#"invalid duration "5d": unknown unit "d" (expected one of ns, us, ms, s, m, h)"#
         );
+    }
+
+    #[test]
+    fn long_fractions_do_not_overflow() {
+        // Found by the property tests: 30 fractional digits times the unit overflowed u128.
+        assert_eq!(
+            parse_duration(".100000000000000000000000000h").unwrap(),
+            Duration::from_secs(360)
+        );
+        assert_eq!(
+            parse_duration("0.999999999999999999999999999999s").unwrap(),
+            Duration::from_nanos(999_999_999)
+        );
+        assert_eq!(
+            parse_duration_with_days("1.5000000000000000000000000000001w").unwrap(),
+            Duration::from_secs(7 * 86_400 + 302_400)
+        );
+        // The whole part times the unit fits u128; adding the fraction does not.
+        assert!(parse_duration("340282366920938463463374607431.999999999s").is_err());
     }
 
     #[test]

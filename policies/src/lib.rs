@@ -73,4 +73,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

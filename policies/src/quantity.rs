@@ -182,34 +182,47 @@ pub fn parse_quantity(input: &str) -> Result<Millis, QuantityError> {
     let (pow10, pow2) = parse_suffix(&input[i..]).map_err(|r| err(&r))?;
 
     // value = mantissa * 10^-frac_digits * 10^pow10 * 2^pow2, in milli-units.
-    let mut magnitude = mantissa;
-    if pow2 > 0 {
-        magnitude = magnitude
-            .checked_mul(1i128 << pow2)
-            .ok_or_else(|| err("value is too large"))?;
-    }
+    let too_large = || err("value is too large");
     let exp = pow10 + 3 - frac_digits as i64;
     // Dropped digits sit past the 30th decimal place; they are worth less
     // than a milli-unit unless the suffix scales them up by 10^27 or more.
     if sticky && pow10 + i64::from(pow2 / 3) >= 27 {
         return Err(err("too many significant digits"));
     }
-    if exp >= 0 {
-        let scale = pow10_i128(exp).ok_or_else(|| err("value is too large"))?;
+    let magnitude = if exp >= 0 {
+        // Every partial product is at most the result.
+        let mut magnitude = mantissa.checked_mul(1i128 << pow2).ok_or_else(too_large)?;
+        let scale = pow10_i128(exp).ok_or_else(too_large)?;
         if magnitude != 0 {
-            magnitude = magnitude
-                .checked_mul(scale)
-                .ok_or_else(|| err("value is too large"))?;
+            magnitude = magnitude.checked_mul(scale).ok_or_else(too_large)?;
         }
         // A dropped non-zero digit makes the value just above a whole milli-unit.
-        magnitude += i128::from(sticky);
+        magnitude
+            .checked_add(i128::from(sticky))
+            .ok_or_else(too_large)?
     } else {
-        magnitude = match pow10_i128(-exp) {
-            // Round up (away from zero) to a whole milli-unit, as Kubernetes does.
-            Some(scale) => magnitude / scale + i128::from(magnitude % scale != 0 || sticky),
-            None => i128::from(magnitude != 0 || sticky),
-        };
-    }
+        match pow10_i128(-exp) {
+            // mantissa * 2^pow2 / scale, rounded up (away from zero) to a whole milli-unit as
+            // Kubernetes does, without forming mantissa * 2^pow2, which can overflow when the
+            // result fits (`147600000.000000000001Ei`): the quotient is doubled pow2 times and
+            // the remainder (below scale) carried by long division.
+            Some(scale) => {
+                let (mut quotient, mut remainder) = (mantissa / scale, mantissa % scale);
+                for _ in 0..pow2 {
+                    quotient = quotient.checked_mul(2).ok_or_else(too_large)?;
+                    remainder *= 2;
+                    if remainder >= scale {
+                        remainder -= scale;
+                        quotient += 1;
+                    }
+                }
+                quotient
+                    .checked_add(i128::from(remainder != 0 || sticky))
+                    .ok_or_else(too_large)?
+            }
+            None => i128::from(mantissa != 0 || sticky),
+        }
+    };
     Ok(Millis(if negative { -magnitude } else { magnitude }))
 }
 
@@ -411,6 +424,27 @@ mod tests {
             e.to_string(),
             r#"invalid quantity "1K": unknown suffix "K""#
         );
+    }
+
+    #[test]
+    fn binary_suffix_with_a_long_fraction_is_not_an_overflow() {
+        // Found by the property tests: mantissa × 2^60 overflowed i128 although the value fits.
+        assert_eq!(
+            m("147600000.000000000001Ei"),
+            170_171_214_079_970_613_658_752_921_505
+        );
+        assert_eq!(m("1.000000000001Ki"), 1_024_001);
+        // A dropped digit that rounds i128::MAX milli-units up is an error, not an overflow.
+        let past_max = format!(
+            "17014118346046923173168730371588410572.7{}1e-2",
+            "0".repeat(29)
+        );
+        assert!(parse_quantity(&past_max).is_err());
+        let at_max = format!(
+            "17014118346046923173168730371588410572.7{}e-2",
+            "0".repeat(29)
+        );
+        assert_eq!(m(&at_max), i128::MAX);
     }
 
     #[test]

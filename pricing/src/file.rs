@@ -30,6 +30,16 @@ pub enum CatalogMode {
     Replace,
 }
 
+/// The highest price per hour a catalog file may give: far above any instance type (the
+/// dearest in the embedded data is under $150/hour), so a larger figure is a typo, and sums of
+/// such prices stay finite.
+pub const MAX_PRICE_PER_HOUR: f64 = 10_000.0;
+
+/// The most memory an instance type may have, in MiB (1 EiB).
+const MAX_MEMORY_MIB: u64 = 1 << 40;
+/// The most local NVMe an instance type may have, in GB (1 EB).
+const MAX_LOCAL_NVME_GB: u64 = 1_000_000_000;
+
 /// Identifies one offering of a catalog: cloud, instance-type name, zone (the zone names its
 /// region) and capacity type.
 pub type OfferingKey = (Cloud, String, String, CapacityType);
@@ -329,9 +339,7 @@ impl Ctx<'_> {
     }
 
     fn price(&self, field: &str, price: f64) -> Result<(), PricingError> {
-        if price.is_finite() && price >= 0.0 {
-            Ok(())
-        } else {
+        if !(price.is_finite() && price >= 0.0) {
             Err(self.err(
                 format!("{field}.price"),
                 format!(
@@ -339,6 +347,14 @@ impl Ctx<'_> {
                     fmt_f64(price)
                 ),
             ))
+        } else if price > MAX_PRICE_PER_HOUR {
+            Err(self.err(
+                format!("{field}.price"),
+                // Debug keeps huge figures short (`1e300`).
+                format!("must be at most {MAX_PRICE_PER_HOUR} dollars per hour, got {price:?}"),
+            ))
+        } else {
+            Ok(())
         }
     }
 
@@ -497,6 +513,46 @@ fn validate_type(
     }
     if t.max_pods == 0 {
         return Err(ctx.err("max_pods", "must be greater than zero"));
+    }
+    // Far above any machine; beyond them byte counts (capacity, overhead) overflow u64.
+    if t.memory_mib > MAX_MEMORY_MIB {
+        return Err(ctx.err(
+            "memory_mib",
+            format!(
+                "must be at most {MAX_MEMORY_MIB} (1 EiB), got {}",
+                t.memory_mib
+            ),
+        ));
+    }
+    if t.local_nvme_gb > MAX_LOCAL_NVME_GB {
+        return Err(ctx.err(
+            "local_nvme_gb",
+            format!(
+                "must be at most {MAX_LOCAL_NVME_GB} (1 EB), got {}",
+                t.local_nvme_gb
+            ),
+        ));
+    }
+    if let Some(o) = &t.overhead {
+        if o.cpu_millis > u64::from(t.vcpu) * 1000 {
+            return Err(ctx.err(
+                "overhead.cpu_millis",
+                format!(
+                    "must not exceed the type's {} millicores, got {}",
+                    u64::from(t.vcpu) * 1000,
+                    o.cpu_millis
+                ),
+            ));
+        }
+        if o.memory_mib > t.memory_mib {
+            return Err(ctx.err(
+                "overhead.memory_mib",
+                format!(
+                    "must not exceed the type's memory_mib {}, got {}",
+                    t.memory_mib, o.memory_mib
+                ),
+            ));
+        }
     }
     if !(t.network_gbps.is_finite() && t.network_gbps >= 0.0) {
         return Err(ctx.err(

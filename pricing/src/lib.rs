@@ -117,7 +117,8 @@
 //! ## Validation
 //!
 //! [`Catalog::parse`] rejects unknown fields, unknown clouds, capacity types, architectures
-//! and interconnects, non-finite or negative prices, duplicate `(cloud, name)` entries,
+//! and interconnects, non-finite or negative prices and prices above
+//! [`MAX_PRICE_PER_HOUR`] ($10,000 per hour), duplicate `(cloud, name)` entries,
 //! accelerators with `count = 0` that are not fractional, zero `vcpu` / `memory_mib` /
 //! `max_pods`, zones that do not belong to the region, a zone priced twice for one capacity
 //! type, and a few more consistency rules. Every error is one line naming the file, the entry
@@ -149,13 +150,15 @@ pub mod sharing;
 
 pub use catalog::{Catalog, EMBEDDED_FILES};
 pub use error::PricingError;
-pub use file::{CatalogFile, CatalogMode, OfferingKey, zone_matches_region};
+pub use file::{CatalogFile, CatalogMode, MAX_PRICE_PER_HOUR, OfferingKey, zone_matches_region};
 pub use interruption::{InterruptionBand, SpotInterruption};
 pub use live::PriceQuote;
 pub use model::{
     Accelerator, Arch, CapacityType, Cloud, InstanceType, Interconnect, Offering, Overhead,
 };
 
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod region_tests;
 #[cfg(test)]

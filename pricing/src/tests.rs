@@ -709,6 +709,63 @@ fn rejects_zero_vcpu_memory_and_pods() {
 }
 
 #[test]
+fn rejects_sizes_whose_byte_counts_overflow() {
+    // Found by the property tests: these parsed, then capacity() / allocatable() overflowed u64
+    // (a panic in debug builds, a wrapped figure in release).
+    let t = entry("", GOOD_OFFERINGS);
+    let e = err(&t.replace("memory_mib = 2097152", "memory_mib = 17592186044416"));
+    assert!(
+        e.ends_with("memory_mib: must be at most 1099511627776 (1 EiB), got 17592186044416"),
+        "{e}"
+    );
+    let e = err(&entry("local_nvme_gb = 18446744073", GOOD_OFFERINGS));
+    assert!(
+        e.contains("local_nvme_gb: must be at most 1000000000 (1 EB)"),
+        "{e}"
+    );
+    let e = err(&entry(
+        "overhead = { cpu_millis = 100, memory_mib = 17592186044416 }",
+        GOOD_OFFERINGS,
+    ));
+    assert!(
+        e.ends_with(
+            "overhead.memory_mib: must not exceed the type's memory_mib 2097152, got 17592186044416"
+        ),
+        "{e}"
+    );
+    let e = err(&entry(
+        "overhead = { cpu_millis = 192001, memory_mib = 1 }",
+        GOOD_OFFERINGS,
+    ));
+    assert!(
+        e.contains("overhead.cpu_millis: must not exceed the type's 192000 millicores"),
+        "{e}"
+    );
+    // The largest allowed sizes are usable.
+    let big = t
+        .replace("memory_mib = 2097152", "memory_mib = 1099511627776")
+        .replace(
+            "max_pods = 100",
+            "max_pods = 100\nlocal_nvme_gb = 1000000000",
+        );
+    let f = Catalog::parse("my.toml", &big).unwrap_or_else(|e| panic!("{e}"));
+    let it = &f.instance_types[0];
+    assert_eq!(it.capacity()[resources::MEMORY], 1 << 60);
+    assert!(it.allocatable()[resources::EPHEMERAL_STORAGE] > 0);
+}
+
+#[test]
+fn rejects_absurd_prices() {
+    let o = r#"{ zone = "us-east-1a", capacity_type = "on-demand", price = 1e300, source = "x", as_of = 2026-07-20 }"#;
+    assert_eq!(
+        err(&entry("", o)),
+        "my.toml: instance type \"p5.48xlarge\" (aws): offerings[0].price: must be at most 10000 dollars per hour, got 1e300"
+    );
+    let ok = o.replace("1e300", "10000.0");
+    Catalog::parse("my.toml", &entry("", &ok)).unwrap();
+}
+
+#[test]
 fn rejects_zone_outside_region() {
     let o = r#"{ zone = "us-west-2a", capacity_type = "on-demand", price = 1.0, source = "x", as_of = 2026-07-20 }"#;
     assert_eq!(

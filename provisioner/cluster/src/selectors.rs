@@ -453,6 +453,9 @@ pub(crate) fn pod_affinity(
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 

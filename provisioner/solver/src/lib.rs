@@ -14,6 +14,8 @@ pub mod snapshot;
 pub mod static_nodes;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 /// Room helpers shared with the engine: how a catalog resource map becomes a resource vector, and

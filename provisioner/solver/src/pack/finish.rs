@@ -39,6 +39,9 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
             .iter()
             .any(|&(c, _)| packer.classes[c as usize].zone_sensitive);
         let guarded = super::guard::guarded(&packer.snapshot.node_pools[pool]);
+        let limits = &packer.snapshot.node_pools[pool].limits;
+        let limited =
+            limits.max_hourly_cost.is_some() || limits.resources.0.iter().any(|&l| l != i64::MAX);
         let mut found: Vec<(f64, usize, usize)> = Vec::new();
         for &s2 in &pool_shapes[pool] {
             let shape2 = &packer.shapes[s2];
@@ -53,6 +56,7 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
                     .classes
                     .iter()
                     .all(|&(c, _)| packer.classes[c as usize].allows(s2, o2))
+                    && (!limited || swap_within_limits(packer, pool, (shape, offering), (s2, o2)))
                 {
                     found.push((off.price, s2, o2));
                 }
@@ -103,6 +107,38 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
         choices[b] = list;
     }
     choices
+}
+
+/// Whether the bin's node may be `to` (shape, offering) instead of `from` without passing a
+/// limit of `pool` that `from` kept to: a larger type the re-pick finds cheaper must not take
+/// the pool past its resource limits or `maxHourlyCost` (nor may a fallback offering).
+fn swap_within_limits(
+    packer: &Packer<'_>,
+    pool: usize,
+    from: (usize, usize),
+    to: (usize, usize),
+) -> bool {
+    let limits = &packer.snapshot.node_pools[pool].limits;
+    let usage = &packer.usage[pool];
+    let (old, new) = (&packer.shapes[from.0], &packer.shapes[to.0]);
+    let resources_ok = (0..packer.snapshot.resources.len()).all(|slot| {
+        let limit = limits.resources.get(slot);
+        let (was, will) = (old.capacity.get(slot), new.capacity.get(slot));
+        limit == i64::MAX
+            || will <= was
+            || usage
+                .resources
+                .get(slot)
+                .saturating_sub(was)
+                .saturating_add(will)
+                <= limit
+    });
+    let cost_ok = limits.max_hourly_cost.is_none_or(|max| {
+        let was = old.offerings[from.1].list_price;
+        let will = new.offerings[to.1].list_price;
+        will <= was || usage.hourly_cost - was + will <= max + 1e-9
+    });
+    resources_ok && cost_ok
 }
 
 fn choice(

@@ -426,6 +426,47 @@ fn max_hourly_cost_is_a_ceiling() {
 }
 
 #[test]
+fn right_sizing_keeps_to_the_pool_limits() {
+    // Found by the property tests: after packing, each node is re-picked as the cheapest type
+    // that holds its pods, and that re-pick ignored the limits. Here it merged both pods onto
+    // one g6.24xlarge (96 vCPU), taking the pool to 104 of its 96 CPUs.
+    let mut p = pool(
+        "limited",
+        requirements(&[("kubernetes.io/arch", Operator::In, &["amd64"])]),
+    );
+    p.limits.resources.set(crate::resources::CPU, 96_000);
+    p.usage.resources.set(crate::resources::CPU, 8_000);
+    let s = snapshot(
+        vec![pod("a", 50, 130_080, 0), pod("b", 50, 63_600, 2)],
+        vec![p],
+    );
+    let catalog = quartermaster_pricing::Catalog::embedded();
+    let plan = crate::solve(&s, &catalog, now());
+    assert_eq!(placed(&plan), 2, "{plan:#?}");
+    let cpu = |name: &str| {
+        i64::from(
+            catalog
+                .get(quartermaster_pricing::Cloud::Aws, name)
+                .unwrap()
+                .vcpu,
+        ) * 1000
+    };
+    let used: i64 = plan
+        .new_nodes
+        .iter()
+        .map(|n| cpu(&n.offering.instance_type))
+        .sum();
+    assert!(8_000 + used <= 96_000, "{} CPUs bought", used / 1000);
+    // Each fallback offering keeps to the limits in place of its node too.
+    for n in &plan.new_nodes {
+        for alt in &n.alternatives {
+            let swapped = used - cpu(&n.offering.instance_type) + cpu(&alt.instance_type);
+            assert!(8_000 + swapped <= 96_000, "fallback {}", alt.instance_type);
+        }
+    }
+}
+
+#[test]
 fn tiers_fall_back_to_lower_weight_when_the_heavier_pool_is_full() {
     let mut heavy = on_demand_pool("reserved-like");
     heavy.weight = 90;
