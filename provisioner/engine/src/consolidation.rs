@@ -51,6 +51,9 @@ pub(super) struct Candidate {
     pub pool: usize,
     /// Money wasted per hour: price × idle share of its scarcest resource.
     pub waste: f64,
+    /// What the node costs per hour (among equally wasteful nodes, the dearest has the most a
+    /// replacement could save: a full on-demand node where spot would do).
+    pub price: f64,
     pub pods: Vec<PodRef>,
 }
 
@@ -295,6 +298,7 @@ impl Engine {
                     name: c.name.clone(),
                     pool: c.pool,
                     waste,
+                    price: c.offering.price_per_hour,
                     pods: pods.into_iter().cloned().collect(),
                 })
             })
@@ -357,6 +361,7 @@ impl Engine {
         candidates.sort_by(|a, b| {
             b.waste
                 .total_cmp(&a.waste)
+                .then(b.price.total_cmp(&a.price))
                 .then(a.pods.len().cmp(&b.pods.len()))
                 .then(a.name.cmp(&b.name))
         });

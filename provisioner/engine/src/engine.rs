@@ -431,7 +431,12 @@ impl Engine {
         if self.consolidation_enabled() && self.consolidation_seen != Some(self.version) {
             times.extend(self.consolidation_next);
         }
-        times.extend(self.consolidation_wake);
+        // A wake that comes due within the consolidation interval is acted on when the interval
+        // ends (polled earlier, the pass would return and the wake would be lost).
+        times.extend(
+            self.consolidation_wake
+                .map(|w| self.consolidation_next.map_or(w, |n| w.max(n))),
+        );
         times.extend(self.static_deadlines());
         times.extend(self.disruption_deadline());
         times.extend(self.gang_deadlines());

@@ -258,3 +258,48 @@ fn balanced_moves_pods_only_when_the_saving_is_worth_the_disruption() {
         "{actions:?}"
     );
 }
+
+#[test]
+fn a_full_on_demand_node_is_asked_about_before_equally_full_spot_nodes() {
+    // Six full spot nodes come first by name; a seventh pod falls back to on-demand. Every node
+    // is equally full (no waste), so consolidation's few single-node questions must go to the
+    // dearest first: the on-demand node, which spot would carry for less.
+    let mut e = consolidating_engine();
+    for i in 0..6 {
+        e.handle(t(0), Event::PodPending(gpu_pod(&format!("s{i}"))));
+    }
+    let actions = e.poll(t(2));
+    let spot = launches(&actions);
+    assert_eq!(spot.len(), 6, "{actions:?}");
+    assert!(spot.iter().all(|l| l.3 == CapacityType::Spot), "{spot:?}");
+    bring_up(&mut e, &actions, 2, 0);
+    assert_eq!(binds(&e.poll(t(40))).len(), 6);
+    e.handle(t(50), Event::PodPending(gpu_pod("od")));
+    let actions = e.poll(t(52));
+    let claim = launches(&actions)[0].0.clone();
+    for (at, zone) in [(53, "us-east-1a"), (54, "us-east-1b")] {
+        e.handle(
+            t(at),
+            Event::LaunchFailed {
+                claim: claim.clone(),
+                error: ice(zone, CapacityType::Spot),
+            },
+        );
+        let actions = e.poll(t(at));
+        if at == 54 {
+            assert_eq!(launches(&actions)[0].3, CapacityType::OnDemand);
+            bring_up(&mut e, &actions, 55, 6);
+        }
+    }
+    assert_eq!(binds(&e.poll(t(90))).len(), 1);
+    let actions = settle(&mut e, 90, 2000);
+    let replacement = launches(&actions);
+    assert_eq!(replacement.len(), 1, "{actions:?}");
+    assert_eq!(replacement[0].3, CapacityType::Spot);
+    assert!(
+        actions.contains(&Action::Cordon {
+            node: "node-6".into()
+        }),
+        "{actions:?}"
+    );
+}
