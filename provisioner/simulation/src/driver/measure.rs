@@ -278,20 +278,15 @@ impl Driver<'_> {
                     (s.plan, s.bound)
                 }
             };
-            let s = FromScratch {
-                plan,
-                bound,
-                unplaced: BTreeSet::new(),
-            };
-            let optimal = s.plan <= s.bound + 1e-6 * s.plan.max(1.0);
+            let optimal = plan <= bound + 1e-6 * plan.max(1.0);
             let h = &mut self.hindsight;
             h.samples += 1;
-            h.plan_cost += s.plan * hours;
+            h.plan_cost += plan * hours;
             if optimal {
-                h.cost += s.plan * hours;
+                h.cost += plan * hours;
             } else {
-                h.cost += s.bound * hours;
-                h.from_lower_bound += s.bound * hours;
+                h.cost += bound * hours;
+                h.from_lower_bound += bound * hours;
             }
             self.hindsight_next = Some(at + HINDSIGHT_STEP);
         }
