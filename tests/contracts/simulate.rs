@@ -129,6 +129,7 @@ fn assert_no_violations(name: &str, v: &Value) {
         "do_not_disrupt_violations",
         "leaked_instances",
         "duplicate_launches",
+        "limit_violations",
         "servable_pods_unplaced",
     ] {
         assert_eq!(number(v, key), 0.0, "{name}: {key}: {v}");
@@ -282,7 +283,18 @@ fn chaos_injects_faults_and_reports_its_seed() {
     let (v, _) = simulate_json(&["--chaos", "4"]);
     assert_eq!(v["chaos_seed"], 4, "{v}");
     assert!(number(&v, "faults_injected") > 0.0, "{v}");
+    // The driver crashed and was rebuilt from the cluster and the clouds, and the points add up.
+    let restarts = number(&v, "restarts");
+    assert!(restarts > 0.0, "{v}");
+    let by_point: f64 = v["restarts_by_crash_point"]
+        .as_object()
+        .expect("restarts_by_crash_point")
+        .values()
+        .map(|n| n.as_f64().unwrap())
+        .sum();
+    assert_eq!(by_point, restarts, "{v}");
     assert_no_violations("default --chaos 4", &v);
     let (plain, _) = simulate_json(&[]);
     assert!(plain["chaos_seed"].is_null(), "{plain}");
+    assert_eq!(plain["restarts"], 0, "{plain}");
 }

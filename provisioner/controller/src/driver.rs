@@ -26,7 +26,9 @@ use crate::launch::{error_kind, launch};
 use crate::lifecycle;
 use crate::sweep;
 use crate::termination::terminate;
-use crate::translate::{FINALIZER, LABEL_NODECLAIM, Observed, found_claim, node_view};
+use crate::translate::{
+    FINALIZER, LABEL_NODECLAIM, Observed, TAINT_DISRUPTED, found_claim, node_view,
+};
 
 /// How many new `Unschedulable` events of one pass carry the top reasons offerings were ruled
 /// out for (each is a solve of the whole snapshot).
@@ -467,10 +469,25 @@ impl Driver {
         self.registered.clear();
         self.deleting.clear();
         for claim in claims {
-            let node = claim_node(claim, nodes).map(|n| node_view(n, &self.table));
-            let Some(found) = found_claim(claim, node.clone()) else {
+            let object = claim_node(claim, nodes);
+            let mut node = object.map(|n| node_view(n, &self.table));
+            let Some(mut found) = found_claim(claim, node.clone()) else {
                 continue;
             };
+            // A node cordoned for a command this engine never heard of (the last one died in
+            // the middle of it) is schedulable again, unless its claim is being deleted.
+            if !found.deleting
+                && let Some(object) = object.filter(|n| lifecycle::cordoned_for_disruption(n))
+                && let Some(name) = object.metadata.name.clone()
+            {
+                tracing::info!(node = %name, "lifting the cordon of a disruption that did not finish");
+                lifecycle::cordon(&self.ctx, name, false);
+                for view in node.iter_mut().chain(found.node.iter_mut()) {
+                    view.taints.retain(|t| {
+                        t.key != TAINT_DISRUPTED && t.key != "node.kubernetes.io/unschedulable"
+                    });
+                }
+            }
             let name = found.name.clone();
             let deleting = found.deleting;
             if let Some(node) = node.filter(|_| found.node.is_some()) {

@@ -22,7 +22,9 @@ use crate::context::Context;
 use crate::driver::Driver;
 use crate::launch::error_kind;
 use crate::time::to_kube;
-use crate::translate::{FINALIZER, LABEL_NODECLAIM, LABEL_NODEPOOL, TAINT_UNREGISTERED};
+use crate::translate::{
+    FINALIZER, LABEL_NODECLAIM, LABEL_NODEPOOL, TAINT_DISRUPTED, TAINT_UNREGISTERED,
+};
 
 /// What the controller last wrote, so it writes only changes.
 #[derive(Debug, Default)]
@@ -161,19 +163,51 @@ pub fn register(
     node
 }
 
-/// Cordons (`true`) or uncordons a node.
+/// Cordons (`true`) or uncordons a node for a disruption command. A cordon carries the
+/// `quartermaster.dev/disrupted:NoSchedule` taint besides `spec.unschedulable`, so that a
+/// restarted controller can tell its own cordons (of commands it no longer remembers) from a
+/// user's, and lift them (`Driver::rebuild`).
 pub fn cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
     let ctx2 = ctx.clone();
     ctx.spawn(async move {
         let ctx = ctx2;
+        let current = ctx
+            .stores
+            .nodes
+            .state()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(node.as_str()));
+        let mut taints = current
+            .and_then(|n| n.spec.clone())
+            .and_then(|s| s.taints)
+            .unwrap_or_default();
+        taints.retain(|t| t.key != TAINT_DISRUPTED);
+        if on {
+            taints.push(Taint {
+                key: TAINT_DISRUPTED.into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            });
+        }
         if let Err(e) = ctx
             .writer
-            .patch_node(&node, json!({"spec": {"unschedulable": on}}))
+            .patch_node(
+                &node,
+                json!({"spec": {"unschedulable": on, "taints": taints}}),
+            )
             .await
         {
             tracing::warn!(node, error = %e, "cordon failed");
         }
     });
+}
+
+/// Whether `node` carries the cordon of a disruption command ([`cordon`]).
+pub fn cordoned_for_disruption(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_DISRUPTED))
 }
 
 fn condition(

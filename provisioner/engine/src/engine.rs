@@ -95,6 +95,53 @@ pub struct EngineStats {
     pub nominations_released: u64,
 }
 
+impl EngineStats {
+    /// Adds `other`'s counts to these (an engine rebuilt after a restart starts from zero; a
+    /// driver that keeps figures across restarts sums them).
+    pub fn add(&mut self, other: &EngineStats) {
+        let EngineStats {
+            solves,
+            claims_created,
+            launches,
+            capacity_errors,
+            fallbacks,
+            spot_to_on_demand,
+            claims_abandoned,
+            retries,
+            accelerator_timeouts,
+            registration_timeouts,
+            interruptions,
+            empty_deletions,
+            consolidation_deletes,
+            consolidation_replacements,
+            consolidations_cancelled,
+            gang_launches,
+            gang_rollbacks,
+            gang_claims_rolled_back,
+            nominations_released,
+        } = other;
+        self.solves += solves;
+        self.claims_created += claims_created;
+        self.launches += launches;
+        self.capacity_errors += capacity_errors;
+        self.fallbacks += fallbacks;
+        self.spot_to_on_demand += spot_to_on_demand;
+        self.claims_abandoned += claims_abandoned;
+        self.retries += retries;
+        self.accelerator_timeouts += accelerator_timeouts;
+        self.registration_timeouts += registration_timeouts;
+        self.interruptions += interruptions;
+        self.empty_deletions += empty_deletions;
+        self.consolidation_deletes += consolidation_deletes;
+        self.consolidation_replacements += consolidation_replacements;
+        self.consolidations_cancelled += consolidations_cancelled;
+        self.gang_launches += gang_launches;
+        self.gang_rollbacks += gang_rollbacks;
+        self.gang_claims_rolled_back += gang_claims_rolled_back;
+        self.nominations_released += nominations_released;
+    }
+}
+
 /// A NodeClaim as reports see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimView {
@@ -123,6 +170,12 @@ pub struct ClaimView {
     /// Hash of the NodePool template it was created from (label
     /// `quartermaster.dev/nodepool-hash`, also in `labels`).
     pub template_hash: String,
+    /// When the launch was accepted.
+    pub launched_at: Option<DateTime<Utc>>,
+    /// When its node registered.
+    pub registered_at: Option<DateTime<Utc>>,
+    /// The gang it was launched for (label `quartermaster.dev/gang`), if any.
+    pub gang: Option<String>,
 }
 
 /// Batching of pending pods.
@@ -224,6 +277,9 @@ impl Engine {
             labels: c.node_labels(),
             deleting: c.deleting,
             template_hash: c.template_hash.clone(),
+            launched_at: c.launched_at,
+            registered_at: c.registered_at,
+            gang: c.gang.as_ref().map(|g| g.gang.clone()),
         })
     }
 

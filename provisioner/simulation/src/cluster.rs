@@ -143,6 +143,11 @@ impl Cluster {
             .map(|p| (&p.pod, p.record))
     }
 
+    /// Every live pod with the node it is bound to, if any.
+    pub fn all_pods(&self) -> impl Iterator<Item = (&Pod, Option<&str>)> {
+        self.pods.values().map(|p| (&p.pod, p.node.as_deref()))
+    }
+
     /// A node by name.
     pub fn node(&self, name: &str) -> Option<&Node> {
         self.nodes.get(name)

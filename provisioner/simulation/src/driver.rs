@@ -123,6 +123,18 @@ struct Driver<'s> {
     /// The last hindsight solve: the cluster's population and the scenario changes applied
     /// then, plan cost and bound.
     hindsight_last: Option<measure::HindsightSolve>,
+    /// Driver crashes (`--chaos`), when injected.
+    crashes: Option<restart::Crashes>,
+    /// NodeClaims whose launch began: in the cluster, they survive a crash.
+    created_claims: std::collections::BTreeSet<String>,
+    /// NodeClaims whose deletion was asked for: deleting in the cluster.
+    deletes_asked: std::collections::BTreeSet<String>,
+    /// Counters of the engines a crash threw away.
+    stats_before: EngineStats,
+    /// Live instances per NodePool (record indices), for the limit check.
+    live_by_pool: BTreeMap<String, limits::LiveInPool>,
+    /// Launches that took a NodePool over one of its limits.
+    limit_violations: u64,
 }
 
 /// Runs `scenario` with `seed` and measures it (the achievable saving and what consolidation
@@ -180,7 +192,8 @@ pub fn run_with(
         .waiting()
         .map(|(id, reason)| (id.clone(), reason.map(str::to_owned)))
         .collect();
-    let engine = d.engine.stats().clone();
+    let mut engine = d.stats_before.clone();
+    engine.add(d.engine.stats());
     let clouds = d.clouds.iter().map(|(c, s)| (*c, s.stats())).collect();
     let mut disruption = d.tracker.record.clone();
     if measures {
@@ -290,6 +303,16 @@ impl<'s> Driver<'s> {
             stashed: BTreeMap::new(),
             next_gc: scenario.start + GC_INTERVAL,
             collected: 0,
+            crashes: restart::Crashes::new(
+                scenario.chaos,
+                scenario.driver_crashes_per_hour,
+                scenario.start,
+            ),
+            created_claims: Default::default(),
+            deletes_asked: Default::default(),
+            stats_before: EngineStats::default(),
+            live_by_pool: BTreeMap::new(),
+            limit_violations: 0,
         })
     }
 
@@ -340,6 +363,7 @@ impl<'s> Driver<'s> {
             self.apply_changes()?;
         }
         self.collect_garbage()?;
+        self.idle_crash();
         if !self.frozen && !self.measured && self.scenario.measure_at.is_some_and(|t| self.now >= t)
         {
             self.measure();
@@ -353,7 +377,11 @@ impl<'s> Driver<'s> {
             if !actions.is_empty() {
                 busy = true;
                 for a in actions {
-                    self.execute(a)?;
+                    // A crash drops the rest of the batch: the new engine decides again.
+                    if let Some(point) = self.execute(a)? {
+                        self.restart(point);
+                        break;
+                    }
                 }
             }
             busy |= self.schedule()?;
@@ -635,6 +663,7 @@ impl<'s> Driver<'s> {
     /// An instance stops being billed; its node (if any) leaves the cluster.
     fn gone(&mut self, instance: usize, reason: EndReason) {
         self.rec.ended(instance, self.now, reason);
+        self.not_live(instance);
         if let Some(node) = self.rec.instances[instance].node.clone() {
             let on: Vec<PodRef> = self
                 .cluster
@@ -789,9 +818,18 @@ impl<'s> Driver<'s> {
 
     // ------------------------------------------------------------------ actions
 
-    fn execute(&mut self, action: Action) -> Result<(), SimulationError> {
+    /// Carries out `action`; `Some` when the driver crashed doing it (see [`restart`]).
+    fn execute(&mut self, action: Action) -> Result<Option<restart::CrashPoint>, SimulationError> {
+        use restart::CrashPoint;
+        let crash = self.crash_due();
         match action {
             Action::Launch { claim, request } => {
+                // The controller's launch task creates the NodeClaim before it calls the cloud.
+                self.created_claims.insert(claim.clone());
+                let lose_answer = crash && self.crashes.as_mut().is_some_and(|c| c.coin());
+                if crash && !lose_answer {
+                    return Ok(Some(CrashPoint::BeforeLaunch));
+                }
                 let Some(pool) = self.world.pool(&request.node_pool) else {
                     return Err(self.inconsistent(format!(
                         "Launch for claim {claim} names unknown NodePool {}",
@@ -800,11 +838,15 @@ impl<'s> Driver<'s> {
                 };
                 let cloud = self.world.setup.pools[pool].spec.cloud;
                 let result = ready("create", self.now, self.clouds[&cloud].create(&request))?;
+                if lose_answer {
+                    return Ok(Some(CrashPoint::LaunchUnrecorded));
+                }
                 match result {
                     Ok(instance) => {
                         let record =
                             self.instance_record(cloud, &claim, &request.node_pool, &instance);
-                        self.rec.launched(record);
+                        let i = self.rec.launched(record);
+                        self.live(i);
                         let early = self.stashed.remove(&instance.provider_id);
                         self.engine
                             .handle(self.now, Event::Launched { claim, instance });
@@ -817,6 +859,8 @@ impl<'s> Driver<'s> {
                         .handle(self.now, Event::LaunchFailed { claim, error }),
                 }
             }
+            Action::Disrupt(_) if crash => return Ok(Some(CrashPoint::BeforeDisruption)),
+            Action::Delete { .. } if crash => return Ok(Some(CrashPoint::BeforeDelete)),
             Action::Disrupt(command) => {
                 // One look at the claims: each pool's size, and the pool of each claim moved.
                 let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
@@ -836,22 +880,25 @@ impl<'s> Driver<'s> {
             }
             Action::Delete {
                 claim, provider_id, ..
-            } => match provider_id {
-                Some(id) => self.delete(claim, id)?,
-                // The engine may delete a claim before it heard of the launch's outcome (a
-                // replacement called off in the poll that launched it): whatever the cloud
-                // launched for it goes too, or it would be billed for good.
-                None => match self.rec.live_instance_of_claim(&claim) {
-                    Some(i) => {
-                        let id = self.rec.instances[i].provider_id.clone();
-                        self.delete(claim, id)?;
-                    }
-                    None => {
-                        self.tracker.ended(&claim);
-                        self.engine.handle(self.now, Event::Deleted { claim });
-                    }
-                },
-            },
+            } => {
+                self.deletes_asked.insert(claim.clone());
+                match provider_id {
+                    Some(id) => self.delete(claim, id)?,
+                    // The engine may delete a claim before it heard of the launch's outcome (a
+                    // replacement called off in the poll that launched it): whatever the cloud
+                    // launched for it goes too, or it would be billed for good.
+                    None => match self.rec.live_instance_of_claim(&claim) {
+                        Some(i) => {
+                            let id = self.rec.instances[i].provider_id.clone();
+                            self.delete(claim, id)?;
+                        }
+                        None => {
+                            self.tracker.ended(&claim);
+                            self.engine.handle(self.now, Event::Deleted { claim });
+                        }
+                    },
+                }
+            }
             // The kube-scheduler does not read nominations: its stand-in binds in `schedule`.
             Action::Bind { .. } if self.scenario.binder.is_scheduler() => {}
             Action::Bind { pod, node } => {
@@ -885,9 +932,12 @@ impl<'s> Driver<'s> {
                 }
                 self.cluster.drain(self.now, &node, &mut self.rec);
                 self.report_unbound(&on);
+                if crash {
+                    return Ok(Some(CrashPoint::MidDrain));
+                }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     // ------------------------------------------------------------------ disruption
@@ -1042,7 +1092,9 @@ impl<'s> Driver<'s> {
                             .cloned()
                             .unwrap_or_default();
                         let record = self.instance_record(cloud, &inst.claim_name, &pool, &inst);
-                        self.rec.launched(record)
+                        let i = self.rec.launched(record);
+                        self.live(i);
+                        i
                     }
                 };
                 self.stashed.remove(&inst.provider_id);
@@ -1115,8 +1167,11 @@ impl<'s> Driver<'s> {
     }
 }
 
+mod limits;
 mod measure;
+mod restart;
 #[cfg(test)]
 mod tests;
 
 pub use measure::{Audit, Hindsight, Waiting};
+pub use restart::{CrashPoint, IDLE_CRASH_AFTER};

@@ -106,8 +106,17 @@ pub struct Summary {
     pub unbilled_instance_seconds: f64,
     /// Instances without a NodeClaim that garbage collection deleted (leaks caught in time).
     pub collected_instances: u64,
+    /// Launches that took a NodePool over its `limits` (resources, nodes, `maxHourlyCost`),
+    /// checked against the clouds' live instances after every launch (must be 0).
+    pub limit_violations: u64,
     /// The `--chaos` seed, when faults were laid over the scenario.
     pub chaos_seed: Option<u64>,
+    /// Driver crashes (`--chaos`), each followed by a restart that rebuilt the engine from the
+    /// cluster and the clouds only.
+    pub restarts: u64,
+    /// The same, by where the crash cut the work (`before_launch`, `launch_unrecorded`,
+    /// `mid_drain`, `before_delete`, `before_disruption`, `idle`).
+    pub restarts_by_crash_point: BTreeMap<String, u64>,
     /// Faults the simulated clouds injected: throttled calls, server errors, lost answers and
     /// Nodes that never registered (`cloud.api.*`, `cloud.nodesNeverRegister`, `--chaos`).
     pub faults_injected: u64,
@@ -302,6 +311,7 @@ impl Summary {
         let counts = [
             ("leaked_instances", self.leaked_instances),
             ("duplicate_launches", self.duplicate_launches),
+            ("limit_violations", self.limit_violations),
             ("budget_violations", self.budget_violations),
             ("pdb_violations", self.pdb_violations),
             ("do_not_disrupt_violations", self.do_not_disrupt_violations),
@@ -410,7 +420,13 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         duplicate_launches: run.audit.duplicate_launches,
         unbilled_instance_seconds: round6(run.audit.unbilled_instance_seconds),
         collected_instances: run.audit.collected_instances,
+        limit_violations: run.audit.limit_violations,
         chaos_seed: scenario.chaos,
+        restarts: run.audit.restarts.len() as u64,
+        restarts_by_crash_point: run.audit.restarts.iter().fold(BTreeMap::new(), |mut m, p| {
+            *m.entry(p.key().to_owned()).or_default() += 1;
+            m
+        }),
         faults_injected: run
             .clouds
             .iter()

@@ -282,11 +282,17 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
     rows.push((
         "Audit",
         format!(
-            "{} leaked instances, {} duplicate launches, {} budget / {} PDB violations; waiting at the end: {} stuck, {} late, {} unservable",
+            "{} leaked instances, {} duplicate launches, {} limit / {} budget / {} PDB violations{}; waiting at the end: {} stuck, {} late, {} unservable",
             s.leaked_instances,
             s.duplicate_launches,
+            s.limit_violations,
             s.budget_violations,
             s.pdb_violations,
+            if s.restarts > 0 {
+                format!(" over {} restarts", s.restarts)
+            } else {
+                String::new()
+            },
             s.servable_pods_unplaced,
             s.late_arrivals,
             s.unservable_pods_at_end

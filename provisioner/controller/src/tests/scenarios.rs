@@ -330,6 +330,48 @@ async fn a_restart_after_registration_adopts_the_node_and_buys_nothing_for_its_p
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_restart_lifts_the_cordon_of_a_disruption_the_last_controller_did_not_finish() {
+    // The last controller cordoned a node for a consolidation and died before its claim was
+    // deleted. A user's own cordon (no disruption taint) on another is left alone.
+    let mut env = launched(cluster_with_gpu_pool(&[
+        ("llm-0", 1),
+        ("llm-1", 1),
+        ("llm-2", 1),
+    ]))
+    .await;
+    env.passes(4, 6).await;
+    let names: Vec<String> = nodes(&env.api)
+        .iter()
+        .map(|n| n["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    let disrupted = json!({"spec": {"unschedulable": true, "taints": [{"key": "quartermaster.dev/disrupted", "effect": "NoSchedule"}]}});
+    env.api.modify("", "nodes", &names[0], disrupted.clone());
+    env.api.modify(
+        "",
+        "nodes",
+        &names[1],
+        json!({"spec": {"unschedulable": true}}),
+    );
+    let mut env = env.restart();
+    env.api.clear_log();
+    env.passes(2, 3).await;
+    let node = env.api.get("", "nodes", &names[0]).unwrap();
+    assert_eq!(node["spec"]["unschedulable"], json!(false), "{node}");
+    assert!(
+        !node["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == "quartermaster.dev/disrupted"),
+        "{node}"
+    );
+    let user_cordoned = env.api.get("", "nodes", &names[1]).unwrap();
+    assert_eq!(user_cordoned["spec"]["unschedulable"], json!(true));
+    assert_rbac(&env.api);
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_empty_node_is_removed_after_consolidate_after_and_every_finalizer_goes() {
     let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
     let name = only_claim(&env.api);

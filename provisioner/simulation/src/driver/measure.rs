@@ -80,6 +80,10 @@ pub struct Audit {
     pub unbilled_instance_seconds: f64,
     /// Instances without a claim that garbage collection deleted (leaks caught in time).
     pub collected_instances: u64,
+    /// Launches that took a NodePool over its limits (see the driver's `limits` module).
+    pub limit_violations: u64,
+    /// Driver crashes, each followed by a restart, by where the crash cut the work.
+    pub restarts: Vec<super::CrashPoint>,
 }
 
 /// The last hindsight solve: the cluster's population (pods created, deleted) and the scenario
@@ -328,6 +332,12 @@ impl Driver<'_> {
             duplicate_launches: per_claim.values().filter(|n| **n > 1).count() as u64,
             unbilled_instance_seconds: (billed - recorded).max(0.0),
             collected_instances: self.collected,
+            limit_violations: self.limit_violations,
+            restarts: self
+                .crashes
+                .as_ref()
+                .map(|c| c.points.clone())
+                .unwrap_or_default(),
         }
     }
 

@@ -11,7 +11,9 @@
 //!   name (all zones, spot or every capacity type), 30 minutes to 3 hours long;
 //! - two price jumps (a family's prices times 0.5 to 1.6).
 //!
-//! Driver crashes and restarts are not injected yet.
+//! - driver crashes, 0.25 per hour (one every 4 simulated hours on average; at least four per
+//!   run expected in a short scenario), each followed by a restart that rebuilds the engine
+//!   from the cluster and the clouds only.
 
 use std::time::Duration;
 
@@ -25,6 +27,8 @@ use crate::rng::{self, uniform};
 
 /// The chaos draws' stream (apart from the workload's and the clouds').
 const CHAOS_STREAM: u64 = 900;
+/// Driver crashes per simulated hour under chaos.
+pub const DRIVER_CRASHES_PER_HOUR: f64 = 0.25;
 
 impl Scenario {
     /// The same scenario with the faults of `--chaos seed` laid over it (see the module docs).
@@ -39,6 +43,10 @@ impl Scenario {
         c.nodes_never_register = c.nodes_never_register.max(0.02);
         c.accelerators_never_ready = c.accelerators_never_ready.max(0.02);
         c.interruptions.spot_rate_per_hour += 0.1;
+        // At least four crashes expected in a short scenario.
+        let hours = s.duration.as_seconds_f64() / 3600.0;
+        let rate = DRIVER_CRASHES_PER_HOUR.max(4.0 / hours.max(1.0));
+        s.driver_crashes_per_hour = s.driver_crashes_per_hour.max(rate);
         let families = pool_families(&s);
         let run = s.duration.as_seconds_f64().max(1.0);
         if !families.is_empty() {

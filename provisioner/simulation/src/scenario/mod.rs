@@ -75,6 +75,9 @@ pub struct Scenario {
     pub binder: crate::scheduler::Binder,
     /// The chaos seed whose faults are laid over the clouds (`simulate --chaos`), if any.
     pub chaos: Option<u64>,
+    /// Driver crashes per simulated hour (`--chaos`: the engine is thrown away and rebuilt from
+    /// the cluster and the clouds; see the driver's `restart` module). 0 without chaos.
+    pub driver_crashes_per_hour: f64,
 }
 
 /// A change during the run.

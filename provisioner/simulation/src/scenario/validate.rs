@@ -140,6 +140,7 @@ pub(super) fn scenario(
         gang_aware: spec.gang_aware.unwrap_or(true),
         binder: Default::default(),
         chaos: None,
+        driver_crashes_per_hour: 0.0,
     })
 }
 
