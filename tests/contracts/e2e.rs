@@ -37,7 +37,7 @@ pub(super) fn kubeconfig() -> Option<PathBuf> {
 
 /// The controller binary: `QUARTERMASTER_E2E_BINARY` when set (say, a release build, to
 /// measure), else the debug build, built if needed.
-fn binary() -> PathBuf {
+pub(super) fn binary() -> PathBuf {
     if let Some(path) = std::env::var_os("QUARTERMASTER_E2E_BINARY") {
         return PathBuf::from(path);
     }
@@ -72,6 +72,22 @@ impl Controller {
         kwok_config: &std::path::Path,
         log: PathBuf,
     ) -> Self {
+        Self::start_as(
+            kubeconfig,
+            kwok_config,
+            log,
+            &format!("e2e-{}", std::process::id()),
+        )
+    }
+
+    /// [`Controller::start`] with `identity` as its name in the leader election (two replicas
+    /// need two names).
+    pub(super) fn start_as(
+        kubeconfig: &std::path::Path,
+        kwok_config: &std::path::Path,
+        log: PathBuf,
+        identity: &str,
+    ) -> Self {
         let metrics_port = free_port().expect("a free port");
         let health_port = free_port().expect("a free port");
         let file = std::fs::OpenOptions::new()
@@ -99,7 +115,7 @@ impl Controller {
             .arg(kwok_config)
             .arg(format!("--metrics-port={metrics_port}"))
             .arg(format!("--health-probe-port={health_port}"))
-            .env("POD_NAME", format!("e2e-{}", std::process::id()))
+            .env("POD_NAME", identity)
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
@@ -112,6 +128,7 @@ impl Controller {
         }
     }
 
+    /// SIGKILL (`kill -9`): no shutdown code runs.
     pub(super) fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -297,7 +314,7 @@ pub(super) async fn unbound(client: &Client) -> Result<Vec<String>, String> {
         .collect())
 }
 
-async fn wait_all_bound(client: &Client, ctl: &Controller, what: &str) {
+pub(super) async fn wait_all_bound(client: &Client, ctl: &Controller, what: &str) {
     wait_for(what, Some(ctl), || {
         let client = client.clone();
         async move {
@@ -327,7 +344,7 @@ pub(super) async fn wait_until_no_nodes(client: &Client, ctl: &Controller, what:
     .await;
 }
 
-async fn scale(client: &Client, name: &str, replicas: i32) {
+pub(super) async fn scale(client: &Client, name: &str, replicas: i32) {
     let api: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     api.patch(
         name,

@@ -366,11 +366,27 @@ impl KwokCloud {
             ..DeleteParams::default()
         };
         let result = self.nodes.delete(&name, &params).await;
-        lock(&self.known).remove(&name);
         match result {
-            Ok(_) => Ok(()),
-            // Gone, or replaced by another Node of the same name: ours is gone either way.
-            Err(e) if is_not_found(&e) || is_conflict(&e) => Err(Self::not_found(provider_id)),
+            Ok(_) => {
+                lock(&self.known).remove(&name);
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => {
+                lock(&self.known).remove(&name);
+                Err(Self::not_found(provider_id))
+            }
+            // A 409 is the uid precondition failing (the Node was replaced by another of the
+            // same name: ours is gone) or a conflict of the server's own; only a fresh look
+            // tells which, and ours still standing is deleted on the next try.
+            Err(e) if is_conflict(&e) => match self.find(provider_id).await? {
+                Some(now) if now.metadata.uid == node.metadata.uid => Err(CloudError::Transient {
+                    message: format!("deleting the Node {name}: {e}"),
+                }),
+                _ => {
+                    lock(&self.known).remove(&name);
+                    Err(Self::not_found(provider_id))
+                }
+            },
             Err(e) => Err(cloud_error("deleting the Node", e)),
         }
     }

@@ -1009,6 +1009,8 @@ impl Driver {
                 self.outcomes_tx.clone(),
             ));
         }
+        self.ctx
+            .spawn(sweep::release_orphan_nodes(self.ctx.clone(), known, now));
     }
 }
 

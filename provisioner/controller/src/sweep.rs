@@ -81,6 +81,52 @@ pub async fn delete_leaks(
     }
 }
 
+/// Nodes being deleted that carry our finalizer but whose NodeClaim is gone (an instance the
+/// garbage collection deleted, a NodeClaim removed by hand) lose the finalizer once they have
+/// been deleting for [`GC_GRACE`]: no termination will ever come for them, and the finalizer
+/// alone would keep them (and, where the Node is the instance, the instance) forever.
+pub async fn release_orphan_nodes(ctx: Arc<Context>, known: BTreeSet<String>, now: DateTime<Utc>) {
+    for node in ctx.stores.nodes.state() {
+        let meta = &node.metadata;
+        let Some(since) = meta.deletion_timestamp.as_ref() else {
+            continue;
+        };
+        let claim = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::translate::LABEL_NODECLAIM));
+        let ours = meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == crate::translate::FINALIZER);
+        if !ours
+            || claim.is_none_or(|c| known.contains(c))
+            || now - crate::time::from_kube(since) < GC_GRACE
+        {
+            continue;
+        }
+        let name = meta.name.clone().unwrap_or_default();
+        let finalizers: Vec<&String> = meta
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != crate::translate::FINALIZER)
+            .collect();
+        tracing::warn!(node = %name, "releasing a deleted Node whose NodeClaim is gone");
+        if let Err(e) = ctx
+            .writer
+            .patch_node(
+                &name,
+                serde_json::json!({"metadata": {"finalizers": finalizers}}),
+            )
+            .await
+        {
+            tracing::warn!(node = %name, error = %e, "could not release a deleted Node; retried at the next collection");
+        }
+    }
+}
+
 /// Asks `provider` whether each instance of a claim in `known` drifted from its NodeClass
 /// (`CloudProvider::is_drifted`: AMI, security groups, subnet) and tells the engine about those
 /// that did; it replaces them within the pools' `Drifted` budgets.

@@ -86,7 +86,12 @@ impl Writer {
             .create(&PostParams::default(), claim)
             .await
             .map(|_| ());
-        ignore_status(r, &[409])
+        // Only `AlreadyExists` means it is there (a retried create); any other 409 is a failed
+        // write, and launching for a NodeClaim that does not exist would leak the instance.
+        match r {
+            Err(kube::Error::Api(s)) if s.code == 409 && s.reason == "AlreadyExists" => Ok(()),
+            other => other.map_err(ControllerError::from),
+        }
     }
 
     /// Merges labels and annotations into a NodeClaim's metadata.

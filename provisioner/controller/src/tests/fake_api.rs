@@ -60,6 +60,9 @@ struct State {
     objects: BTreeMap<(String, String), BTreeMap<String, Value>>,
     log: Vec<Logged>,
     version: u64,
+    /// Answers to give instead of the usual ones: `(method, resource, code, reason)`, each used
+    /// by the first request that matches it.
+    faults: Vec<(String, String, u16, String)>,
 }
 
 /// The server. Cheap to clone; clones share state.
@@ -146,6 +149,17 @@ fn selector_matches(object: &Value, selector: &str) -> bool {
 }
 
 impl FakeApi {
+    /// The next `method` request on `resource` (plural, e.g. `nodeclaims`) is answered with
+    /// `code` and `reason` and changes nothing.
+    pub fn fail_next(&self, method: &str, resource: &str, code: u16, reason: &str) {
+        self.state.lock().unwrap().faults.push((
+            method.to_owned(),
+            resource.to_owned(),
+            code,
+            reason.to_owned(),
+        ));
+    }
+
     /// A client talking to this server (serves requests in a task on the current runtime).
     pub fn client(&self) -> kube::Client {
         let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -270,6 +284,14 @@ impl FakeApi {
             name: t.name.clone(),
             body: body.clone(),
         });
+        if let Some(i) = s
+            .faults
+            .iter()
+            .position(|(m, r, _, _)| m == method && *r == t.resource)
+        {
+            let (_, _, code, reason) = s.faults.remove(i);
+            return status(code, &reason, "injected by the test".into());
+        }
         s.version += 1;
         let rv = s.version.to_string();
         let coll = (t.group.clone(), t.resource.clone());

@@ -372,6 +372,69 @@ async fn a_restart_lifts_the_cordon_of_a_disruption_the_last_controller_did_not_
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_conflict_on_creating_the_nodeclaim_launches_nothing_until_the_create_succeeds() {
+    // A 409 that is not `AlreadyExists` (an API server or proxy conflict) means the NodeClaim was
+    // not written: launching anyway would make an instance no NodeClaim owns.
+    let api = cluster_with_gpu_pool(&[("llm-0", 1)]);
+    api.fail_next("POST", "nodeclaims", 409, "Conflict");
+    let mut env = Env::new(api);
+    env.passes(3, 4).await;
+    let short: Vec<String> = env.api.log().iter().map(|r| r.short()).collect();
+    let first_claim = short
+        .iter()
+        .position(|s| s.starts_with("create nodeclaims"));
+    let first_node = short.iter().position(|s| s.starts_with("create nodes"));
+    assert!(first_claim.is_some(), "{short:?}");
+    // The first create failed; a node is created only after a second create of the claim.
+    let creates = short
+        .iter()
+        .filter(|s| s.starts_with("create nodeclaims"))
+        .count();
+    if let Some(node) = first_node {
+        assert!(creates >= 2 && node > first_claim.unwrap(), "{short:?}");
+    }
+    env.passes(10, 14).await;
+    let claims = claims(&env.api);
+    let nodes = nodes(&env.api);
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(nodes.len(), 1, "one node, and it has its claim");
+    assert_eq!(
+        claims[0]["metadata"]["name"], nodes[0]["metadata"]["name"],
+        "the node is the claim's"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_node_whose_nodeclaim_is_gone_loses_the_finalizer_after_the_grace() {
+    // The garbage collection deleted an instance whose NodeClaim vanished: its Node (here the
+    // instance itself) carries our finalizer, which no termination will ever remove.
+    let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
+    let name = only_claim(&env.api);
+    env.passes(4, 6).await;
+    env.api.remove(QM, "nodeclaims", &name);
+    env.api.modify(
+        "",
+        "nodes",
+        &name,
+        json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["quartermaster.dev/termination"]}}),
+    );
+    env.passes(150, 160).await;
+    let node = env.api.get("", "nodes", &name);
+    let finalizers = node
+        .as_ref()
+        .map(|n| n["metadata"]["finalizers"].clone())
+        .unwrap_or(Value::Null);
+    assert!(
+        !finalizers
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|f| f == "quartermaster.dev/termination"),
+        "{node:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_empty_node_is_removed_after_consolidate_after_and_every_finalizer_goes() {
     let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
     let name = only_claim(&env.api);
