@@ -28,6 +28,7 @@ mod page;
 mod plan;
 mod provisioning_request;
 mod report;
+mod secrets;
 mod simulate;
 mod spot_expected_cost;
 mod static_pools;

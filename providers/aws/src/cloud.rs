@@ -657,7 +657,16 @@ impl CloudProvider for AwsCloud {
     }
 
     fn create<'a>(&'a self, request: &'a LaunchRequest) -> CloudFuture<'a, Instance> {
-        Box::pin(self.launch(request))
+        Box::pin(async move {
+            // A rejected launch may quote the request (user data, metadata) in the cloud's
+            // words; those words become logs, Events and NodeClaim conditions.
+            let secrets = request
+                .node_class_spec
+                .as_ref()
+                .map(NodeClassSpec::secrets)
+                .unwrap_or_default();
+            self.launch(request).await.map_err(|e| e.scrubbed(&secrets))
+        })
     }
 
     fn delete<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {

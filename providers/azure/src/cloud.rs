@@ -218,8 +218,7 @@ impl AzureCloud {
             ))
             .into());
         };
-        let data = source.custom_data(secret).await?;
-        Ok(Some(base64::engine::general_purpose::STANDARD.encode(data)))
+        Ok(Some(source.custom_data(secret).await?))
     }
 
     async fn launch(&self, request: &LaunchRequest) -> Result<Instance, CloudError> {
@@ -263,7 +262,15 @@ impl AzureCloud {
             tracing::info!(nodeclaim = %request.claim_name, vm = %vm.name, "VM already launched");
             return Ok(self.instance(&vm));
         }
-        let custom_data = self.custom_data(spec).await?;
+        let plain_custom_data = self.custom_data(spec).await?;
+        // The bootstrap data is a secret: an error that quotes the request never shows it.
+        let mut secrets = quartermaster_cloud::Secrets::new();
+        let custom_data = plain_custom_data.map(|plain| {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(&plain);
+            secrets.add(&plain);
+            secrets.add(&encoded);
+            encoded
+        });
         let image = image(spec)?;
         let mut tags = self.tags(request, spec);
         tags.insert(TAG_IMAGE.to_owned(), image_tag(&image));
@@ -296,6 +303,7 @@ impl AzureCloud {
                     e
                     @ (CloudError::InsufficientCapacity { .. } | CloudError::QuotaExceeded { .. }),
                 ) => {
+                    let e = e.scrubbed(&secrets);
                     tracing::info!(nodeclaim = %request.claim_name, vm = %name, error = %e, "no capacity; trying the next offering");
                     // The failed VM resource holds nothing billable; remove it so it does not linger.
                     if let Err(d) = self.arm.delete_vm(name).await {
@@ -303,7 +311,7 @@ impl AzureCloud {
                     }
                     failures.push(e);
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.scrubbed(&secrets)),
             }
         }
         Err(exhausted(&offerings, &failures))

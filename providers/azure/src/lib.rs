@@ -29,7 +29,7 @@ pub use cloud::{
     AzureCloud, BootstrapData, TAG_CLUSTER, TAG_IMAGE, TAG_NODECLAIM, TAG_NODECLASS, TAG_NODEPOOL,
 };
 pub use config::{AzureSettings, CallLimits, CredentialSource, DEFAULT_ENDPOINT};
-pub use credentials::{credential_source, probe_token};
+pub use credentials::{Identity, credential_source, identity, probe_token, process_identity};
 pub use error::AzureError;
 pub use rate::RateLimitSettings;
 pub use sdk::{operation_of, sku_of, vm_body, vm_of};

@@ -63,4 +63,36 @@ impl CloudError {
     pub fn is_capacity(&self) -> bool {
         matches!(self, Self::InsufficientCapacity { .. })
     }
+
+    /// The same error with every one of `secrets` scrubbed from its message: a cloud that
+    /// rejects a launch may quote the request (user data, metadata) in its words, and those
+    /// words become a log line, an Event and a NodeClaim condition.
+    pub fn scrubbed(self, secrets: &crate::Secrets) -> CloudError {
+        if secrets.is_empty() {
+            return self;
+        }
+        match self {
+            Self::InsufficientCapacity {
+                instance_type,
+                zone,
+                capacity_type,
+                message,
+            } => Self::InsufficientCapacity {
+                instance_type,
+                zone,
+                capacity_type,
+                message: secrets.scrub(&message),
+            },
+            Self::QuotaExceeded { message } => Self::QuotaExceeded {
+                message: secrets.scrub(&message),
+            },
+            Self::InvalidRequest { message } => Self::InvalidRequest {
+                message: secrets.scrub(&message),
+            },
+            Self::Transient { message } => Self::Transient {
+                message: secrets.scrub(&message),
+            },
+            other @ (Self::Throttled { .. } | Self::NotFound { .. }) => other,
+        }
+    }
 }

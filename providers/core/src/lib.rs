@@ -11,11 +11,13 @@ mod clock;
 mod doctor;
 mod error;
 pub mod rate;
+pub mod redact;
 mod types;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use doctor::{Check, CheckOutcome};
 pub use error::CloudError;
+pub use redact::{REDACTED, Secrets, Sensitive};
 pub use types::{
     CloudEvent, Instance, InstanceState, LaunchOffering, LaunchRequest, NodeClassSpec,
 };

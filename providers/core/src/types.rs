@@ -81,8 +81,10 @@ impl LaunchOffering {
     }
 }
 
-/// A NodeClass's spec, by kind.
-#[derive(Debug, Clone, PartialEq)]
+/// A NodeClass's spec, by kind. Its `Debug` shows `userData` and GCP metadata values as
+/// `<redacted>` (see [`NodeClassSpec::secrets`]), so a launch request printed for debugging
+/// carries no bootstrap secret.
+#[derive(Clone, PartialEq)]
 pub enum NodeClassSpec {
     /// `AWSNodeClass` (or a converted Karpenter `EC2NodeClass`).
     Aws(Box<AWSNodeClassSpec>),
@@ -90,6 +92,53 @@ pub enum NodeClassSpec {
     Gcp(Box<GCPNodeClassSpec>),
     /// `AzureNodeClass`.
     Azure(Box<AzureNodeClassSpec>),
+}
+
+impl std::fmt::Debug for NodeClassSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = || Some(crate::REDACTED.to_owned());
+        match self {
+            Self::Aws(spec) => {
+                let mut spec = spec.as_ref().clone();
+                if spec.user_data.is_some() {
+                    spec.user_data = redacted();
+                }
+                f.debug_tuple("Aws").field(&spec).finish()
+            }
+            Self::Gcp(spec) => {
+                let mut spec = spec.as_ref().clone();
+                for value in spec.metadata.values_mut() {
+                    *value = crate::REDACTED.to_owned();
+                }
+                f.debug_tuple("Gcp").field(&spec).finish()
+            }
+            Self::Azure(spec) => f.debug_tuple("Azure").field(spec).finish(),
+        }
+    }
+}
+
+impl NodeClassSpec {
+    /// The values of this NodeClass that may hold secrets and must never be printed: AWS
+    /// `userData` (bootstrap scripts, tokens), GCP `metadata` values (`kube-env` holds the
+    /// kubelet's bootstrap credentials, `startup-script`). Azure's bootstrap custom data lives
+    /// in a Secret, not in the spec; the Azure provider adds it where it reads it.
+    pub fn secrets(&self) -> crate::Secrets {
+        let mut secrets = crate::Secrets::new();
+        match self {
+            Self::Aws(spec) => {
+                if let Some(user_data) = &spec.user_data {
+                    secrets.add(user_data);
+                }
+            }
+            Self::Gcp(spec) => {
+                for value in spec.metadata.values() {
+                    secrets.add(value);
+                }
+            }
+            Self::Azure(_) => {}
+        }
+        secrets
+    }
 }
 
 /// Where an instance is in its life.
@@ -143,4 +192,90 @@ pub enum CloudEvent {
         /// The instance.
         provider_id: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CloudError;
+
+    const CANARY: &str = "CANARY-SECRET-1b2c3d4e";
+
+    fn aws() -> NodeClassSpec {
+        NodeClassSpec::Aws(Box::new(
+            serde_json::from_value(serde_json::json!({
+                "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+                "securityGroupSelectorTerms": [{"tags": {"k": "v"}}],
+                "userData": format!("#!/bin/bash\nexport TOKEN={CANARY}\n"),
+            }))
+            .expect("an AWSNodeClass spec"),
+        ))
+    }
+
+    fn gcp() -> NodeClassSpec {
+        NodeClassSpec::Gcp(Box::new(
+            serde_json::from_value(serde_json::json!({
+                "project": "p", "region": "us-central1", "zones": ["us-central1-a"],
+                "metadata": {"kube-env": format!("TOKEN: {CANARY}")},
+            }))
+            .expect("a GCPNodeClass spec"),
+        ))
+    }
+
+    #[test]
+    fn node_class_debug_never_shows_user_data_or_metadata_values() {
+        for spec in [aws(), gcp()] {
+            let printed = format!("{spec:?}");
+            assert!(!printed.contains(CANARY), "{printed}");
+            assert!(printed.contains(crate::REDACTED), "{printed}");
+            let request = LaunchRequest {
+                claim_name: "c".into(),
+                node_pool: "p".into(),
+                node_class: "n".into(),
+                instance_type: "t".into(),
+                zone: "z".into(),
+                capacity_type: CapacityType::Spot,
+                price_per_hour: 1.0,
+                labels: BTreeMap::new(),
+                tags: BTreeMap::new(),
+                fallbacks: Vec::new(),
+                node_class_spec: Some(spec.clone()),
+            };
+            assert!(!format!("{request:?}").contains(CANARY));
+            assert!(!format!("{request:#?}").contains(CANARY));
+        }
+    }
+
+    #[test]
+    fn a_launch_error_that_echoes_the_node_class_is_scrubbed() {
+        for spec in [aws(), gcp()] {
+            let secrets = spec.secrets();
+            let errors = [
+                CloudError::InvalidRequest {
+                    message: format!("Invalid value for field 'metadata': 'TOKEN: {CANARY}'"),
+                },
+                CloudError::Transient {
+                    message: format!("user data export TOKEN={CANARY} rejected"),
+                },
+                CloudError::QuotaExceeded {
+                    message: format!("quota; request was TOKEN: {CANARY}"),
+                },
+                CloudError::InsufficientCapacity {
+                    instance_type: "t".into(),
+                    zone: "z".into(),
+                    capacity_type: CapacityType::Spot,
+                    message: format!("none for export TOKEN={CANARY}"),
+                },
+            ];
+            for e in errors {
+                let scrubbed = e.scrubbed(&secrets);
+                assert!(!scrubbed.to_string().contains(CANARY), "{scrubbed}");
+                assert!(!format!("{scrubbed:?}").contains(CANARY), "{scrubbed:?}");
+            }
+        }
+        let gone = CloudError::NotFound {
+            provider_id: "aws:///z/i-1".into(),
+        };
+        assert_eq!(gone.clone().scrubbed(&aws().secrets()), gone);
+    }
 }

@@ -260,6 +260,7 @@ impl GcpCloud {
             extra_labels: &extra,
         };
         let offerings = request.offerings();
+        let secrets = NodeClassSpec::Gcp(Box::new(spec.clone())).secrets();
         let mut failures: Vec<CloudError> = Vec::new();
         for offering in &offerings {
             let accelerator = self
@@ -309,7 +310,8 @@ impl GcpCloud {
                     e
                     @ (CloudError::InsufficientCapacity { .. } | CloudError::QuotaExceeded { .. }),
                 ) => {
-                    tracing::info!(nodeclaim = %request.claim_name, instance_type = %offering.instance_type, zone = %offering.zone, error = %e, "offering unavailable, trying the next");
+                    let shown = e.clone().scrubbed(&secrets);
+                    tracing::info!(nodeclaim = %request.claim_name, instance_type = %offering.instance_type, zone = %offering.zone, error = %shown, "offering unavailable, trying the next");
                     failures.push(e);
                 }
                 Err(e) => return Err(e),
@@ -447,7 +449,16 @@ impl CloudProvider for GcpCloud {
     }
 
     fn create<'a>(&'a self, request: &'a LaunchRequest) -> CloudFuture<'a, Instance> {
-        Box::pin(self.launch(request))
+        Box::pin(async move {
+            // A rejected launch may quote the request (user data, metadata) in the cloud's
+            // words; those words become logs, Events and NodeClaim conditions.
+            let secrets = request
+                .node_class_spec
+                .as_ref()
+                .map(NodeClassSpec::secrets)
+                .unwrap_or_default();
+            self.launch(request).await.map_err(|e| e.scrubbed(&secrets))
+        })
     }
 
     fn delete<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {

@@ -10,6 +10,7 @@
 mod cli;
 mod clouds;
 mod commands;
+pub mod logging;
 mod manifests;
 mod output;
 mod static_nodes;
@@ -83,7 +84,9 @@ where
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => EXIT_OK,
         Err(e) => {
-            let _ = writeln!(err, "error: {e:#}");
+            // An error may quote what an SDK read (a token file, a credential variable).
+            let message = quartermaster_cloud::Secrets::of_process().scrub(&format!("{e:#}"));
+            let _ = writeln!(err, "error: {message}");
             EXIT_FAILURE
         }
     }

@@ -178,7 +178,19 @@ async fn launch_inner(
         })?;
     let mut request = request.clone();
     request.node_class_spec = node_class_spec(ctx, cloud, &request.node_class);
-    let instance = provider.create(&request).await?;
+    // Whatever the provider, an error never carries the NodeClass's secrets (user data,
+    // metadata) or the environment's credentials into logs, Events or the NodeClaim's
+    // conditions.
+    let secrets = request
+        .node_class_spec
+        .as_ref()
+        .map(NodeClassSpec::secrets)
+        .unwrap_or_default()
+        .with(&quartermaster_cloud::Secrets::of_process());
+    let instance = provider
+        .create(&request)
+        .await
+        .map_err(|e| e.scrubbed(&secrets))?;
     // The provider fell back to another of the claim's offerings within the launch: the
     // NodeClaim records the offering the instance runs on.
     if !request.primary().matches(&instance) {

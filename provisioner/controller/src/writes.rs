@@ -322,7 +322,9 @@ impl Writer {
                 EventType::Normal
             },
             reason: reason.to_owned(),
-            note: Some(note),
+            // The last guard before an Event leaves: no credential of the process environment
+            // in its text, whatever error it quotes.
+            note: Some(quartermaster_cloud::Secrets::of_process().scrub(&note)),
             action: reason.to_owned(),
             secondary: None,
         };

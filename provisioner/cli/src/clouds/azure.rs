@@ -193,7 +193,17 @@ pub async fn doctor(
         ..CallLimits::default()
     };
 
-    let source = quartermaster_azure::credential_source(&settings);
+    let identity = quartermaster_azure::process_identity(&settings);
+    checks.push(if identity.incomplete() {
+        Check::warn(
+            "identity",
+            identity.to_string(),
+            "AKS: annotate the controller's service account with azure.workload.identity/client-id and label its pods azure.workload.identity/use=true (the webhook sets AZURE_CLIENT_ID and AZURE_TENANT_ID); elsewhere set AZURE_CLIENT_ID and AZURE_TENANT_ID",
+        )
+    } else {
+        Check::ok("identity", identity.to_string())
+    });
+    let source = identity.to_string();
     checks.push(
         match quartermaster_azure::probe_token(&settings, DOCTOR_TIMEOUT * 2).await {
             Ok(()) => Check::ok("credentials", format!("a Resource Manager token from {source}")),

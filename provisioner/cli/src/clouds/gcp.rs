@@ -83,6 +83,7 @@ pub async fn doctor(
 ) -> Vec<quartermaster_cloud::Check> {
     let mut checks = Vec::new();
     let endpoint = access.gcp_endpoint.as_deref();
+    checks.push(identity_check().await);
     checks.push(credentials_check(endpoint).await);
 
     let project = access
@@ -216,6 +217,67 @@ fn billing_endpoint() -> String {
         .unwrap_or_else(|| billing::BILLING_ENDPOINT.to_owned())
         .trim_end_matches('/')
         .to_owned()
+}
+
+/// Where `GCE_METADATA_HOST` points the metadata server (tests, emulators); only then is it
+/// asked for the service account's email (elsewhere off GCP it would not answer).
+const METADATA_HOST_ENV: &str = "GCE_METADATA_HOST";
+
+/// Which source of Application Default Credentials is used and whose they are: a key file's
+/// `client_email`, the account a federation file impersonates, or — for the metadata server —
+/// the email it answers when `GCE_METADATA_HOST` names it, else "unknown" (never a secret).
+async fn identity_check() -> Check {
+    use quartermaster_gcp::credentials::CredentialSource;
+    let mut identity = quartermaster_gcp::credentials::process_identity();
+    if identity.source == CredentialSource::MetadataServer
+        && let Some(host) = std::env::var(METADATA_HOST_ENV)
+            .ok()
+            .filter(|h| !h.trim().is_empty())
+    {
+        identity.account = tokio::task::spawn_blocking(move || metadata_email(&host))
+            .await
+            .ok()
+            .flatten();
+    }
+    let unreadable = identity.kind.is_none() && identity.source != CredentialSource::MetadataServer;
+    if unreadable {
+        Check::fail(
+            "identity",
+            identity.to_string(),
+            "point GOOGLE_APPLICATION_CREDENTIALS at a readable credentials file (a service account key or a workload identity federation config), or unset it to use the metadata server (GKE Workload Identity)",
+        )
+    } else {
+        Check::ok("identity", identity.to_string())
+    }
+}
+
+/// The default service account's email from the metadata server at `host` (2 s at most).
+fn metadata_email(host: &str) -> Option<String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(2)))
+        .http_status_as_error(true)
+        .build()
+        .into();
+    let host = host.trim_end_matches('/');
+    let base = if host.starts_with("http://") || host.starts_with("https://") {
+        host.to_owned()
+    } else {
+        format!("http://{host}")
+    };
+    let email = agent
+        .get(format!(
+            "{base}/computeMetadata/v1/instance/service-accounts/default/email"
+        ))
+        .header("Metadata-Flavor", "Google")
+        .call()
+        .ok()?
+        .body_mut()
+        .with_config()
+        .limit(4096)
+        .read_to_string()
+        .ok()?;
+    let email = email.trim().to_owned();
+    email.contains('@').then_some(email)
 }
 
 async fn credentials_check(endpoint: Option<&str>) -> Check {
@@ -411,6 +473,22 @@ mod tests {
         let e = fetch_skus_blocking(&base, &BillingAuth::None, 1).unwrap_err();
         assert!(format!("{e:#}").contains("403"), "{e:#}");
         assert!(fetch_skus_blocking("http://127.0.0.1:1", &BillingAuth::None, 1).is_err());
+    }
+
+    #[test]
+    fn the_metadata_servers_email_is_read_when_its_host_is_given() {
+        let (base, requests) = serve(vec![(200, "qm@p.iam.gserviceaccount.com\n".into())]);
+        let host = base.trim_start_matches("http://");
+        assert_eq!(
+            metadata_email(host).as_deref(),
+            Some("qm@p.iam.gserviceaccount.com")
+        );
+        assert_eq!(
+            requests.recv().unwrap(),
+            "GET /computeMetadata/v1/instance/service-accounts/default/email HTTP/1.1"
+        );
+        // Nothing listening: no email, at once.
+        assert_eq!(metadata_email("127.0.0.1:1"), None);
     }
 
     #[test]

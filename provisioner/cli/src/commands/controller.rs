@@ -25,18 +25,19 @@ fn duration(flag: &str, text: &str) -> anyhow::Result<TimeDelta> {
 }
 
 fn init_logging(args: &ControllerArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .with_context(|| format!("--log-level {:?}", args.log_level))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let result = match args.log_format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.try_init(),
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let format = match args.log_format {
+        LogFormat::Json => crate::logging::Format::Json,
+        LogFormat::Text => crate::logging::Format::Text,
     };
+    let subscriber = crate::logging::subscriber(
+        &args.log_level,
+        format,
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        std::io::stderr,
+    )?;
     // Already initialised (a second run in one process): keep the first.
-    let _ = result;
+    let _ = subscriber.try_init();
     Ok(())
 }
 

@@ -17,12 +17,18 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         None => None,
     };
     let cloud = clouds::cloud_of(args.cloud);
-    let checks = clouds::block_on(clouds::doctor(
+    let mut checks = clouds::block_on(clouds::doctor(
         cloud,
         &args.access,
         args.region.as_deref(),
         node_class.as_deref(),
     ))?;
+    // The checks name identities, never secrets; an SDK error quoting one is scrubbed here.
+    let secrets = quartermaster_cloud::Secrets::of_process();
+    for check in &mut checks {
+        check.detail = secrets.scrub(&check.detail);
+        check.fix = check.fix.as_deref().map(|f| secrets.scrub(f));
+    }
     match args.output {
         PlanFormat::Json => {
             serde_json::to_writer_pretty(&mut *out, &checks).context("writing JSON")?;

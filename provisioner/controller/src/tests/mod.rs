@@ -7,6 +7,7 @@ mod pod_groups;
 mod provisioning_requests;
 mod scenarios;
 mod scheduler_disobeys;
+mod secrets;
 
 use std::sync::Arc;
 
@@ -49,21 +50,36 @@ impl Env {
     }
 
     pub fn with_leadership(api: FakeApi, leadership: Leadership) -> Self {
+        Self::with_provider(api, leadership, |client, catalog, clock| {
+            let kwok = KwokCloud::new(
+                client,
+                Cloud::Aws,
+                catalog,
+                KwokConfig::default(),
+                clock as Arc<dyn Clock>,
+            )
+            .expect("default kwok config");
+            Arc::new(kwok) as Arc<dyn CloudProvider>
+        })
+    }
+
+    /// A controller over `api` whose AWS provider `provider` makes (the kwok cloud unless a
+    /// test needs another).
+    pub fn with_provider(
+        api: FakeApi,
+        leadership: Leadership,
+        provider: impl FnOnce(kube::Client, Catalog, Arc<ManualClock>) -> Arc<dyn CloudProvider>,
+    ) -> Self {
         let client = api.client();
         let clock = Arc::new(ManualClock::new(t0()));
         let writers = Writers::default();
         let stores = Stores::from_writers(&writers);
         let catalog = Catalog::embedded();
         let mut providers = Providers::new();
-        let kwok = KwokCloud::new(
-            client.clone(),
+        providers.insert(
             Cloud::Aws,
-            catalog.clone(),
-            KwokConfig::default(),
-            clock.clone() as Arc<dyn Clock>,
-        )
-        .expect("default kwok config");
-        providers.insert(Cloud::Aws, Arc::new(kwok) as Arc<dyn CloudProvider>);
+            provider(client.clone(), catalog.clone(), clock.clone()),
+        );
         let ctx = Arc::new(Context {
             stores,
             writer: Writer::new(client, leadership.subscribe(), Some("test".into())),
