@@ -24,12 +24,12 @@ const OD: CapacityType = CapacityType::OnDemand;
 
 /// One test's world: moto (reset), the proxy in front of it, the provider talking to the
 /// proxy, and an SDK client talking to moto directly (setup and checks).
-struct World {
-    _moto: MotoTurn,
-    proxy: FaultProxy,
-    cloud: Arc<AwsCloud>,
-    ec2: aws_sdk_ec2::Client,
-    spec: AWSNodeClassSpec,
+pub(crate) struct World {
+    pub(crate) _moto: MotoTurn,
+    pub(crate) proxy: FaultProxy,
+    pub(crate) cloud: Arc<AwsCloud>,
+    pub(crate) ec2: aws_sdk_ec2::Client,
+    pub(crate) spec: AWSNodeClassSpec,
 }
 
 /// Settings of an AwsCloud against moto (or the fault proxy) at `endpoint`.
@@ -87,7 +87,7 @@ fn tagged(resource: t::ResourceType) -> t::TagSpecification {
         .build()
 }
 
-async fn world() -> World {
+pub(crate) async fn world() -> World {
     let moto = Moto::lock().await;
     let proxy = FaultProxy::start(moto.addr).await;
     let ec2 = sdk_client(format!("http://{}", moto.addr)).await;
@@ -159,7 +159,11 @@ async fn world() -> World {
     }
 }
 
-fn offering(instance_type: &str, zone: &str, capacity_type: CapacityType) -> LaunchOffering {
+pub(crate) fn offering(
+    instance_type: &str,
+    zone: &str,
+    capacity_type: CapacityType,
+) -> LaunchOffering {
     LaunchOffering {
         instance_type: instance_type.into(),
         zone: zone.into(),
@@ -168,7 +172,7 @@ fn offering(instance_type: &str, zone: &str, capacity_type: CapacityType) -> Lau
     }
 }
 
-fn request(world: &World, claim: &str, offerings: &[LaunchOffering]) -> LaunchRequest {
+pub(crate) fn request(world: &World, claim: &str, offerings: &[LaunchOffering]) -> LaunchRequest {
     let primary = &offerings[0];
     LaunchRequest {
         claim_name: claim.into(),
@@ -189,7 +193,7 @@ fn request(world: &World, claim: &str, offerings: &[LaunchOffering]) -> LaunchRe
 }
 
 /// The instances moto holds for `claim`, not terminated.
-async fn instances_of(world: &World, claim: &str) -> Vec<t::Instance> {
+pub(crate) async fn instances_of(world: &World, claim: &str) -> Vec<t::Instance> {
     let out = world
         .ec2
         .describe_instances()

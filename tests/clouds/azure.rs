@@ -5,7 +5,7 @@
 //! transient; resource SKUs mark offerings unavailable; Retail Prices replace embedded prices.
 
 #[path = "azure_server.rs"]
-mod azure_server;
+pub(crate) mod azure_server;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -28,11 +28,11 @@ use quartermaster_policies::nodeclass::azure::AzureBootstrapSecretRef;
 use quartermaster_pricing::{CapacityType, Catalog, Cloud};
 use serde_json::json;
 
-const A100: &str = "Standard_NC24ads_A100_v4";
+pub(crate) const A100: &str = "Standard_NC24ads_A100_v4";
 const BOOTSTRAP: &str = "#!/bin/bash\n/opt/azure/containers/provision.sh\n";
 
 /// The bootstrap Secret, as the controller would read it.
-struct FixedBootstrap;
+pub(crate) struct FixedBootstrap;
 
 impl BootstrapData for FixedBootstrap {
     fn custom_data<'a>(
@@ -49,7 +49,7 @@ impl BootstrapData for FixedBootstrap {
     }
 }
 
-fn settings(endpoint: String) -> AzureSettings {
+pub(crate) fn settings(endpoint: String) -> AzureSettings {
     AzureSettings {
         cluster_name: "test-cluster".into(),
         subscription_id: "sub".into(),
@@ -67,7 +67,7 @@ fn settings(endpoint: String) -> AzureSettings {
     }
 }
 
-fn cloud(server: &AzureServer) -> AzureCloud {
+pub(crate) fn cloud(server: &AzureServer) -> AzureCloud {
     AzureCloud::connect(
         settings(server.endpoint()),
         Catalog::embedded(),
@@ -90,7 +90,7 @@ fn spec() -> AzureNodeClassSpec {
     .expect("a valid AzureNodeClass spec")
 }
 
-fn offering(size: &str, zone: &str, capacity_type: CapacityType) -> LaunchOffering {
+pub(crate) fn offering(size: &str, zone: &str, capacity_type: CapacityType) -> LaunchOffering {
     LaunchOffering {
         instance_type: size.into(),
         zone: zone.into(),
@@ -99,7 +99,7 @@ fn offering(size: &str, zone: &str, capacity_type: CapacityType) -> LaunchOfferi
     }
 }
 
-fn request(claim: &str, offerings: &[LaunchOffering]) -> LaunchRequest {
+pub(crate) fn request(claim: &str, offerings: &[LaunchOffering]) -> LaunchRequest {
     let first = &offerings[0];
     LaunchRequest {
         claim_name: claim.into(),

@@ -83,6 +83,8 @@ struct State {
     exhausted: BTreeSet<(String, String)>,
     /// Queued faults per call.
     faults: BTreeMap<Call, VecDeque<HttpFault>>,
+    /// Queued raw answers per call: (status, body), answered instead of the call.
+    canned: BTreeMap<Call, VecDeque<(u16, String)>>,
     /// Every call, `METHOD path`.
     calls: Vec<String>,
     /// Resource SKUs listed.
@@ -169,6 +171,16 @@ impl AzureServer {
             .push_back(fault);
     }
 
+    /// The next `call` is answered `status` with `body` verbatim (`application/json`, whatever
+    /// it holds), without doing anything: malformed or surprising responses.
+    pub fn reply_next(&self, call: Call, status: u16, body: impl Into<String>) {
+        self.state()
+            .canned
+            .entry(call)
+            .or_default()
+            .push_back((status, body.into()));
+    }
+
     /// The resource SKUs the SKU list answers.
     pub fn set_skus(&self, skus: Vec<Value>) {
         self.state().skus = skus;
@@ -242,6 +254,14 @@ fn reply(status: u16, body: &Value, headers: &[(&str, String)]) -> Response<Full
         r = r.header(*k, v);
     }
     r.body(Full::new(Bytes::from(body.to_string())))
+        .expect("a valid response")
+}
+
+fn raw(status: u16, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
         .expect("a valid response")
 }
 
@@ -373,6 +393,9 @@ async fn handle(
     }
     if let Some(f) = st.faults.get_mut(&call).and_then(VecDeque::pop_front) {
         return Ok(error(f.status, &f.code, "injected fault", f.retry_after));
+    }
+    if let Some((status, body)) = st.canned.get_mut(&call).and_then(VecDeque::pop_front) {
+        return Ok(raw(status, body));
     }
     let response = match route {
         Route::Vm(name) => match method {

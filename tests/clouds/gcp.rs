@@ -5,7 +5,7 @@
 //! listed by the cluster label; spot preemption as an interruption event.
 
 #[path = "gcp_server.rs"]
-mod gcp_server;
+pub(crate) mod gcp_server;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,11 +22,11 @@ use quartermaster_pricing::{CapacityType, Catalog};
 
 use gcp_server::{Call, GcpServer, HttpFault};
 
-const PROJECT: &str = "test-project";
-const ZONE_A: &str = "us-central1-a";
-const ZONE_B: &str = "us-central1-b";
+pub(crate) const PROJECT: &str = "test-project";
+pub(crate) const ZONE_A: &str = "us-central1-a";
+pub(crate) const ZONE_B: &str = "us-central1-b";
 
-fn settings(endpoint: String) -> GcpSettings {
+pub(crate) fn settings(endpoint: String) -> GcpSettings {
     GcpSettings {
         endpoint: Some(endpoint),
         project: Some(PROJECT.into()),
@@ -41,7 +41,7 @@ fn settings(endpoint: String) -> GcpSettings {
     }
 }
 
-async fn cloud(endpoint: String) -> GcpCloud {
+pub(crate) async fn cloud(endpoint: String) -> GcpCloud {
     GcpCloud::connect(
         settings(endpoint),
         Catalog::embedded(),
@@ -74,7 +74,7 @@ fn spec() -> GCPNodeClassSpec {
     }
 }
 
-fn offering(t: &str, zone: &str, capacity_type: CapacityType) -> LaunchOffering {
+pub(crate) fn offering(t: &str, zone: &str, capacity_type: CapacityType) -> LaunchOffering {
     LaunchOffering {
         instance_type: t.into(),
         zone: zone.into(),
@@ -83,7 +83,11 @@ fn offering(t: &str, zone: &str, capacity_type: CapacityType) -> LaunchOffering 
     }
 }
 
-fn request(claim: &str, primary: LaunchOffering, fallbacks: Vec<LaunchOffering>) -> LaunchRequest {
+pub(crate) fn request(
+    claim: &str,
+    primary: LaunchOffering,
+    fallbacks: Vec<LaunchOffering>,
+) -> LaunchRequest {
     LaunchRequest {
         claim_name: claim.into(),
         node_pool: "gpu".into(),

@@ -78,6 +78,8 @@ struct State {
     exhausted: BTreeSet<(String, String)>,
     /// Queued faults per call.
     faults: BTreeMap<Call, VecDeque<HttpFault>>,
+    /// Queued raw answers per call: (status, body), answered instead of the call.
+    canned: BTreeMap<Call, VecDeque<(u16, String)>>,
     /// Every call, `METHOD path`.
     calls: Vec<String>,
     /// Operations are `RUNNING` for this many polls before they are `DONE`.
@@ -150,6 +152,16 @@ impl GcpServer {
             .entry(call)
             .or_default()
             .push_back(fault);
+    }
+
+    /// The next `call` is answered `status` with `body` verbatim (`application/json`, whatever
+    /// it holds), without doing anything: malformed or surprising responses.
+    pub fn reply_next(&self, call: Call, status: u16, body: impl Into<String>) {
+        self.state()
+            .canned
+            .entry(call)
+            .or_default()
+            .push_back((status, body.into()));
     }
 
     /// Puts an instance in place, as if launched earlier (or by someone else).
@@ -247,6 +259,14 @@ fn reply(status: u16, body: &Value, retry_after: Option<u64>) -> Response<Full<B
         .expect("a valid response")
 }
 
+fn raw(status: u16, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid response")
+}
+
 fn error(
     status: u16,
     reason: &str,
@@ -328,6 +348,9 @@ async fn handle(
     };
     if let Some(f) = st.faults.get_mut(&call).and_then(VecDeque::pop_front) {
         return Ok(error(f.status, &f.reason, "injected fault", f.retry_after));
+    }
+    if let Some((status, body)) = st.canned.get_mut(&call).and_then(VecDeque::pop_front) {
+        return Ok(raw(status, body));
     }
     let project = segments[1].to_owned();
     Ok(match call {

@@ -2,9 +2,11 @@
 //! our fault-injecting proxy in front for what moto does not simulate.
 
 mod aws;
+mod aws_chaos;
 mod aws_drift;
 mod aws_prices;
 mod azure;
+mod bad_responses;
 mod fault_proxy;
 mod gcp;
 mod moto;

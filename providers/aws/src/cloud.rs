@@ -705,7 +705,17 @@ impl CloudProvider for AwsCloud {
                 ])
                 .await
                 .map_err(|e| map_api_error(&e, None))?;
-            Ok(found.iter().map(|i| self.instance(i)).collect())
+            // The filters asked for these tags; an instance answered without them (a response
+            // missing its tagSet) would look like a leak of no claim to the sweep, which would
+            // terminate it. Only instances that show they are ours are listed.
+            Ok(found
+                .iter()
+                .filter(|i| {
+                    i.tags.get(TAG_CLUSTER) == Some(&self.cluster.name)
+                        && i.tags.contains_key(TAG_NODECLAIM)
+                })
+                .map(|i| self.instance(i))
+                .collect())
         })
     }
 

@@ -45,14 +45,28 @@ where
                 .get("retry-after")
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(Duration::from_secs);
+            let status = raw.status().as_u16();
+            let code = ctx.err().code().map(str::to_owned);
+            // Without the service's words, say what came back: `DisplayErrorContext` would
+            // append the whole raw response (megabytes for a DescribeInstanceTypes page).
+            let message = match (ctx.err().message(), &code) {
+                (Some(m), Some(_)) => m.to_owned(),
+                (Some(m), None) => format!("AWS answered HTTP {status} without an error code: {m}"),
+                (None, Some(_)) => format!("AWS answered HTTP {status} without a message"),
+                (None, None) => format!(
+                    "AWS answered HTTP {status} with a response that could not be read: {}",
+                    causes(
+                        ctx.err()
+                            .source()
+                            .unwrap_or(ctx.err() as &(dyn std::error::Error + 'static))
+                    )
+                ),
+            };
             (
                 ApiErrorKind::Service,
-                ctx.err().code().map(str::to_owned),
-                ctx.err()
-                    .message()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| DisplayErrorContext(&e).to_string()),
-                Some(raw.status().as_u16()),
+                code,
+                message,
+                Some(status),
                 retry_after,
             )
         }
@@ -81,10 +95,17 @@ where
             None,
             None,
         ),
+        // A response that could not be read (its raw body left out of the message).
         _ => (
             ApiErrorKind::Response,
             None,
-            DisplayErrorContext(&e).to_string(),
+            format!(
+                "the AWS response could not be read: {}",
+                causes(
+                    std::error::Error::source(&e)
+                        .unwrap_or(&e as &(dyn std::error::Error + 'static))
+                )
+            ),
             None,
             None,
         ),
@@ -96,6 +117,18 @@ where
         status,
         retry_after,
     }
+}
+
+/// An error and its causes, `: `-joined (without the `Debug` dump `DisplayErrorContext` adds).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut words = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        words.push_str(": ");
+        words.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    words
 }
 
 fn filters(filters: Vec<Filter>) -> Option<Vec<t::Filter>> {
@@ -136,9 +169,21 @@ fn chrono_time(dt: &aws_smithy_types::DateTime) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(dt.secs(), dt.subsec_nanos())
 }
 
-fn instance(i: &t::Instance) -> Option<Ec2Instance> {
-    Some(Ec2Instance {
-        id: i.instance_id()?.to_owned(),
+/// An instance of a DescribeInstances response. One without an id is an error, not skipped:
+/// skipped, the instance of a claim would look gone (a launch retried after it would launch a
+/// second one, a delete would answer NotFound and leave it running).
+fn instance(i: &t::Instance) -> Result<Ec2Instance, ApiError> {
+    let Some(id) = i.instance_id() else {
+        return Err(ApiError {
+            kind: ApiErrorKind::Response,
+            code: None,
+            message: "DescribeInstances answered an instance without an instanceId".to_owned(),
+            status: None,
+            retry_after: None,
+        });
+    };
+    Ok(Ec2Instance {
+        id: id.to_owned(),
         instance_type: i
             .instance_type()
             .map(|t| t.as_str().to_owned())
@@ -193,7 +238,9 @@ impl Ec2 for SdkEc2 {
                     .await
                     .map_err(api_error)?;
                 for r in page.reservations() {
-                    out.extend(r.instances().iter().filter_map(instance));
+                    for i in r.instances() {
+                        out.push(instance(i)?);
+                    }
                 }
                 match page.next_token() {
                     Some(t) if !t.is_empty() => token = Some(t.to_owned()),
@@ -213,11 +260,11 @@ impl Ec2 for SdkEc2 {
                 .send()
                 .await
                 .map_err(api_error)?;
-            Ok(page
-                .reservations()
+            page.reservations()
                 .iter()
-                .flat_map(|r| r.instances().iter().filter_map(instance))
-                .collect())
+                .flat_map(|r| r.instances())
+                .map(instance)
+                .collect()
         })
     }
 
