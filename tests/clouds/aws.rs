@@ -437,7 +437,13 @@ async fn a_leaked_instance_is_collected_by_the_sweep() {
         .expect("launch");
     let known = BTreeSet::from(["gpu-kept1".to_owned()]);
     let later = chrono::Utc::now() + chrono::TimeDelta::minutes(5);
-    quartermaster_controller::sweep::delete_leaks(w.cloud.clone(), known, later).await;
+    quartermaster_controller::sweep::delete_leaks(
+        w.cloud.clone(),
+        known,
+        Default::default(),
+        later,
+    )
+    .await;
     assert!(matches!(
         w.cloud.get(&leaked.provider_id).await,
         Err(CloudError::NotFound { .. })
@@ -446,6 +452,57 @@ async fn a_leaked_instance_is_collected_by_the_sweep() {
         .get(&kept.provider_id)
         .await
         .expect("a claimed instance stays");
+}
+
+#[tokio::test]
+async fn a_second_instance_of_a_claim_that_recorded_another_is_collected() {
+    // A launch that landed late, after its retry had launched elsewhere: both instances carry
+    // the claim's tag, and the sweep keeps only the one the NodeClaim recorded.
+    let w = world().await;
+    let first = w
+        .cloud
+        .create(&request(
+            &w,
+            "gpu-dup1",
+            &[offering("g5.xlarge", "us-east-1a", OD)],
+        ))
+        .await
+        .expect("launch");
+    let a = instances_of(&w, "gpu-dup1").await.remove(0);
+    w.ec2
+        .run_instances()
+        .image_id(a.image_id().expect("image"))
+        .instance_type(a.instance_type().expect("type").clone())
+        .min_count(1)
+        .max_count(1)
+        .set_subnet_id(a.subnet_id().map(str::to_owned))
+        .tag_specifications(
+            t::TagSpecification::builder()
+                .resource_type(t::ResourceType::Instance)
+                .set_tags(Some(a.tags().to_vec()))
+                .build(),
+        )
+        .send()
+        .await
+        .expect("RunInstances");
+    assert_eq!(instances_of(&w, "gpu-dup1").await.len(), 2);
+    let known = BTreeSet::from(["gpu-dup1".to_owned()]);
+    let recorded =
+        std::collections::BTreeMap::from([("gpu-dup1".to_owned(), first.provider_id.clone())]);
+    let later = chrono::Utc::now() + chrono::TimeDelta::minutes(5);
+    quartermaster_controller::sweep::delete_leaks(w.cloud.clone(), known, recorded, later).await;
+    let left: Vec<t::Instance> = instances_of(&w, "gpu-dup1")
+        .await
+        .into_iter()
+        .filter(|i| i.state().and_then(|s| s.name()) != Some(&t::InstanceStateName::ShuttingDown))
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        first
+            .provider_id
+            .ends_with(left[0].instance_id().expect("id")),
+        "the recorded instance stays"
+    );
 }
 
 #[tokio::test]

@@ -413,8 +413,16 @@ impl Run<'_> {
             "sweep {}s later, known {known:?}",
             later.num_seconds()
         ));
+        // The instance each live claim recorded, as the NodeClaims' status holds it.
+        let recorded: std::collections::BTreeMap<String, String> = self
+            .claims
+            .iter()
+            .filter(|c| c.exists())
+            .filter_map(|c| Some((c.name.clone(), c.provider_id.clone()?)))
+            .collect();
         let now = chrono::Utc::now() + later;
-        quartermaster_controller::sweep::delete_leaks(self.cloud.clone(), known, now).await;
+        quartermaster_controller::sweep::delete_leaks(self.cloud.clone(), known, recorded, now)
+            .await;
     }
 
     /// Moto's instances of this seed's cluster (directly, not through the proxy): (claim tag,

@@ -313,7 +313,13 @@ async fn run_aws_case(n: usize, case: &AwsCase) -> Result<(), String> {
         AwsCall::Sweep => {
             let later = chrono::Utc::now() + chrono::TimeDelta::minutes(10);
             let known = BTreeSet::from([claim.clone()]);
-            quartermaster_controller::sweep::delete_leaks(w.cloud.clone(), known, later).await;
+            quartermaster_controller::sweep::delete_leaks(
+                w.cloud.clone(),
+                known,
+                Default::default(),
+                later,
+            )
+            .await;
             "ok: swept".to_owned()
         }
     };

@@ -997,12 +997,33 @@ impl Driver {
             .chain(self.launching.iter().cloned())
             .chain(self.claims().into_iter().map(|c| c.name))
             .collect();
+        // The instance each claim recorded: another one of the same claim is a duplicate.
+        let recorded: BTreeMap<String, String> = self
+            .ctx
+            .stores
+            .node_claims
+            .state()
+            .iter()
+            .filter_map(|c| {
+                let id = c.status.as_ref()?.provider_id.clone()?;
+                Some((c.metadata.name.clone()?, id))
+            })
+            .chain(
+                self.claims()
+                    .into_iter()
+                    .filter_map(|c| Some((c.name, c.provider_id?))),
+            )
+            .collect();
         for provider in self.ctx.providers.values() {
             for (name, spec) in crate::launch::node_classes(&self.ctx, provider.cloud()) {
                 provider.node_class_observed(&name, &spec);
             }
-            self.ctx
-                .spawn(sweep::delete_leaks(provider.clone(), known.clone(), now));
+            self.ctx.spawn(sweep::delete_leaks(
+                provider.clone(),
+                known.clone(),
+                recorded.clone(),
+                now,
+            ));
             self.ctx.spawn(sweep::report_drift(
                 provider.clone(),
                 known.clone(),

@@ -2,7 +2,7 @@
 //! instances that have no NodeClaim (leaks) deleted, and instances the cloud says drifted from
 //! their NodeClass reported to the engine.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -57,10 +57,13 @@ pub async fn forward_events(
     }
 }
 
-/// Deletes the instances of `provider` whose claim is not in `known` (older than [`GC_GRACE`]).
+/// Deletes the instances of `provider` whose claim is not in `known`, and those of a claim that
+/// recorded another instance (`recorded`: claim -> provider id; a launch that landed late after
+/// its retry launched elsewhere), both once older than [`GC_GRACE`].
 pub async fn delete_leaks(
     provider: Arc<dyn CloudProvider>,
     known: BTreeSet<String>,
+    recorded: BTreeMap<String, String>,
     now: DateTime<Utc>,
 ) {
     let instances = match provider.list().await {
@@ -71,10 +74,20 @@ pub async fn delete_leaks(
         }
     };
     for i in instances {
-        if known.contains(&i.claim_name) || now - i.launched_at < GC_GRACE {
+        if now - i.launched_at < GC_GRACE {
             continue;
         }
-        tracing::warn!(instance = %i.provider_id, nodeclaim = %i.claim_name, "deleting an instance that has no NodeClaim");
+        let duplicate = recorded
+            .get(&i.claim_name)
+            .is_some_and(|id| *id != i.provider_id);
+        if known.contains(&i.claim_name) && !duplicate {
+            continue;
+        }
+        if duplicate {
+            tracing::warn!(instance = %i.provider_id, nodeclaim = %i.claim_name, "deleting a second instance of a NodeClaim that recorded another");
+        } else {
+            tracing::warn!(instance = %i.provider_id, nodeclaim = %i.claim_name, "deleting an instance that has no NodeClaim");
+        }
         if let Err(e) = provider.delete(&i.provider_id).await {
             tracing::warn!(instance = %i.provider_id, error = %e, "could not delete a leaked instance");
         }
