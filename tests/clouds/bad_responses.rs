@@ -496,7 +496,7 @@ mod gcp_cases {
                 name: "an instance without a zone",
                 call: Do::Get,
                 canned: vec![(Call::Get, 200, instance_json(None, "RUNNING"))],
-                expected: r#"ok: gce://test-project//qm-gpu-bad Running a2-highgpu-1g on-demand "" of "gpu-bad""#,
+                expected: r#"ok: gce://test-project/us-central1-a/qm-gpu-bad Running a2-highgpu-1g on-demand "us-central1-a" of "gpu-bad""#,
                 after: After::Remains,
             },
             Case {
@@ -510,7 +510,7 @@ mod gcp_cases {
                         instance_json(None, "RUNNING")
                     ),
                 )],
-                expected: r#"ok: gce://test-project//qm-gpu-bad Running a2-highgpu-1g on-demand "" of "gpu-bad""#,
+                expected: r#"ok: gce://test-project/us-central1-a/qm-gpu-bad Running a2-highgpu-1g on-demand "us-central1-a" of "gpu-bad""#,
                 after: After::Remains,
             },
             Case {
@@ -708,7 +708,7 @@ mod azure_cases {
                 name: "a 200 whose body is not JSON",
                 call: Do::Get,
                 canned: vec![(Call::Get, 200, HTML.to_owned())],
-                expected: r#"ok: azure:///subscriptions/sub/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/ Pending  on-demand "" of """#,
+                expected: "error: cloud API error: the VM qm-gpu-bad-0 was answered with a body that is not JSON: expected value at line 1 column 1",
                 after: After::Remains,
             },
             Case {

@@ -495,7 +495,22 @@ impl Arm for SdkArm {
                 .collect()
                 .await
                 .map_err(api_error)?;
-            Ok(Some(vm_of(&json_or_null(&body))))
+            // A 200 that is not a VM (an HTML page of a proxy, a truncated body) is an error,
+            // not a VM with no name in no state.
+            let v: Value = serde_json::from_slice(&body).map_err(|e| {
+                ApiError::other(
+                    ApiErrorKind::Response,
+                    format!("the VM {name} was answered with a body that is not JSON: {e}"),
+                )
+            })?;
+            let vm = vm_of(&v);
+            if vm.id.is_empty() || vm.name.is_empty() {
+                return Err(ApiError::other(
+                    ApiErrorKind::Response,
+                    format!("the VM {name} was answered without its id or name"),
+                ));
+            }
+            Ok(Some(vm))
         })
     }
 

@@ -116,6 +116,16 @@ fn api_error(e: SdkError) -> ApiError {
     }
 }
 
+/// `i`, whose zone is `zone` when the answer leaves it out (the zone asked for, or the
+/// aggregated list's key): without one its provider id could never be parsed again, so it could
+/// never be deleted.
+fn instance_in(zone: &str, mut i: model::Instance) -> GceInstance {
+    if i.zone.as_deref().is_none_or(str::is_empty) {
+        i.zone = Some(last_segment(zone));
+    }
+    instance(i)
+}
+
 fn instance(i: model::Instance) -> GceInstance {
     let spot = i
         .scheduling
@@ -260,12 +270,12 @@ impl Compute for SdkCompute {
                 .instances
                 .get()
                 .set_project(project)
-                .set_zone(zone)
+                .set_zone(zone.clone())
                 .set_instance(name)
                 .send()
                 .await
                 .map_err(api_error)?;
-            Ok(instance(i))
+            Ok(instance_in(&zone, i))
         })
     }
 
@@ -285,8 +295,8 @@ impl Compute for SdkCompute {
                     .await
                     .map_err(api_error)?;
                 let zones: BTreeMap<_, _> = page.items.into_iter().collect();
-                for scoped in zones.into_values() {
-                    out.extend(scoped.instances.into_iter().map(instance));
+                for (key, scoped) in zones {
+                    out.extend(scoped.instances.into_iter().map(|i| instance_in(&key, i)));
                 }
                 match page.next_page_token.filter(|t| !t.is_empty()) {
                     Some(t) => token = Some(t),
