@@ -130,6 +130,7 @@ fn assert_no_violations(name: &str, v: &Value) {
         "leaked_instances",
         "duplicate_launches",
         "limit_violations",
+        "gangs_half_launched",
         "servable_pods_unplaced",
     ] {
         assert_eq!(number(v, key), 0.0, "{name}: {key}: {v}");

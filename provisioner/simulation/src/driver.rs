@@ -135,6 +135,8 @@ struct Driver<'s> {
     live_by_pool: BTreeMap<String, limits::LiveInPool>,
     /// Launches that took a NodePool over one of its limits.
     limit_violations: u64,
+    /// Gangs seen partly launched past their launch timeout.
+    half_launched_gangs: std::collections::BTreeSet<String>,
 }
 
 /// Runs `scenario` with `seed` and measures it (the achievable saving and what consolidation
@@ -313,6 +315,7 @@ impl<'s> Driver<'s> {
             stats_before: EngineStats::default(),
             live_by_pool: BTreeMap::new(),
             limit_violations: 0,
+            half_launched_gangs: Default::default(),
         })
     }
 
@@ -1073,6 +1076,7 @@ impl<'s> Driver<'s> {
             return Ok(());
         }
         self.next_gc = self.now + GC_INTERVAL;
+        self.check_gangs();
         let clouds: Vec<Cloud> = self.clouds.keys().copied().collect();
         for cloud in clouds {
             let Ok(instances) = ready("list", self.now, self.clouds[&cloud].list())? else {

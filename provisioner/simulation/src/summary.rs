@@ -109,6 +109,9 @@ pub struct Summary {
     /// Launches that took a NodePool over its `limits` (resources, nodes, `maxHourlyCost`),
     /// checked against the clouds' live instances after every launch (must be 0).
     pub limit_violations: u64,
+    /// Gangs whose NodeClaims were seen partly launched and partly not past the gang launch
+    /// timeout (checked every 2 minutes; must be 0).
+    pub gangs_half_launched: u64,
     /// The `--chaos` seed, when faults were laid over the scenario.
     pub chaos_seed: Option<u64>,
     /// Driver crashes (`--chaos`), each followed by a restart that rebuilt the engine from the
@@ -312,6 +315,7 @@ impl Summary {
             ("leaked_instances", self.leaked_instances),
             ("duplicate_launches", self.duplicate_launches),
             ("limit_violations", self.limit_violations),
+            ("gangs_half_launched", self.gangs_half_launched),
             ("budget_violations", self.budget_violations),
             ("pdb_violations", self.pdb_violations),
             ("do_not_disrupt_violations", self.do_not_disrupt_violations),
@@ -421,6 +425,7 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         unbilled_instance_seconds: round6(run.audit.unbilled_instance_seconds),
         collected_instances: run.audit.collected_instances,
         limit_violations: run.audit.limit_violations,
+        gangs_half_launched: run.audit.gangs_half_launched,
         chaos_seed: scenario.chaos,
         restarts: run.audit.restarts.len() as u64,
         restarts_by_crash_point: run.audit.restarts.iter().fold(BTreeMap::new(), |mut m, p| {

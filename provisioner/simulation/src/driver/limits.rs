@@ -2,6 +2,10 @@
 //! the pool's live instances (capacity, count and price in force) must be within its
 //! `limits` (resources, `nodes`, `maxHourlyCost`). A launch that takes a pool over one of them
 //! is a `limit_violations` of the summary, however briefly the excess lasted.
+//!
+//! Gangs are checked with the garbage collection (every [`super::GC_INTERVAL`]): a gang whose
+//! NodeClaims are partly launched and partly not, past the gang launch timeout (plus one
+//! collection interval of slack), is a `gangs_half_launched` of the summary.
 
 use std::collections::BTreeMap;
 
@@ -52,6 +56,32 @@ impl Driver<'_> {
             && let Some(capacity) = live.instances.remove(&i)
         {
             live.capacity -= capacity;
+        }
+    }
+
+    /// Records the gangs left half-launched past their timeout now.
+    pub(super) fn check_gangs(&mut self) {
+        let deadline = self.scenario.engine.gang_launch_timeout + super::GC_INTERVAL;
+        // Per gang: the first claim's creation, and whether any is launched and any is not.
+        let mut gangs: BTreeMap<String, (chrono::DateTime<chrono::Utc>, bool, bool)> =
+            BTreeMap::new();
+        for c in self.engine.claims() {
+            let Some(gang) = c.gang else { continue };
+            if c.deleting {
+                continue;
+            }
+            let e = gangs.entry(gang).or_insert((c.created_at, false, false));
+            e.0 = e.0.min(c.created_at);
+            if c.provider_id.is_some() {
+                e.1 = true;
+            } else {
+                e.2 = true;
+            }
+        }
+        for (gang, (since, launched, waiting)) in gangs {
+            if launched && waiting && self.now - since > deadline {
+                self.half_launched_gangs.insert(gang);
+            }
         }
     }
 

@@ -82,6 +82,8 @@ pub struct Audit {
     pub collected_instances: u64,
     /// Launches that took a NodePool over its limits (see the driver's `limits` module).
     pub limit_violations: u64,
+    /// Gangs seen partly launched past their launch timeout (see the same module).
+    pub gangs_half_launched: u64,
     /// Driver crashes, each followed by a restart, by where the crash cut the work.
     pub restarts: Vec<super::CrashPoint>,
 }
@@ -333,6 +335,7 @@ impl Driver<'_> {
             unbilled_instance_seconds: (billed - recorded).max(0.0),
             collected_instances: self.collected,
             limit_violations: self.limit_violations,
+            gangs_half_launched: self.half_launched_gangs.len() as u64,
             restarts: self
                 .crashes
                 .as_ref()
