@@ -61,6 +61,10 @@ impl Driver<'_> {
 
     /// Records the gangs left half-launched past their timeout now.
     pub(super) fn check_gangs(&mut self) {
+        // Only gang launches can be half done (and the claims' views are not free to build).
+        if !self.scenario.gang_aware || !self.scenario.has_gangs() {
+            return;
+        }
         let deadline = self.scenario.engine.gang_launch_timeout + super::GC_INTERVAL;
         // Per gang: the first claim's creation, and whether any is launched and any is not.
         let mut gangs: BTreeMap<String, (chrono::DateTime<chrono::Utc>, bool, bool)> =
