@@ -41,6 +41,15 @@ pub struct LaunchRequest {
 }
 
 impl LaunchRequest {
+    /// The secrets of its NodeClass (user data, metadata values), for scrubbing errors that
+    /// may quote the request; none without a NodeClass spec.
+    pub fn secrets(&self) -> crate::Secrets {
+        self.node_class_spec
+            .as_ref()
+            .map(NodeClassSpec::secrets)
+            .unwrap_or_default()
+    }
+
     /// The primary offering.
     pub fn primary(&self) -> LaunchOffering {
         LaunchOffering {

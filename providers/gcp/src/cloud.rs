@@ -452,11 +452,7 @@ impl CloudProvider for GcpCloud {
         Box::pin(async move {
             // A rejected launch may quote the request (user data, metadata) in the cloud's
             // words; those words become logs, Events and NodeClaim conditions.
-            let secrets = request
-                .node_class_spec
-                .as_ref()
-                .map(NodeClassSpec::secrets)
-                .unwrap_or_default();
+            let secrets = request.secrets();
             self.launch(request).await.map_err(|e| e.scrubbed(&secrets))
         })
     }

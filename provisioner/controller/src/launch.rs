@@ -182,10 +182,7 @@ async fn launch_inner(
     // metadata) or the environment's credentials into logs, Events or the NodeClaim's
     // conditions.
     let secrets = request
-        .node_class_spec
-        .as_ref()
-        .map(NodeClassSpec::secrets)
-        .unwrap_or_default()
+        .secrets()
         .with(&quartermaster_cloud::Secrets::of_process());
     let instance = provider
         .create(&request)
