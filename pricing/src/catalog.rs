@@ -15,6 +15,24 @@ pub const EMBEDDED_FILES: [(&str, &str); 3] = [
     ("azure.toml", include_str!("../data/azure.toml")),
 ];
 
+/// The embedded generated offerings files, each with the facts file it extends:
+/// `(facts file name, offerings file name, contents)` (see [`crate::generated`]).
+pub const EMBEDDED_OFFERINGS: [(&str, &str, &str); 1] = [(
+    "aws.toml",
+    "offerings/aws.csv",
+    include_str!("../data/offerings/aws.csv"),
+)];
+
+/// The embedded catalog, every region, parsed once per process.
+fn embedded_all_regions_shared() -> &'static Catalog {
+    static EMBEDDED: OnceLock<Catalog> = OnceLock::new();
+    EMBEDDED.get_or_init(|| {
+        Catalog::from_sources(&EMBEDDED_FILES, &EMBEDDED_OFFERINGS).unwrap_or_else(|e| {
+            panic!("embedded catalog data is invalid (caught by unit tests): {e}")
+        })
+    })
+}
+
 /// An ordered collection of instance types, unique by `(cloud, name)`, with each cloud's
 /// default region and the interruption bands of spot offerings where known.
 ///
@@ -52,31 +70,37 @@ impl Catalog {
     pub fn embedded() -> Catalog {
         static DEFAULT_REGIONS: OnceLock<Catalog> = OnceLock::new();
         DEFAULT_REGIONS
-            .get_or_init(|| Catalog::embedded_all_regions().in_default_regions())
+            .get_or_init(|| embedded_all_regions_shared().in_default_regions())
             .clone()
     }
 
-    /// The catalog compiled into the binary from `data/aws.toml`, `data/gcp.toml` and
-    /// `data/azure.toml`, every region of every cloud, with each cloud's default region. The
-    /// data is parsed once per process.
+    /// The catalog compiled into the binary from the curated facts files `data/aws.toml`,
+    /// `data/gcp.toml` and `data/azure.toml` and the generated offerings `data/offerings/aws.csv`
+    /// ([`Catalog::from_sources`]), every region of every cloud, with each cloud's default
+    /// region. The data is parsed once per process.
     ///
     /// # Panics
     ///
     /// If the embedded data is invalid — which the crate's unit tests rule out.
     pub fn embedded_all_regions() -> Catalog {
-        static EMBEDDED: OnceLock<Catalog> = OnceLock::new();
-        EMBEDDED
-            .get_or_init(|| {
-                let mut catalog = Catalog::default();
-                for (name, text) in EMBEDDED_FILES {
-                    let f = Catalog::parse(name, text).unwrap_or_else(|e| {
-                        panic!("embedded catalog data is invalid (caught by unit tests): {e}")
-                    });
-                    catalog = catalog.with_override(f);
-                }
-                catalog
-            })
-            .clone()
+        embedded_all_regions_shared().clone()
+    }
+
+    /// A catalog from facts files `(name, text)` in order, each extended by the generated
+    /// offerings files `(facts file name, name, text)` that name it.
+    pub fn from_sources(
+        facts: &[(&str, &str)],
+        offerings: &[(&str, &str, &str)],
+    ) -> Result<Catalog, PricingError> {
+        let mut catalog = Catalog::default();
+        for (name, text) in facts {
+            let mut f = Catalog::parse(name, text)?;
+            for (_, file, text) in offerings.iter().filter(|(of, _, _)| of == name) {
+                crate::generated::apply(file, text, &mut f)?;
+            }
+            catalog = catalog.with_override(f);
+        }
+        Ok(catalog)
     }
 
     /// Reads and validates a user catalog file.
@@ -204,14 +228,26 @@ impl Catalog {
     /// The catalog with only the offerings `keep(cloud, region)` accepts; instance types left
     /// with no offering are dropped. Default regions and interruption bands are kept.
     pub fn retain_regions(&self, keep: impl Fn(Cloud, &str) -> bool) -> Catalog {
-        let mut out = self.clone();
-        out.labels.clear();
-        for t in &mut out.instance_types {
-            let cloud = t.cloud;
-            t.offerings.retain(|o| keep(cloud, &o.region));
+        // Only the kept offerings are cloned: the embedded catalog has thousands in other regions.
+        let instance_types = self
+            .instance_types
+            .iter()
+            .filter_map(|t| {
+                let offerings: Vec<Offering> = t
+                    .offerings
+                    .iter()
+                    .filter(|o| keep(t.cloud, &o.region))
+                    .cloned()
+                    .collect();
+                (!offerings.is_empty()).then(|| t.with_offerings(offerings))
+            })
+            .collect();
+        Catalog {
+            instance_types,
+            default_regions: self.default_regions.clone(),
+            spot_interruptions: self.spot_interruptions.clone(),
+            labels: LabelCache::default(),
         }
-        out.instance_types.retain(|t| !t.offerings.is_empty());
-        out
     }
 
     /// The catalog restricted to each cloud's [`Catalog::default_region`] (a cloud without one

@@ -59,6 +59,18 @@ pub enum PricingError {
         name: String,
     },
 
+    /// A line of tabular offering data is malformed: a generated offerings file
+    /// (`data/offerings/*.csv`) or a SkyPilot `vms.csv` read by the catalog generator.
+    #[error("{file}: line {line}: {message}")]
+    Data {
+        /// The file name.
+        file: String,
+        /// 1-based line of the problem (0 for the file as a whole).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+
     /// A string is not one of the known clouds (`aws`, `gcp`, `azure`).
     #[error("unknown cloud \"{0}\"; expected one of aws, gcp, azure")]
     UnknownCloud(String),

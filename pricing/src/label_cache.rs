@@ -1,11 +1,11 @@
 //! Labels of every instance type and offering, built once per catalog: a solve looks at every
 //! offering, and building their label maps each time was most of a solve's work.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::InstanceType;
+use crate::{CapacityType, InstanceType};
 
 /// Labels as shared, immutable maps.
 pub type SharedLabels = Arc<BTreeMap<String, String>>;
@@ -20,11 +20,24 @@ pub struct TypeLabels {
     pub offerings: Vec<SharedLabels>,
 }
 
+/// An offering's own labels depend only on its region, zone and capacity type, which thousands
+/// of offerings share: one map per combination, shared by all of them.
+type OfferingLabelsByKey<'a> = HashMap<(&'a str, &'a str, CapacityType), SharedLabels>;
+
 impl TypeLabels {
-    fn of(it: &InstanceType) -> Self {
+    fn of<'a>(it: &'a InstanceType, shared: &mut OfferingLabelsByKey<'a>) -> Self {
         Self {
             instance_type: Arc::new(it.labels()),
-            offerings: it.offerings.iter().map(|o| Arc::new(o.labels())).collect(),
+            offerings: it
+                .offerings
+                .iter()
+                .map(|o| {
+                    shared
+                        .entry((o.region.as_str(), o.zone.as_str(), o.capacity_type))
+                        .or_insert_with(|| Arc::new(o.labels()))
+                        .clone()
+                })
+                .collect(),
         }
     }
 }
@@ -36,8 +49,15 @@ pub(crate) struct LabelCache(OnceLock<Arc<Vec<TypeLabels>>>);
 
 impl LabelCache {
     pub(crate) fn get(&self, types: &[InstanceType]) -> &[TypeLabels] {
-        self.0
-            .get_or_init(|| Arc::new(types.iter().map(TypeLabels::of).collect()))
+        self.0.get_or_init(|| {
+            let mut shared = OfferingLabelsByKey::new();
+            Arc::new(
+                types
+                    .iter()
+                    .map(|t| TypeLabels::of(t, &mut shared))
+                    .collect(),
+            )
+        })
     }
 
     pub(crate) fn clear(&mut self) {

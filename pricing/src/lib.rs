@@ -26,16 +26,21 @@
 //!
 //! ## Sources
 //!
-//! The compiled-in data lives in `data/aws.toml`, `data/gcp.toml` and `data/azure.toml`. Each
-//! file's header lists its sources with repository, path, commit and date, and says how zones
-//! were chosen. In short:
+//! The compiled-in data lives in the curated facts files `data/aws.toml`, `data/gcp.toml` and
+//! `data/azure.toml`, and in the generated offerings file `data/offerings/aws.csv`, written by
+//! `catalog-gen` ([`generate`]) from a dated SkyPilot catalog snapshot and the facts files
+//! (refresh: `cargo run -p quartermaster-pricing --bin catalog-gen -- --skypilot DIR --commit SHA
+//! --read-on YYYY-MM-DD`). Each file's header lists its sources with repository, path, commit
+//! and date, and says how zones were chosen. In short:
 //!
 //! * AWS prices: Karpenter's generated on-demand price table
 //!   (`aws/karpenter-provider-aws`, `pkg/providers/pricing/zz_generated.pricing_aws.go`,
 //!   generated 2026-07-20 for us-east-1) — e.g. p5.48xlarge 55.04 and p4d.24xlarge 21.957642,
 //!   the prices after AWS's 2025 cut, not the older marketing figures. Specs: Karpenter's
 //!   instance-type reference (from EC2 `DescribeInstanceTypes`). Per-AZ spot prices and AZ
-//!   availability: `skypilot-org/skypilot-catalog` `catalogs/v8/aws/vms.csv`.
+//!   availability: `skypilot-org/skypilot-catalog` `catalogs/v8/aws/vms.csv`; the offerings of
+//!   the generated types (g5, g6, g6e, g7e, p4d, p4de, p5, p5en, p6-b200, inf2, trn1, trn1n: every
+//!   region and zone of the snapshot, on-demand and spot) come from it alone.
 //! * GCP prices: `cloudpilot-ai/karpenter-provider-gcp`'s `initial-prices.json` (us-central1,
 //!   2026-08-03, on-demand and spot); zones and shapes: SkyPilot's `catalogs/v8/gcp/vms.csv`.
 //! * Azure prices: `Azure/karpenter-provider-azure`'s generated price table (eastus, generated
@@ -136,9 +141,12 @@
 #![forbid(unsafe_code)]
 
 mod catalog;
+pub mod coverage;
 pub mod derived;
 mod error;
 mod file;
+pub mod generate;
+pub mod generated;
 pub mod interruption;
 pub mod label_cache;
 pub mod labels;
@@ -148,7 +156,7 @@ pub mod overhead;
 pub mod resources;
 pub mod sharing;
 
-pub use catalog::{Catalog, EMBEDDED_FILES};
+pub use catalog::{Catalog, EMBEDDED_FILES, EMBEDDED_OFFERINGS};
 pub use error::PricingError;
 pub use file::{CatalogFile, CatalogMode, MAX_PRICE_PER_HOUR, OfferingKey, zone_matches_region};
 pub use interruption::{InterruptionBand, SpotInterruption};
@@ -157,6 +165,8 @@ pub use model::{
     Accelerator, Arch, CapacityType, Cloud, InstanceType, Interconnect, Offering, Overhead,
 };
 
+#[cfg(test)]
+mod generate_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

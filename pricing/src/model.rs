@@ -286,6 +286,26 @@ pub struct InstanceType {
 }
 
 impl InstanceType {
+    /// The same type with other offerings (cloning everything but the offerings).
+    pub fn with_offerings(&self, offerings: Vec<Offering>) -> InstanceType {
+        InstanceType {
+            cloud: self.cloud,
+            name: self.name.clone(),
+            family: self.family.clone(),
+            vcpu: self.vcpu,
+            memory_mib: self.memory_mib,
+            arch: self.arch,
+            accelerator: self.accelerator.clone(),
+            local_nvme_gb: self.local_nvme_gb,
+            network_gbps: self.network_gbps,
+            interconnect: self.interconnect,
+            efa_count: self.efa_count,
+            max_pods: self.max_pods,
+            overhead: self.overhead,
+            offerings,
+        }
+    }
+
     /// The static labels of the type (no region, zone or capacity type).
     ///
     /// `quartermaster.dev/instance-network-bandwidth` is in Mbps and is omitted when the

@@ -106,9 +106,11 @@ fn reference_doc_prices_are_exact() {
         (Cloud::Aws, "p4de.24xlarge", 27.44705, Some(8.6505)),
         (Cloud::Aws, "p5.4xlarge", 6.88, None),
         (Cloud::Aws, "p5en.48xlarge", 63.296, Some(16.5551)),
-        (Cloud::Aws, "g5.xlarge", 1.006, None),
-        (Cloud::Aws, "g6e.48xlarge", 30.13118, None),
-        (Cloud::Aws, "inf2.48xlarge", 12.98127, None),
+        // g5/g6/g6e offerings are generated from SKY-AWS (data/offerings/aws.csv): spot in
+        // us-east-1 since 2026-12-04 (g5.xlarge use1-az2, g6e.48xlarge use1-az1).
+        (Cloud::Aws, "g5.xlarge", 1.006, Some(0.4246)),
+        (Cloud::Aws, "g6e.48xlarge", 30.13118, Some(8.0189)),
+        (Cloud::Aws, "inf2.48xlarge", 12.98127, Some(4.1929)),
         // GCP spot: SKY-GCP host + GPU spot rows, not the reference doc's K-GCP-P figures
         // (1.92802, 50.6095), which are 7–89% higher (see the gcp.toml header).
         (Cloud::Gcp, "a2-highgpu-1g", 3.673385, Some(1.80385)),
@@ -440,8 +442,9 @@ fn offering_serializes_with_snake_case_fields() {
     assert_eq!(v["capacity_type"], "on-demand");
     assert_eq!(v["price_per_hour"], 21.957642);
     assert_eq!(v["available"], true);
-    assert_eq!(v["price_source"], "K-AWS-P");
-    assert_eq!(v["price_as_of"], "2026-07-20");
+    // p4d.24xlarge's offerings are generated from SKY-AWS (data/offerings/aws.csv).
+    assert_eq!(v["price_source"], "SKY-AWS");
+    assert_eq!(v["price_as_of"], "2026-12-04");
     let t = serde_json::to_value(c.get(Cloud::Aws, "p4d.24xlarge").unwrap()).unwrap();
     assert_eq!(t["cloud"], "aws");
     assert_eq!(t["memory_mib"], 1179648);

@@ -252,7 +252,8 @@ async fn embedded_prices_stay_when_the_apis_fail_or_answer_nonsense() {
             "us-east-1a",
             CapacityType::OnDemand
         ),
-        (55.04, "K-AWS-P".to_owned())
+        // p5/g5 offerings are generated from SKY-AWS (pricing/data/offerings/aws.csv).
+        (55.04, "SKY-AWS".to_owned())
     );
 
     // A Pricing API that answers zero and NaN.
@@ -285,7 +286,7 @@ async fn embedded_prices_stay_when_the_apis_fail_or_answer_nonsense() {
             "us-east-1a",
             CapacityType::OnDemand
         ),
-        (1.006, "K-AWS-P".to_owned())
+        (1.006, "SKY-AWS".to_owned())
     );
 }
 

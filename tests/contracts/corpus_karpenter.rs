@@ -334,7 +334,7 @@ fn an_unknown_region_is_a_precise_error() {
     );
     // A well-formed region the catalog does not sell in: plan says which regions it has.
     let imported_west = scratch("eu.yaml");
-    let o = import(&GPU_BLUEPRINT, &["--region", "eu-west-3"], &imported_west);
+    let o = import(&GPU_BLUEPRINT, &["--region", "af-south-1"], &imported_west);
     assert_eq!(o.code, 0, "{}", show(&o));
     let workload = corpus().join(GPU_WORKLOAD).display().to_string();
     let plan = quartermaster(&[
@@ -347,7 +347,7 @@ fn an_unknown_region_is_a_precise_error() {
     assert_ne!(plan.code, 0, "{}", show(&plan));
     assert!(
         plan.stderr.contains(
-            "NodePool/gpu: spec.template.spec.nodeClassRef: AWSNodeClass gpu spec.region \"eu-west-3\" has no aws offerings in the catalog; its aws regions: ap-northeast-1, eu-central-1, eu-west-1, us-east-1, us-east-2, us-west-2"
+            "NodePool/gpu: spec.template.spec.nodeClassRef: AWSNodeClass gpu spec.region \"af-south-1\" has no aws offerings in the catalog; its aws regions: ap-east-1, ap-northeast-1, ap-northeast-2, ap-south-1, ap-southeast-1, ap-southeast-2, ap-southeast-3, ca-central-1, eu-central-1, eu-north-1, eu-south-2, eu-west-1, eu-west-2, eu-west-3, me-central-1, us-east-1, us-east-2, us-west-1, us-west-2"
         ),
         "{}",
         show(&plan)

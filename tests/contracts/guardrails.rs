@@ -99,7 +99,15 @@ fn a_one_gpu_pod_that_needs_an_a100_gets_p4d_only_without_the_guard() {
 #[test]
 fn the_guard_keeps_oversized_types_out_of_the_fallbacks_and_explain_says_why() {
     let work = scratch("plain-pod.yaml", &pod(""));
-    let free = scratch("free-pool-2.yaml", &pool("", ""));
+    // One zone: across the five us-east-1 zones the catalog sells g5 in, the 12 alternatives are
+    // all g5.xlarge / 2xlarge / 12xlarge before any 8-GPU type.
+    let free = scratch(
+        "free-pool-2.yaml",
+        &pool(
+            "",
+            "- {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}",
+        ),
+    );
     let p = run(&["plan"], &[&free, &work]);
     assert_eq!(types_of(&p["new_nodes"]), ["g5.xlarge"], "{p:#}");
     assert!(

@@ -1,0 +1,142 @@
+//! `catalog-gen`: regenerates the embedded catalog's offerings from a SkyPilot catalog snapshot.
+//!
+//! ```text
+//! cargo run -p quartermaster-pricing --bin catalog-gen -- \
+//!     --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--out pricing/data]
+//! ```
+//!
+//! `DIR` is a checkout of `skypilot-org/skypilot-catalog` (its `catalogs/v8/<cloud>/vms.csv`
+//! is read) or a directory of extracts laid out as `<cloud>/vms.csv`. For every supported cloud
+//! found there (AWS so far) the facts file `<out>/<cloud>.toml` and the snapshot give
+//! `<out>/offerings/<cloud>.csv`. Then the coverage of the resulting catalog is printed as the
+//! Markdown table the README's catalog section shows.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use chrono::NaiveDate;
+use quartermaster_pricing::generate::{Snapshot, generate};
+use quartermaster_pricing::{Catalog, Cloud, coverage};
+
+const USAGE: &str =
+    "usage: catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--out DIR]";
+
+struct Args {
+    skypilot: PathBuf,
+    commit: String,
+    read_on: NaiveDate,
+    out: PathBuf,
+}
+
+fn args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let (mut skypilot, mut commit, mut read_on) = (None, None, None);
+    let mut out = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value\n{USAGE}"));
+        match flag.as_str() {
+            "--skypilot" => skypilot = Some(PathBuf::from(value()?)),
+            "--commit" => commit = Some(value()?),
+            "--read-on" => {
+                let v = value()?;
+                read_on = Some(
+                    NaiveDate::parse_from_str(&v, "%Y-%m-%d")
+                        .map_err(|_| format!("--read-on {v}: not a date YYYY-MM-DD"))?,
+                );
+            }
+            "--out" => out = PathBuf::from(value()?),
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    match (skypilot, commit, read_on) {
+        (Some(skypilot), Some(commit), Some(read_on)) => Ok(Args {
+            skypilot,
+            commit,
+            read_on,
+            out,
+        }),
+        _ => Err(USAGE.to_owned()),
+    }
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn run() -> Result<(), String> {
+    let a = args()?;
+    let mut written = 0;
+    for cloud in [Cloud::Aws] {
+        let rel = format!("catalogs/v8/{cloud}/vms.csv");
+        let path = [
+            a.skypilot.join(&rel),
+            a.skypilot.join(format!("{cloud}/vms.csv")),
+        ]
+        .into_iter()
+        .find(|p| p.is_file());
+        let Some(path) = path else {
+            eprintln!(
+                "catalog-gen: no {rel} under {}; {cloud} skipped",
+                a.skypilot.display()
+            );
+            continue;
+        };
+        let facts_name = format!("{cloud}.toml");
+        let facts = read(&a.out.join(&facts_name))?;
+        let snapshot = Snapshot {
+            repo: "skypilot-org/skypilot-catalog".to_owned(),
+            path: rel,
+            commit: a.commit.clone(),
+            read_on: a.read_on,
+        };
+        let g = generate(cloud, &facts_name, &facts, &read(&path)?, &snapshot)
+            .map_err(|e| e.to_string())?;
+        let dir = a.out.join("offerings");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let target = dir.join(format!("{cloud}.csv"));
+        std::fs::write(&target, &g.text).map_err(|e| format!("{}: {e}", target.display()))?;
+        let s = &g.summary;
+        eprintln!(
+            "catalog-gen: {} ({} rows read): {} types, {} regions, {} on-demand and {} spot offerings",
+            target.display(),
+            s.rows_read,
+            s.types,
+            s.regions,
+            s.on_demand,
+            s.spot
+        );
+        if !s.left_out.is_empty() {
+            eprintln!(
+                "catalog-gen: accelerator types left out (no entry in {facts_name}): {}",
+                s.left_out.iter().cloned().collect::<Vec<_>>().join(" ")
+            );
+        }
+        written += 1;
+    }
+    if written == 0 {
+        return Err(format!("nothing generated from {}", a.skypilot.display()));
+    }
+    // The coverage of the catalog as it will be embedded: the facts files plus the files just
+    // written (not the copies compiled into this binary).
+    let mut facts = Vec::new();
+    for name in ["aws.toml", "gcp.toml", "azure.toml"] {
+        facts.push((name, read(&a.out.join(name))?));
+    }
+    let aws = read(&a.out.join("offerings/aws.csv"))?;
+    let facts: Vec<(&str, &str)> = facts.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let catalog = Catalog::from_sources(&facts, &[("aws.toml", "offerings/aws.csv", &aws)])
+        .map_err(|e| e.to_string())?;
+    print!("{}", coverage::markdown(&coverage::coverage(&catalog)));
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("catalog-gen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
