@@ -104,7 +104,7 @@ pub fn register(
 ) -> Node {
     let mut node = node.clone();
     let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
-    for (k, v) in &claim.labels {
+    for (k, v) in claim.labels.iter() {
         labels.entry(k.clone()).or_insert_with(|| v.clone());
     }
     labels.insert(LABEL_NODEPOOL.to_owned(), claim.node_pool.clone());

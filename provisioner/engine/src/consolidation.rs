@@ -351,7 +351,10 @@ impl Engine {
                 else {
                     return false;
                 };
-                let ripe = c.last_change + after;
+                // Ripe `consolidateAfter` after its last pod change, and after its pool last
+                // grew for pending pods.
+                let grew = self.grew_at.get(c.pool).copied().flatten();
+                let ripe = c.last_change.max(grew.unwrap_or(c.last_change)) + after;
                 if now < ripe {
                     wake = Some(wake.map_or(ripe, |w| w.min(ripe)));
                 }

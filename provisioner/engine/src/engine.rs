@@ -164,7 +164,7 @@ pub struct ClaimView {
     /// When its node was initialized.
     pub initialized_at: Option<DateTime<Utc>>,
     /// Labels its node must carry (pool template, offering, NodePool).
-    pub labels: BTreeMap<String, String>,
+    pub labels: std::sync::Arc<BTreeMap<String, String>>,
     /// Whether its deletion was asked for.
     pub deleting: bool,
     /// Hash of the NodePool template it was created from (label
@@ -200,6 +200,10 @@ pub struct Engine {
     next_claim: u64,
     stats: EngineStats,
     last_poll: Option<DateTime<Utc>>,
+    /// When the provisioner last bought nodes for pending pods, by pool: a pool still growing
+    /// is not consolidated (its nodes ripen `consolidateAfter` after the last such launch, so
+    /// a ramp of arrivals is not met with evictions).
+    pub(crate) grew_at: Vec<Option<DateTime<Utc>>>,
     /// Bumped whenever pods or nodes change; consolidation skips a look when nothing changed.
     version: u64,
     consolidation_seen: Option<u64>,
@@ -233,6 +237,7 @@ impl Engine {
             next_claim: 0,
             stats: EngineStats::default(),
             last_poll: None,
+            grew_at: Vec::new(),
             version: 0,
             consolidation_seen: None,
             nominations_dirty: false,
@@ -264,7 +269,16 @@ impl Engine {
 
     /// Every live NodeClaim.
     pub fn claims(&self) -> impl Iterator<Item = ClaimView> + '_ {
-        self.claims.values().map(|c| ClaimView {
+        self.claims.values().map(|c| self.view(c))
+    }
+
+    /// The claim named `name`, if the engine knows it.
+    pub fn claim(&self, name: &str) -> Option<ClaimView> {
+        self.claims.get(name).map(|c| self.view(c))
+    }
+
+    fn view(&self, c: &Claim) -> ClaimView {
+        ClaimView {
             name: c.name.clone(),
             node_pool: self.setup.pools[c.pool].spec.name.clone(),
             cloud: c.cloud,
@@ -280,7 +294,7 @@ impl Engine {
             launched_at: c.launched_at,
             registered_at: c.registered_at,
             gang: c.gang.as_ref().map(|g| g.gang.clone()),
-        })
+        }
     }
 
     /// The claim a pod is nominated or bound to.
@@ -622,7 +636,15 @@ impl Engine {
         }
         self.stats.solves += 1;
         let plan = crate::engine::plan(&snapshot, &self.setup.catalog, now);
-        self.apply(now, plan, &target_to_claim);
+        for name in self.apply(now, plan, &target_to_claim) {
+            let Some(pool) = self.claims.get(&name).map(|c| c.pool) else {
+                continue;
+            };
+            if self.grew_at.len() <= pool {
+                self.grew_at.resize(pool + 1, None);
+            }
+            self.grew_at[pool] = Some(now);
+        }
     }
 
     /// Carries out a plan; returns the names of the NodeClaims it created.
@@ -897,7 +919,7 @@ impl Engine {
             zone: c.offering.zone.clone(),
             capacity_type: c.offering.capacity_type,
             price_per_hour: c.offering.price_per_hour,
-            labels: c.node_labels(),
+            labels: c.node_labels().as_ref().clone(),
             tags,
             fallbacks: c
                 .alternatives

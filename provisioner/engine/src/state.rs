@@ -136,7 +136,7 @@ pub(crate) struct GangLaunch {
 /// a simulation's time).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NodeFacts {
-    labels: BTreeMap<String, String>,
+    labels: Arc<BTreeMap<String, String>>,
     node: Option<NodeView>,
     merged: OnceLock<Arc<BTreeMap<String, String>>>,
 }
@@ -145,7 +145,7 @@ impl NodeFacts {
     /// Facts of a node about to be launched with `labels`.
     pub fn new(labels: BTreeMap<String, String>) -> Self {
         Self {
-            labels,
+            labels: Arc::new(labels),
             node: None,
             merged: OnceLock::new(),
         }
@@ -159,7 +159,12 @@ impl NodeFacts {
     /// The launch labels, to change.
     pub fn labels_mut(&mut self) -> &mut BTreeMap<String, String> {
         self.merged.take();
-        &mut self.labels
+        Arc::make_mut(&mut self.labels)
+    }
+
+    /// The launch labels, shared.
+    pub fn shared_labels(&self) -> Arc<BTreeMap<String, String>> {
+        self.labels.clone()
     }
 
     /// The Node, once registered.
@@ -177,7 +182,7 @@ impl NodeFacts {
     pub fn merged_labels(&self) -> Arc<BTreeMap<String, String>> {
         self.merged
             .get_or_init(|| {
-                let mut labels = self.labels.clone();
+                let mut labels = (*self.labels).clone();
                 if let Some(node) = &self.node {
                     labels.extend(node.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
                 }
@@ -189,12 +194,13 @@ impl NodeFacts {
 
 impl Claim {
     /// The labels its node carries: the offering's and the pool's, and its gang's.
-    pub fn node_labels(&self) -> BTreeMap<String, String> {
+    pub fn node_labels(&self) -> Arc<BTreeMap<String, String>> {
+        let Some(g) = &self.gang else {
+            return self.facts.shared_labels();
+        };
         let mut labels = self.facts.labels().clone();
-        if let Some(g) = &self.gang {
-            labels.extend(g.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        labels
+        labels.extend(g.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Arc::new(labels)
     }
 
     /// The Node, once registered.

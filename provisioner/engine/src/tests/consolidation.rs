@@ -303,3 +303,40 @@ fn a_full_on_demand_node_is_asked_about_before_equally_full_spot_nodes() {
         "{actions:?}"
     );
 }
+
+#[test]
+fn a_pool_still_growing_for_pending_pods_is_not_consolidated() {
+    let mut e = consolidating_engine();
+    e.handle(t(0), Event::PodPending(cpu_pod("a", 2500)));
+    e.handle(t(0), Event::PodPending(cpu_pod("c", 1000)));
+    e.handle(t(0), Event::PodPending(cpu_pod("b", 2500)));
+    let actions = e.poll(t(2));
+    bring_up(&mut e, &actions, 2, 0);
+    assert_eq!(binds(&e.poll(t(40))).len(), 3);
+    e.handle(t(100), Event::PodGone(PodRef::new("default", "a")));
+    // At t=200 a pod arrives that fits on neither node: the pool grows again, so its nodes
+    // ripen consolidateAfter (5m) after that launch, not after their last pod change.
+    e.handle(t(200), Event::PodPending(cpu_pod("d", 3800)));
+    let actions = e.poll(t(202));
+    assert_eq!(launches(&actions).len(), 1, "{actions:?}");
+    bring_up(&mut e, &actions, 202, 2);
+    assert_eq!(binds(&e.poll(t(240))).len(), 1);
+    let early = settle(&mut e, 240, 501);
+    assert!(
+        early
+            .iter()
+            .all(|a| !matches!(a, Action::Delete { .. } | Action::Cordon { .. })),
+        "not while the pool grew within consolidateAfter: {early:?}"
+    );
+    let actions = settle(&mut e, 501, 1200);
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            Action::Delete {
+                reason: DeleteReason::Underutilized,
+                ..
+            }
+        )),
+        "consolidated once the pool stopped growing: {actions:?}"
+    );
+}
