@@ -63,6 +63,9 @@ const REGISTRATION_RESEND: TimeDelta = TimeDelta::seconds(10);
 const DELETE_RESEND: TimeDelta = TimeDelta::seconds(10);
 /// How often instances without a NodeClaim are looked for.
 const GC_INTERVAL: TimeDelta = TimeDelta::minutes(2);
+/// How often the fleet gauges (nodes, costs, per-pod cost) are rebuilt: they cost a walk over
+/// every claim and pod, and are scraped every 15 s or so, so not on every pass.
+const EXPORT_INTERVAL: TimeDelta = TimeDelta::seconds(5);
 
 /// The loop's memory between passes: only what the engine was told, so that each change is
 /// reported once. Everything here is rebuilt from the cluster after a restart.
@@ -103,9 +106,14 @@ pub struct Driver {
     outcomes_rx: mpsc::UnboundedReceiver<Outcome>,
     next_gc: Option<DateTime<Utc>>,
     next_events: Option<DateTime<Utc>>,
+    next_export: Option<DateTime<Utc>>,
+    /// When the fleet gauges were last rebuilt (accelerator-seconds accrue from then).
+    last_export: Option<DateTime<Utc>>,
     last_pass: Option<DateTime<Utc>>,
     /// The resource table of the engine in use.
     table: ResourceTable,
+    /// Pods read into the solver's terms, kept until they change.
+    readings: crate::pod_readings::PodReadings,
     /// Do-not-disrupt pods and nodes and PDBs last told to the engine (told again on change).
     disruption_inputs: DisruptionInputs,
     requests: crate::provisioning_requests::Requests,
@@ -149,8 +157,11 @@ impl Driver {
             outcomes_rx,
             next_gc: None,
             next_events: None,
+            next_export: None,
+            last_export: None,
             last_pass: None,
             table: ResourceTable::default(),
+            readings: Default::default(),
             disruption_inputs: DisruptionInputs::default(),
             requests: Default::default(),
             catalog: ctx.catalog.clone(),
@@ -192,9 +203,11 @@ impl Driver {
     ) {
         let mut stop = std::pin::pin!(stop);
         loop {
+            let started = Instant::now();
             if self.ctx.writer.is_leader() && self.ctx.stores.synced() {
                 self.pass(self.ctx.clock.now());
             }
+            let took = started.elapsed();
             let wait = self
                 .engine
                 .as_ref()
@@ -211,8 +224,10 @@ impl Driver {
                 }
                 () = tokio::time::sleep(wait) => {}
             }
-            // Let a burst of changes settle before the next pass.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            // Let a burst of changes settle before the next pass, and at least as long as the
+            // pass took: under a storm of changes the loop uses at most half a core, and the
+            // next pass sees more of them at once.
+            tokio::time::sleep(took.max(std::time::Duration::from_millis(50))).await;
         }
     }
 
@@ -280,7 +295,10 @@ impl Driver {
         self.terminations();
         self.collect_garbage(now);
         self.poll_cloud_events(now);
-        crate::fleet::export(self, now);
+        if due(&mut self.next_export, now, EXPORT_INTERVAL) {
+            crate::fleet::export(self, now);
+            self.last_export = Some(now);
+        }
         crate::page::record_pass(self, now);
         self.last_pass = Some(now);
         self.ctx
@@ -297,9 +315,9 @@ impl Driver {
             .unwrap_or_default()
     }
 
-    /// When the last pass ran.
-    pub(crate) fn last_pass(&self) -> Option<DateTime<Utc>> {
-        self.last_pass
+    /// When the fleet gauges were last rebuilt.
+    pub(crate) fn last_export(&self) -> Option<DateTime<Utc>> {
+        self.last_export
     }
 
     pub(crate) fn ctx(&self) -> &Arc<Context> {
@@ -316,6 +334,18 @@ impl Driver {
         let stores = &self.ctx.stores;
         let claims: Vec<Arc<NodeClaim>> = stores.node_claims.state();
         let nodes = stores.nodes.state();
+        // A node is ours by its NodeClaim label, or by the name or provider id a claim
+        // recorded (one pass over each list, not claims × nodes).
+        let mut claim_nodes: BTreeSet<&str> = BTreeSet::new();
+        let mut claim_providers: BTreeSet<&str> = BTreeSet::new();
+        for status in claims.iter().filter_map(|c| c.status.as_ref()) {
+            if let Some(n) = &status.node_name {
+                claim_nodes.insert(n);
+            }
+            if let Some(p) = &status.provider_id {
+                claim_providers.insert(p);
+            }
+        }
         let our_nodes: BTreeSet<String> = nodes
             .iter()
             .filter(|n| {
@@ -323,19 +353,19 @@ impl Driver {
                     .labels
                     .as_ref()
                     .is_some_and(|l| l.contains_key(LABEL_NODECLAIM))
-                    || claims.iter().any(|c| {
-                        let s = c.status.as_ref();
-                        s.and_then(|s| s.node_name.as_ref()).is_some()
-                            && s.and_then(|s| s.node_name.as_ref()) == n.metadata.name.as_ref()
-                            || s.and_then(|s| s.provider_id.as_ref()).is_some()
-                                && s.and_then(|s| s.provider_id.clone())
-                                    == n.spec.as_ref().and_then(|s| s.provider_id.clone())
-                    })
+                    || n.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|name| claim_nodes.contains(name))
+                    || n.spec
+                        .as_ref()
+                        .and_then(|s| s.provider_id.as_deref())
+                        .is_some_and(|id| claim_providers.contains(id))
             })
             .filter_map(|n| n.metadata.name.clone())
             .collect();
         let table = self.table.clone();
-        let observed = crate::translate::observe_with_requests(
+        let observed = crate::translate::observe_with_readings(
             &stores.pods.state(),
             &our_nodes,
             &stores.node_pools.state(),
@@ -364,6 +394,7 @@ impl Driver {
             &self.catalog,
             &table,
             self.ctx.region.as_deref(),
+            &mut self.readings,
         );
         for (object, reason) in &observed.rejected {
             tracing::warn!(object, reason, "object left out of provisioning");
@@ -690,7 +721,7 @@ impl Driver {
             let before = self.reported.get(id);
             match (&o.node, before) {
                 (None, None) => {
-                    engine.handle(now, Event::PodPending(o.pod.clone()));
+                    engine.handle(now, Event::PodPending(o.pod.as_ref().clone()));
                 }
                 (None, Some(_)) => {}
                 (Some(node), before) if before != Some(&Some(node.clone())) => {
@@ -706,7 +737,7 @@ impl Driver {
                     engine.handle(
                         now,
                         Event::PodBound {
-                            pod: o.pod.clone(),
+                            pod: o.pod.as_ref().clone(),
                             node: node.clone(),
                         },
                     );
@@ -741,9 +772,9 @@ impl Driver {
                     return;
                 }
                 let cloud = self
-                    .claims()
-                    .into_iter()
-                    .find(|c| c.name == claim)
+                    .engine
+                    .as_ref()
+                    .and_then(|e| e.claim(&claim))
                     .map(|c| c.cloud);
                 let Some(cloud) = cloud else {
                     self.launching.remove(&claim);
@@ -783,7 +814,7 @@ impl Driver {
                 provider_id,
                 reason,
             } => {
-                let view = self.claims().into_iter().find(|c| c.name == claim);
+                let view = self.engine.as_ref().and_then(|e| e.claim(&claim));
                 let pool = view
                     .as_ref()
                     .map(|v| v.node_pool.clone())

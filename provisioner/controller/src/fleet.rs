@@ -264,7 +264,7 @@ pub fn export(driver: &mut Driver, now: DateTime<Utc>) {
     }
     // Accelerators paid for but not allocatable: launched claims whose node does not (yet)
     // show them, since the last pass.
-    if let Some(last) = driver.last_pass() {
+    if let Some(last) = driver.last_export() {
         let seconds = (now - last).num_milliseconds().max(0) as f64 / 1000.0;
         let node_objects = ctx.stores.nodes.state();
         let mut missing = 0u64;

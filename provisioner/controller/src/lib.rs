@@ -20,6 +20,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod page;
 pub mod pod_groups;
+pub mod pod_readings;
 pub mod price_refresh;
 pub mod provisioning_requests;
 pub mod rbac;

@@ -15,6 +15,7 @@ use quartermaster_solver::pod::{Taint, TaintEffect};
 use quartermaster_solver::{OfferingChoice, Pod, PodRef, ResourceTable, Resources};
 use serde_json::Value;
 
+use crate::pod_readings::{PodReadings, Reading};
 use crate::time::from_kube;
 
 /// The NodeClaim label naming its NodePool (also on its Node).
@@ -33,8 +34,8 @@ pub const TAINT_DISRUPTED: &str = "quartermaster.dev/disrupted";
 /// A pod the engine should know about, and where it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObservedPod {
-    /// The solver's pod.
-    pub pod: Pod,
+    /// The solver's pod (shared with the pass's readings, see [`PodReadings`]).
+    pub pod: std::sync::Arc<Pod>,
     /// `None` while it waits for a place; the node it is bound to otherwise.
     pub node: Option<String>,
     /// When the pod was created (pending time is measured from here).
@@ -164,57 +165,63 @@ pub fn observe_with_requests(
     resources: &ResourceTable,
     region: Option<&str>,
 ) -> Observed {
-    let mut objects: Vec<Value> = Vec::new();
-    let mut where_bound: BTreeMap<PodRef, (Option<String>, Option<DateTime<Utc>>)> =
-        BTreeMap::new();
+    observe_with_readings(
+        pods,
+        our_nodes,
+        node_pools,
+        node_classes,
+        daemon_sets,
+        requests,
+        catalog,
+        resources,
+        region,
+        &mut PodReadings::default(),
+    )
+}
+
+/// [`observe_with_requests`], reading again only the pods that changed since `readings` last
+/// saw them (see [`PodReadings`]); the result is the same as reading every pod.
+#[allow(clippy::too_many_arguments)]
+pub fn observe_with_readings(
+    pods: &[std::sync::Arc<KubePod>],
+    our_nodes: &std::collections::BTreeSet<String>,
+    node_pools: &[std::sync::Arc<NodePool>],
+    node_classes: Vec<Value>,
+    daemon_sets: Vec<Value>,
+    requests: Vec<Value>,
+    catalog: &Catalog,
+    resources: &ResourceTable,
+    region: Option<&str>,
+    readings: &mut PodReadings,
+) -> Observed {
+    readings.use_context(format!(
+        "{}|{}",
+        table_names(resources),
+        region.unwrap_or_default()
+    ));
     let mut sorted: Vec<&KubePod> = pods.iter().map(|p| p.as_ref()).collect();
     sorted.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
     });
-    for pod in sorted {
-        let node = bound_node(pod);
-        let wanted = match node {
-            Some(n) => {
-                our_nodes.contains(n)
-                    && pod.metadata.deletion_timestamp.is_none()
-                    && !is_finished(pod)
-                    && !is_daemon_pod(pod)
-            }
-            None => is_provisionable(pod),
-        };
-        if !wanted {
-            continue;
-        }
-        let Ok(mut value) = serde_json::to_value(pod) else {
-            continue;
-        };
-        value["apiVersion"] = Value::from("v1");
-        value["kind"] = Value::from("Pod");
-        if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
-            // The snapshot reads bound pods as a node's load; here every reported pod is read
-            // as a pod of its own, and where it runs is kept aside.
-            spec.remove("nodeName");
-        }
-        if node.is_some() {
-            quartermaster_cluster::provisioning_request::mark_bound_consumer(&mut value);
-        }
-        // Only requests, constraints and identity matter; status would make it "finished".
-        if let Some(obj) = value.as_object_mut() {
-            obj.remove("status");
-        }
-        let id = PodRef::new(
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or_default(),
-        );
-        where_bound.insert(
-            id,
-            (
-                node.map(str::to_owned),
-                pod.metadata.creation_timestamp.as_ref().map(from_kube),
-            ),
-        );
-        objects.push(value);
+    // Read pods one by one where they can be (kept across passes); if one needs a resource the
+    // table lacks, read every pod together so the table grows in one order.
+    let mut read = read_pods(
+        &sorted,
+        our_nodes,
+        catalog,
+        resources,
+        region,
+        Some(readings),
+    );
+    if read.is_none() {
+        read = read_pods(&sorted, our_nodes, catalog, resources, region, None);
     }
+    let ReadPods {
+        mut objects,
+        mut where_bound,
+        alone,
+        mut rejected,
+    } = read.unwrap_or_default();
     let mut pool_values = Vec::new();
     for pool in node_pools {
         if let Ok(v) = serde_json::to_value(pool.as_ref()) {
@@ -263,7 +270,6 @@ pub fn observe_with_requests(
     objects.extend(daemon_sets);
     objects.extend(requests);
 
-    let mut rejected = Vec::new();
     let ingested = loop {
         match snapshot_with_resources_in_region(&objects, catalog, resources.clone(), region) {
             Ok(ingested) => break Some(ingested),
@@ -317,7 +323,12 @@ pub fn observe_with_requests(
         }
     }
     let mut observed_pods = BTreeMap::new();
-    for pod in snapshot.pending {
+    let all = snapshot
+        .pending
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .chain(alone);
+    for pod in all {
         let (node, created_at) = where_bound.remove(&pod.id).unwrap_or_default();
         observed_pods.insert(
             pod.id.clone(),
@@ -341,6 +352,102 @@ pub fn observe_with_requests(
         fingerprint,
         provisioning_requests: ingested.provisioning_requests,
     }
+}
+
+/// The pods of one look: the objects still to read with the others, where each is bound, the
+/// pods read on their own, and the objects left out.
+#[derive(Default)]
+struct ReadPods {
+    objects: Vec<Value>,
+    where_bound: BTreeMap<PodRef, (Option<String>, Option<DateTime<Utc>>)>,
+    alone: Vec<std::sync::Arc<Pod>>,
+    rejected: Vec<(String, String)>,
+}
+
+/// Sorts the wanted pods into those read on their own (through `readings`, when given) and the
+/// objects read together; `None` when one needs a resource the table lacks.
+fn read_pods(
+    sorted: &[&KubePod],
+    our_nodes: &std::collections::BTreeSet<String>,
+    catalog: &Catalog,
+    resources: &ResourceTable,
+    region: Option<&str>,
+    mut readings: Option<&mut PodReadings>,
+) -> Option<ReadPods> {
+    let mut out = ReadPods::default();
+    let mut seen = std::collections::BTreeSet::new();
+    for pod in sorted {
+        let node = bound_node(pod);
+        let wanted = match node {
+            Some(n) => {
+                our_nodes.contains(n)
+                    && pod.metadata.deletion_timestamp.is_none()
+                    && !is_finished(pod)
+                    && !is_daemon_pod(pod)
+            }
+            None => is_provisionable(pod),
+        };
+        if !wanted {
+            continue;
+        }
+        let id = PodRef::new(
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default(),
+        );
+        out.where_bound.insert(
+            id.clone(),
+            (
+                node.map(str::to_owned),
+                pod.metadata.creation_timestamp.as_ref().map(from_kube),
+            ),
+        );
+        match readings.as_deref_mut() {
+            Some(readings) if PodReadings::standalone(pod) => {
+                let reading = readings.read(
+                    &id,
+                    &crate::pod_readings::version(pod),
+                    || pod_object(pod, node.is_some()),
+                    catalog,
+                    resources,
+                    region,
+                )?;
+                seen.insert(id);
+                match reading {
+                    Reading::Pod(p) => out.alone.push(p),
+                    Reading::Skipped => {}
+                    Reading::Rejected { object, reason } => out.rejected.push((object, reason)),
+                }
+            }
+            _ => {
+                if let Some(value) = pod_object(pod, node.is_some()) {
+                    out.objects.push(value);
+                }
+            }
+        }
+    }
+    if let Some(readings) = readings {
+        readings.retain(&seen);
+    }
+    Some(out)
+}
+
+/// A pod as the snapshot reads it: requests, constraints and identity, with where it runs kept
+/// aside (the snapshot would read a bound pod as a node's load) and no status (which could make
+/// it "finished").
+fn pod_object(pod: &KubePod, bound: bool) -> Option<Value> {
+    let mut value = serde_json::to_value(pod).ok()?;
+    value["apiVersion"] = Value::from("v1");
+    value["kind"] = Value::from("Pod");
+    if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("nodeName");
+    }
+    if bound {
+        quartermaster_cluster::provisioning_request::mark_bound_consumer(&mut value);
+    }
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("status");
+    }
+    Some(value)
 }
 
 fn position(objects: &[Value], id: &str) -> Option<usize> {
