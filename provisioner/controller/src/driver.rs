@@ -626,14 +626,16 @@ impl Driver {
             }
         }
         // Registration and node updates.
+        let by_provider_id: BTreeMap<&str, &Arc<k8s_openapi::api::core::v1::Node>> = nodes
+            .iter()
+            .filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n)))
+            .collect();
         let views: Vec<ClaimView> = engine.claims().collect();
         for c in views {
             let Some(provider_id) = &c.provider_id else {
                 continue;
             };
-            let Some(node) = nodes.iter().find(|n| {
-                n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str())
-            }) else {
+            let Some(node) = by_provider_id.get(provider_id.as_str()).copied() else {
                 continue;
             };
             let view = node_view(node, &self.table);
