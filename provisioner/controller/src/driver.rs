@@ -109,6 +109,8 @@ pub struct Driver {
     next_export: Option<DateTime<Utc>>,
     /// When the fleet gauges were last rebuilt (accelerator-seconds accrue from then).
     last_export: Option<DateTime<Utc>>,
+    /// How many launched claims the last rebuild counted.
+    exported_fleet: usize,
     last_pass: Option<DateTime<Utc>>,
     /// The resource table of the engine in use.
     table: ResourceTable,
@@ -159,6 +161,7 @@ impl Driver {
             next_events: None,
             next_export: None,
             last_export: None,
+            exported_fleet: 0,
             last_pass: None,
             table: ResourceTable::default(),
             readings: Default::default(),
@@ -295,9 +298,19 @@ impl Driver {
         self.terminations();
         self.collect_garbage(now);
         self.poll_cloud_events(now);
-        if due(&mut self.next_export, now, EXPORT_INTERVAL) {
+        // The fleet gauges: at once when the launched claims change, else every few seconds.
+        let fleet = self
+            .ctx
+            .stores
+            .node_claims
+            .state()
+            .iter()
+            .filter(|c| c.status.as_ref().is_some_and(|s| s.provider_id.is_some()))
+            .count();
+        if fleet != self.exported_fleet || due(&mut self.next_export, now, EXPORT_INTERVAL) {
             crate::fleet::export(self, now);
             self.last_export = Some(now);
+            self.exported_fleet = fleet;
         }
         crate::page::record_pass(self, now);
         self.last_pass = Some(now);
