@@ -50,7 +50,10 @@ pub fn prometheus_binary() -> Result<PathBuf, String> {
 
 fn apt(args: &[&str]) -> Result<(), String> {
     eprintln!("running: apt-get {}", args.join(" "));
+    // Another apt on the machine (a first boot's unattended upgrade) holds the dpkg lock for a
+    // while: wait for it rather than fail.
     let out = Command::new("apt-get")
+        .args(["-o", "DPkg::Lock::Timeout=600"])
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .stdin(Stdio::null())

@@ -87,4 +87,10 @@ pub enum PolicyError {
         /// Why it was rejected.
         reason: String,
     },
+    /// A preference budget that is not a percentage.
+    #[error("spec.preferenceBudget: {reason}")]
+    InvalidPreferenceBudget {
+        /// Why it was rejected.
+        reason: String,
+    },
 }

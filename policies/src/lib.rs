@@ -35,6 +35,7 @@ pub mod limits;
 pub mod nodeclaim;
 pub mod nodeclass;
 pub mod nodepool;
+pub mod preference;
 pub mod quantity;
 pub mod requirements;
 pub mod validate;
@@ -55,6 +56,7 @@ pub use nodepool::{
     ConsolidationPolicy, Disruption, GpuSharingSpec, GpuSharingStrategy, NodeClaimTemplate,
     NodeClaimTemplateSpec, NodePool, NodePoolSpec, NodePoolStatus,
 };
+pub use preference::{DEFAULT_PREFERENCE_BUDGET, PreferencePolicy, parse_preference_budget};
 pub use quantity::{Millis, parse_quantity};
 pub use requirements::{Incompatibility, LabelLookup, Operator, Requirement, Requirements};
 pub use validate::{FieldError, ValidatedObject, validate_manifest};

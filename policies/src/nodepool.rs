@@ -18,6 +18,7 @@ pub use crate::common::{
 use crate::duration::{parse_duration, parse_nillable_duration};
 use crate::error::PolicyError;
 use crate::limits::Limits;
+use crate::preference::{DEFAULT_PREFERENCE_BUDGET, PreferencePolicy, parse_preference_budget};
 use crate::requirements::Requirements;
 
 /// Default `expireAfter` (30 days), as in Karpenter.
@@ -111,6 +112,17 @@ pub struct NodePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub replicas: Option<i64>,
+    /// How the pods' soft constraints (preferred affinities, `ScheduleAnyway` spreads) are
+    /// weighed against cost: `Respect` (at any price), `Ignore`, or `CostBounded` (the default:
+    /// honoured, the heaviest first, while the plan costs at most `preferenceBudget` more than
+    /// the plan without them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preference_policy: Option<PreferencePolicy>,
+    /// `CostBounded`: how much more than the plan without preferences a plan may cost to
+    /// honour them, as a percentage (default `"10%"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?%$"))]
+    pub preference_budget: Option<String>,
 }
 
 /// The NodeClaim template of a NodePool.
@@ -311,6 +323,22 @@ impl NodePool {
             .as_deref()
             .unwrap_or(DEFAULT_SPOT_INTERRUPTION_COST);
         Ok(parse_duration(text)?)
+    }
+
+    /// `spec.preferencePolicy` (default `CostBounded`).
+    pub fn preference_policy(&self) -> PreferencePolicy {
+        self.spec.preference_policy.unwrap_or_default()
+    }
+
+    /// `spec.preferenceBudget` as a fraction (default [`DEFAULT_PREFERENCE_BUDGET`], 0.10).
+    pub fn preference_budget(&self) -> Result<f64, PolicyError> {
+        let text = self
+            .spec
+            .preference_budget
+            .as_deref()
+            .unwrap_or(DEFAULT_PREFERENCE_BUDGET);
+        parse_preference_budget(text)
+            .map_err(|reason| PolicyError::InvalidPreferenceBudget { reason })
     }
 
     /// The consolidation policy (default `WhenEmptyOrUnderutilized`).

@@ -210,3 +210,18 @@ fn every_karpenter_workload_file_is_pinned() {
         }
     }
 }
+
+/// Every pinned Karpenter workload with its pools: the files to pass to `plan` and `explain`.
+pub(crate) fn inputs() -> Vec<Vec<String>> {
+    let root = corpus();
+    CASES
+        .iter()
+        .map(|case| {
+            case.pools
+                .iter()
+                .chain([&case.file])
+                .map(|f| root.join(f).display().to_string())
+                .collect()
+        })
+        .collect()
+}

@@ -533,3 +533,15 @@ fn invalid_gpu_quantities_are_rejected_with_the_api_servers_words() {
         );
     }
 }
+
+/// Every pinned corpus file with its pools: the files to pass to `plan` and `explain`.
+pub(crate) fn inputs() -> Vec<Vec<String>> {
+    CASES
+        .iter()
+        .map(|case| {
+            let mut files = pool_files(case.pool);
+            files.push(corpus_file(case.file));
+            files
+        })
+        .collect()
+}

@@ -17,6 +17,7 @@ mod e2e_api_faults;
 mod e2e_gpu_mix;
 mod e2e_restarts;
 mod explain;
+mod explain_claims;
 mod fixtures;
 mod focus;
 mod gangs;

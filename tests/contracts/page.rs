@@ -185,6 +185,7 @@ fn context() -> (Arc<Context>, Writers) {
         metrics: Arc::new(Metrics::new()),
         cluster_name: "page-test".into(),
         region: None,
+        preference_policy: None,
         leadership,
         page: Default::default(),
     });

@@ -299,3 +299,71 @@ fn chaos_injects_faults_and_reports_its_seed() {
     assert!(plain["chaos_seed"].is_null(), "{plain}");
     assert_eq!(plain["restarts"], 0, "{plain}");
 }
+
+/// A day of four replicas that prefer on-demand (weight 50) on a pool that allows spot too.
+const PREFERRING: &str = "apiVersion: quartermaster.dev/v1alpha1
+kind: Scenario
+metadata:
+  name: preferring-on-demand
+spec:
+  duration: 6h
+  seed: 7
+  nodePools:
+    - apiVersion: quartermaster.dev/v1
+      kind: NodePool
+      metadata:
+        name: gpu
+      spec:
+        template:
+          spec:
+            nodeClassRef: {group: quartermaster.dev, kind: AWSNodeClass, name: default}
+            requirements:
+              - {key: quartermaster.dev/capacity-type, operator: In, values: [spot, on-demand]}
+              - {key: quartermaster.dev/instance-family, operator: In, values: [g5, g6]}
+  workload:
+    - name: serve
+      namespace: inference
+      kind: Deployment
+      replicas: 4
+      template:
+        metadata:
+          labels: {app: serve}
+        spec:
+          affinity:
+            nodeAffinity:
+              preferredDuringSchedulingIgnoredDuringExecution:
+                - weight: 50
+                  preference:
+                    matchExpressions:
+                      - {key: quartermaster.dev/capacity-type, operator: In, values: [on-demand]}
+          containers:
+            - name: vllm
+              image: vllm/vllm-openai:v0.6.3
+              resources:
+                requests: {cpu: \"3\", memory: 12Gi}
+                limits: {nvidia.com/gpu: 1}
+";
+
+#[test]
+fn simulate_weighs_preferences_by_the_same_rule_as_plan() {
+    let dir = std::env::temp_dir().join(format!("qm-preferences-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("preferring.yaml");
+    std::fs::write(&file, PREFERRING).unwrap();
+    let file = file.display().to_string();
+    let cost = |policy: &str| {
+        let (v, _) = simulate_json(&[file.as_str(), "--preference-policy", policy]);
+        number(&v, "total_cost")
+    };
+    let (respect, bounded, ignore) = (cost("Respect"), cost("CostBounded"), cost("Ignore"));
+    // On-demand costs far more than 10% over spot: CostBounded buys what Ignore buys; Respect
+    // pays for the preference.
+    assert!(
+        respect > bounded * 1.5,
+        "Respect {respect}, CostBounded {bounded}"
+    );
+    assert!(
+        (bounded - ignore).abs() < 1e-6,
+        "CostBounded {bounded}, Ignore {ignore}"
+    );
+}

@@ -63,6 +63,12 @@ pub fn validate_nodepool(np: &NodePool) -> Vec<FieldError> {
         }
     }
 
+    if let Some(budget) = spec.preference_budget.as_deref()
+        && let Err(e) = crate::preference::parse_preference_budget(budget)
+    {
+        push(&mut errs, "spec.preferenceBudget", e);
+    }
+
     let template = &spec.template;
     let labels_path = "spec.template.metadata.labels";
     fields::labels(&template.metadata.labels, labels_path, true, &mut errs);

@@ -1226,3 +1226,19 @@ fn typed_validators_are_usable_directly() {
         "unknown operator",
     );
 }
+
+#[test]
+fn preference_policy_and_budget() {
+    for policy in ["Respect", "Ignore", "CostBounded"] {
+        let doc = set(np(), "/spec/preferencePolicy", json!(policy));
+        assert!(validate_manifest(&doc).is_ok(), "{policy}");
+    }
+    let errs = errors(&set(np(), "/spec/preferencePolicy", json!("Sometimes")));
+    has_error(&errs, "spec.preferencePolicy", "Sometimes");
+    assert!(validate_manifest(&set(np(), "/spec/preferenceBudget", json!("12.5%"))).is_ok());
+    only_error(
+        &set(np(), "/spec/preferenceBudget", json!("ten")),
+        "spec.preferenceBudget",
+        "\"ten\" is not a percentage",
+    );
+}

@@ -144,6 +144,7 @@ pub fn node_pool(
         usage: PoolUsage::default(),
         node_class_present: true,
         node_shape: Default::default(),
+        preferences: Default::default(),
     }
 }
 

@@ -211,10 +211,12 @@ pub fn run(scenario: &Scenario) -> BenchResult {
     let optimal = SolveOptions {
         strategy: Strategy::CostOptimal,
         skip_lower_bound: true,
+        ..SolveOptions::default()
     };
     let greedy = SolveOptions {
         strategy: Strategy::KarpenterGreedy,
         skip_lower_bound: true,
+        ..SolveOptions::default()
     };
 
     let peak_rss_reset = reset_peak_rss();

@@ -129,6 +129,11 @@ pub struct ControllerArgs {
     /// otherwise).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// How soft constraints (preferred affinities, `ScheduleAnyway` spreads) are weighed against
+    /// cost, for every NodePool: `Respect`, `Ignore` or `CostBounded` (default: each NodePool's
+    /// `spec.preferencePolicy`, itself `CostBounded` by default).
+    #[arg(long, env = "PREFERENCE_POLICY", value_name = "POLICY", value_parser = parse_preference_policy)]
+    pub preference_policy: Option<quartermaster_solver::PreferencePolicy>,
     /// Sustained Kubernetes API requests per second (client-side rate limit).
     #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200.0)]
     pub kube_client_qps: f64,
@@ -347,9 +352,21 @@ pub struct PlanArgs {
     /// `nvidia.com/gpu` tolerates the NoSchedule taint of that key.
     #[arg(long)]
     pub extended_resource_toleration: bool,
+    /// How soft constraints (preferred affinities, `ScheduleAnyway` spreads) are weighed against
+    /// cost, for every NodePool: `Respect`, `Ignore` or `CostBounded` (default: each NodePool's
+    /// `spec.preferencePolicy`, itself `CostBounded` by default).
+    #[arg(long, value_name = "POLICY", value_parser = parse_preference_policy)]
+    pub preference_policy: Option<quartermaster_solver::PreferencePolicy>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
+}
+
+/// `--preference-policy`.
+pub fn parse_preference_policy(
+    text: &str,
+) -> Result<quartermaster_solver::PreferencePolicy, String> {
+    text.parse()
 }
 
 /// Flags of `quartermaster bench`.
@@ -400,6 +417,10 @@ pub struct SimulateArgs {
     /// budget or PodDisruptionBudget, a servable pod left waiting).
     #[arg(long, value_name = "SEED")]
     pub chaos: Option<u64>,
+    /// How soft constraints are weighed against cost, for every NodePool of the scenario:
+    /// `Respect`, `Ignore` or `CostBounded` (default: each NodePool's `spec.preferencePolicy`).
+    #[arg(long, value_name = "POLICY", value_parser = parse_preference_policy)]
+    pub preference_policy: Option<quartermaster_solver::PreferencePolicy>,
 }
 
 /// `simulate --binder`.

@@ -9,7 +9,9 @@ use quartermaster_policies::{NodePool, Requirement, Requirements};
 use quartermaster_pricing::sharing::GpuSharing;
 use quartermaster_pricing::{Catalog, Cloud};
 use quartermaster_solver::resources::ResourceTable;
-use quartermaster_solver::{EphemeralStorage, NodePoolSpec, NodeShape, PoolLimits, PoolUsage};
+use quartermaster_solver::{
+    EphemeralStorage, NodePoolSpec, NodeShape, PoolLimits, PoolUsage, PreferenceRule,
+};
 use serde_json::Value;
 
 use crate::error::ClusterError;
@@ -340,6 +342,16 @@ pub(crate) fn node_pool(
             spot_interruption_cost: Some(pool.spot_interruption_cost().map_err(|e| {
                 ClusterError::invalid(id, "spec.template.spec.spotInterruptionCost", e.to_string())
             })?),
+        },
+        preferences: PreferenceRule {
+            policy: pool.preference_policy(),
+            budget: quartermaster_policies::parse_preference_budget(
+                pool.spec
+                    .preference_budget
+                    .as_deref()
+                    .unwrap_or(quartermaster_policies::DEFAULT_PREFERENCE_BUDGET),
+            )
+            .map_err(|e| ClusterError::invalid(id, "spec.preferenceBudget", e))?,
         },
     })
 }

@@ -33,6 +33,8 @@ pub struct Context {
     pub cluster_name: String,
     /// The cluster's region (`--region`): NodePools whose NodeClass names none buy here.
     pub region: Option<String>,
+    /// `--preference-policy`: overrides every NodePool's `spec.preferencePolicy`.
+    pub preference_policy: Option<quartermaster_policies::PreferencePolicy>,
     /// Whether this replica leads.
     pub leadership: Leadership,
     /// What the provisioning loop leaves for the page (`/`, `/status.json`).

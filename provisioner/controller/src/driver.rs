@@ -16,7 +16,7 @@ use std::time::Instant;
 use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_cloud::CloudError;
 use quartermaster_engine::{Action, ClaimView, Engine, EngineConfig, Event, NodeView};
-use quartermaster_policies::NodeClaim;
+use quartermaster_policies::{NodeClaim, NodePool};
 use quartermaster_solver::{PodRef, ResourceTable};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -378,10 +378,12 @@ impl Driver {
             .filter_map(|n| n.metadata.name.clone())
             .collect();
         let table = self.table.clone();
+        let node_pools =
+            with_preference_policy(stores.node_pools.state(), self.ctx.preference_policy);
         let observed = crate::translate::observe_with_readings(
             &stores.pods.state(),
             &our_nodes,
-            &stores.node_pools.state(),
+            &node_pools,
             node_class_values(stores),
             stores
                 .daemon_sets
@@ -1131,4 +1133,22 @@ fn node_class_values(stores: &crate::stores::Stores) -> Vec<Value> {
     out.extend(values(stores.gcp_node_classes.state(), "GCPNodeClass"));
     out.extend(values(stores.azure_node_classes.state(), "AzureNodeClass"));
     out
+}
+
+/// `pools` with `spec.preferencePolicy` set to `policy` (`--preference-policy`), or as they are.
+fn with_preference_policy(
+    pools: Vec<Arc<NodePool>>,
+    policy: Option<quartermaster_policies::PreferencePolicy>,
+) -> Vec<Arc<NodePool>> {
+    let Some(policy) = policy else {
+        return pools;
+    };
+    pools
+        .into_iter()
+        .map(|p| {
+            let mut pool = p.as_ref().clone();
+            pool.spec.preference_policy = Some(policy);
+            Arc::new(pool)
+        })
+        .collect()
 }

@@ -39,6 +39,8 @@ pub struct Settings {
     pub resync: Duration,
     /// `--region`: the cluster's region, where NodePools whose NodeClass names no region buy.
     pub region: Option<String>,
+    /// `--preference-policy`: overrides every NodePool's `spec.preferencePolicy`.
+    pub preference_policy: Option<quartermaster_policies::PreferencePolicy>,
     /// `--price-refresh-interval`: live prices while leading (`None`: the catalog as started).
     pub price_refresh: Option<crate::price_refresh::PriceRefresh>,
 }
@@ -94,6 +96,7 @@ pub async fn run(
         metrics: metrics.clone(),
         cluster_name: settings.cluster_name.clone(),
         region: settings.region.clone(),
+        preference_policy: settings.preference_policy,
         leadership: leadership.clone(),
         page: Default::default(),
     });

@@ -14,7 +14,7 @@ use quartermaster_pricing::{CapacityType, Catalog, InstanceType, Offering};
 use crate::pack::shapes::{daemonset_overhead, to_resources};
 use crate::pod::{Pod, PodRef, tolerates_all};
 use crate::snapshot::{ClusterSnapshot, NodePoolSpec, OfferingKey};
-use crate::{NODEPOOL_LABEL, Plan};
+use crate::{NODEPOOL_LABEL, Plan, PreferenceDecision, PreferenceKind};
 
 /// Where the plan puts the pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,10 +57,37 @@ pub enum Verdict {
         by_per_hour: f64,
     },
     /// It could hold the pod and is cheaper alone, but the plan shares the chosen node with
-    /// other pods, which costs less in all.
+    /// other pods, and one of these for each pod of the chosen node costs more than the chosen
+    /// node: `alone_per_hour ≥ chosen_per_hour`.
     CheaperAlone {
         /// Pods that share the chosen node.
         shared_with: usize,
+        /// One of these for each pod of the chosen node (`(shared_with + 1) × price`).
+        alone_per_hour: f64,
+        /// The chosen node's price.
+        chosen_per_hour: f64,
+    },
+    /// It could hold the pod and is cheaper, but it does not satisfy a preferred node-affinity
+    /// term the plan honours for the pod's group (see `plan`'s preferences).
+    Dispreferred {
+        /// The preference, e.g. `quartermaster.dev/capacity-type In [spot]`.
+        preference: String,
+        /// What honouring it costs the plan, when measured.
+        cost_per_hour: Option<f64>,
+    },
+    /// It could hold the pod and is cheaper even as one node for each pod of the chosen node
+    /// (`alone_per_hour < chosen_per_hour`): the plan keeps its choice for the pod's topology
+    /// spread or pod affinity, or its packing heuristic did not find this one (the plan's gap
+    /// to its lower bound says how far from optimal it may be).
+    Cheaper {
+        /// Pods on the chosen node, this one included.
+        pods: usize,
+        /// One of these for each of them.
+        alone_per_hour: f64,
+        /// The chosen node's price.
+        chosen_per_hour: f64,
+        /// True when the pod has topology spread or pod (anti-)affinity rules in force.
+        placed_by_rules: bool,
     },
     /// It cannot hold the pod.
     Rejected(Rejection),
@@ -189,10 +216,52 @@ impl std::fmt::Display for Verdict {
                     "more expensive than the choice by ${by_per_hour:.4}/hour"
                 )
             }
-            Self::CheaperAlone { shared_with } => write!(
+            Self::CheaperAlone {
+                shared_with,
+                alone_per_hour,
+                chosen_per_hour,
+            } => write!(
                 f,
-                "cheaper alone, but the choice is shared with {shared_with} other pod(s), which costs less in all"
+                "cheaper alone, but the choice holds {shared_with} other pod(s) too: {} of these would cost ${alone_per_hour:.4}/hour, the choice ${chosen_per_hour:.4}/hour",
+                shared_with + 1
             ),
+            Self::Dispreferred {
+                preference,
+                cost_per_hour,
+            } => {
+                write!(
+                    f,
+                    "cheaper, but not {preference}, a preference the plan honours"
+                )?;
+                match cost_per_hour {
+                    Some(c) => write!(f, " (for ${c:.4}/hour)"),
+                    None => Ok(()),
+                }
+            }
+            Self::Cheaper {
+                pods,
+                alone_per_hour,
+                chosen_per_hour,
+                placed_by_rules,
+            } => {
+                if *pods > 1 {
+                    write!(
+                        f,
+                        "cheaper, even one for each of the choice's {pods} pods (${alone_per_hour:.4}/hour against ${chosen_per_hour:.4}/hour): "
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "cheaper than the choice by ${:.4}/hour: ",
+                        chosen_per_hour - alone_per_hour
+                    )?;
+                }
+                f.write_str(if *placed_by_rules {
+                    "the pod's topology spread or pod affinity keep it on the choice"
+                } else {
+                    "the packer's heuristic kept the choice (see the plan's gap to its lower bound)"
+                })
+            }
             Self::Rejected(r) => r.fmt(f),
         }
     }
@@ -225,6 +294,8 @@ pub struct Explanation {
     /// Every offering of every NodePool's cloud: the choice first, then those that could hold
     /// the pod by price, then the rejected ones by price.
     pub candidates: Vec<Candidate>,
+    /// The soft constraints of the pod's group: honoured or dropped, and what each costs.
+    pub preferences: Vec<PreferenceDecision>,
 }
 
 /// Explains the plan's decision for `pod`, one of `snapshot.pending`. `None` when the snapshot
@@ -236,8 +307,41 @@ pub fn explain(
     pod: &PodRef,
 ) -> Option<Explanation> {
     let subject = snapshot.pending.iter().find(|p| &p.id == pod)?;
-    let plan = crate::solve(snapshot, catalog, now);
+    let plan = crate::solve_with(
+        snapshot,
+        catalog,
+        now,
+        &crate::SolveOptions {
+            price_preferences: true,
+            ..Default::default()
+        },
+    );
     let outcome = outcome(&plan, pod);
+    let group = subject
+        .owner
+        .clone()
+        .unwrap_or_else(|| format!("Pod/{}", subject.id));
+    let preferences: Vec<PreferenceDecision> = plan
+        .preferences
+        .iter()
+        .filter(|d| d.pod_group == group)
+        .cloned()
+        .collect();
+    // Preferred node terms the plan honours for the pod, with what they cost.
+    let honoured_terms: Vec<(&Requirements, &PreferenceDecision)> = subject
+        .preferred_node_terms
+        .iter()
+        .filter_map(|t| {
+            let text = t.requirements.to_string();
+            preferences
+                .iter()
+                .find(|d| d.honoured && d.kind == PreferenceKind::NodeAffinity && d.detail == text)
+                .map(|d| (&t.requirements, d))
+        })
+        .collect();
+    let placed_by_rules = !subject.topology_spread.is_empty()
+        || !subject.affinity.is_empty()
+        || !subject.anti_affinity.is_empty();
     let mut candidates = Vec::new();
     for pool in &snapshot.node_pools {
         let offerings: Vec<(&InstanceType, &Offering)> = catalog
@@ -270,9 +374,14 @@ pub fn explain(
                             pods,
                             ..
                         },
-                    ) if o.price_per_hour < *price_per_hour => Verdict::CheaperAlone {
-                        shared_with: pods.saturating_sub(1),
-                    },
+                    ) if o.price_per_hour < *price_per_hour => cheaper_verdict(
+                        &node_labels(pool, it, o),
+                        &honoured_terms,
+                        o.price_per_hour,
+                        *price_per_hour,
+                        *pods,
+                        placed_by_rules,
+                    ),
                     (
                         None,
                         Outcome::NewNode {
@@ -299,7 +408,10 @@ pub fn explain(
     }
     let rank = |v: &Verdict| match v {
         Verdict::Chosen => 0,
-        Verdict::CheaperAlone { .. } | Verdict::MoreExpensive { .. } => 1,
+        Verdict::CheaperAlone { .. }
+        | Verdict::Cheaper { .. }
+        | Verdict::Dispreferred { .. }
+        | Verdict::MoreExpensive { .. } => 1,
         Verdict::Rejected(_) => 2,
     };
     candidates.sort_by(|a, b| {
@@ -314,7 +426,49 @@ pub fn explain(
         pod: pod.clone(),
         outcome,
         candidates,
+        preferences,
     })
+}
+
+/// The verdict on an offering that could hold the pod and is cheaper than the chosen node.
+fn cheaper_verdict(
+    labels: &BTreeMap<String, String>,
+    honoured_terms: &[(&Requirements, &PreferenceDecision)],
+    price: f64,
+    chosen_per_hour: f64,
+    pods: usize,
+    placed_by_rules: bool,
+) -> Verdict {
+    if let Some((_, d)) = honoured_terms.iter().find(|(t, _)| !t.matches(labels)) {
+        return Verdict::Dispreferred {
+            preference: d.detail.clone(),
+            cost_per_hour: d.cost_per_hour,
+        };
+    }
+    let pods = pods.max(1);
+    let alone_per_hour = price * pods as f64;
+    if alone_per_hour >= chosen_per_hour {
+        Verdict::CheaperAlone {
+            shared_with: pods - 1,
+            alone_per_hour,
+            chosen_per_hour,
+        }
+    } else {
+        Verdict::Cheaper {
+            pods,
+            alone_per_hour,
+            chosen_per_hour,
+            placed_by_rules,
+        }
+    }
+}
+
+/// The labels a node of offering `o` in `pool` would carry.
+fn node_labels(pool: &NodePoolSpec, it: &InstanceType, o: &Offering) -> BTreeMap<String, String> {
+    let mut labels = it.offering_labels(o);
+    labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    labels.insert(NODEPOOL_LABEL.to_owned(), pool.name.clone());
+    labels
 }
 
 /// The most frequent rejection reasons among the candidates (by [`Rejection::summary`]), for an
@@ -393,9 +547,7 @@ fn reject(
             detail: "insufficient capacity recently; avoided for a while".into(),
         });
     }
-    let mut labels = it.offering_labels(o);
-    labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-    labels.insert(NODEPOOL_LABEL.to_owned(), pool.name.clone());
+    let labels = node_labels(pool, it, o);
     if let Some(detail) = first_failure(&pool.requirements, &labels) {
         return Err(Rejection::PoolRequirement { detail });
     }

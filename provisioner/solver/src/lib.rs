@@ -9,6 +9,7 @@ mod gang;
 mod pack;
 pub mod plan;
 pub mod pod;
+mod preferences;
 pub mod resources;
 pub mod snapshot;
 pub mod static_nodes;
@@ -21,12 +22,16 @@ mod tests;
 /// Room helpers shared with the engine: how a catalog resource map becomes a resource vector, and
 /// how much DaemonSets take from a node of a pool.
 pub use pack::shapes::{MIG_CONFIG_LABEL, daemonset_overhead, to_resources};
-pub use plan::{ExistingPlacement, NewNode, OfferingChoice, Plan, Relaxation, Unschedulable};
+pub use plan::{
+    ExistingPlacement, NewNode, OfferingChoice, Plan, PreferenceDecision, Relaxation, Unschedulable,
+};
 pub use pod::{Gang, Pod, PodRef};
+pub use preferences::{PreferenceKind, SPREAD_WEIGHT};
+pub use quartermaster_policies::PreferencePolicy;
 pub use resources::{ResourceTable, Resources};
 pub use snapshot::{
     CapacityOverlay, ClusterSnapshot, EphemeralStorage, ExistingNode, NodePoolSpec, NodeShape,
-    OfferingKey, PoolLimits, PoolUsage,
+    OfferingKey, PoolLimits, PoolUsage, PreferenceRule,
 };
 
 /// Label naming the NodePool that owns a node.
@@ -58,6 +63,10 @@ pub struct SolveOptions {
     /// bound). The engine acts on plans and never reads their bound, which is up to a third of
     /// a large solve; `plan`, `explain` and `bench` report it.
     pub skip_lower_bound: bool,
+    /// Measure what every soft constraint costs ([`PreferenceDecision::cost_per_hour`]), with
+    /// one more solve per preference the policy decision did not already measure. `plan` and
+    /// `explain` ask; the engine does not.
+    pub price_preferences: bool,
 }
 
 /// Decides what to buy for `snapshot.pending`: the cheapest plan the packer finds, with a lower
@@ -73,5 +82,5 @@ pub fn solve_with(
     now: DateTime<Utc>,
     options: &SolveOptions,
 ) -> Plan {
-    gang::solve(snapshot, catalog, now, options)
+    preferences::solve(snapshot, catalog, now, options)
 }

@@ -1,10 +1,11 @@
 //! The solver's answer: a value describing what to buy and where pods go. Executing it is
 //! somebody else's job.
 
-use quartermaster_policies::Requirements;
+use quartermaster_policies::{PreferencePolicy, Requirements};
 use quartermaster_pricing::{CapacityType, Catalog, Cloud};
 
 use crate::pod::PodRef;
+use crate::preferences::PreferenceKind;
 use crate::resources::Resources;
 use crate::snapshot::NodePoolSpec;
 
@@ -110,6 +111,37 @@ pub struct Relaxation {
     pub relaxed: String,
 }
 
+/// A soft constraint of a pod group and what the plan did with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreferenceDecision {
+    /// The workload whose pods carry it (`Deployment/ns/name`), or `Pod/ns/name`.
+    pub pod_group: String,
+    /// Node affinity, pod affinity, pod anti-affinity or topology spread.
+    pub kind: PreferenceKind,
+    /// The term, e.g. `quartermaster.dev/capacity-type In [spot]`.
+    pub detail: String,
+    /// Its weight (1–100; 100 for a `ScheduleAnyway` spread): heavier ones are honoured first.
+    pub weight: i32,
+    /// The policy of the NodePool that governs the pods.
+    pub policy: PreferencePolicy,
+    /// How many pending pods carry it.
+    pub pods: usize,
+    /// Whether the plan honours it (the packer may still relax it for a pod that cannot be
+    /// placed otherwise; [`Plan::relaxations`] lists those).
+    pub honoured: bool,
+    /// Dollars per hour honouring it adds to the plan: for an honoured preference, the plan's
+    /// cost minus the cost of the same plan without it; for a dropped one, the cost of the plan
+    /// with it added minus the plan's cost. Measured by solving both. `None` when not measured
+    /// (the engine does not ask; `plan` and `explain` do).
+    pub cost_per_hour: Option<f64>,
+    /// Pods that honouring it would leave pending (then it is dropped under `CostBounded`).
+    pub leaves_pending: usize,
+    /// How many other preferences were decided and measured together with this one (its cost
+    /// is then an even share of theirs): past a dozen, the lightest are weighed as one batch to
+    /// keep the number of solves small.
+    pub decided_with: usize,
+}
+
 /// The solver's answer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Plan {
@@ -121,6 +153,9 @@ pub struct Plan {
     pub unschedulable: Vec<Unschedulable>,
     /// Soft constraints relaxed.
     pub relaxations: Vec<Relaxation>,
+    /// Every soft constraint of the pending pods, with whether it is honoured and what it costs,
+    /// heaviest first.
+    pub preferences: Vec<PreferenceDecision>,
     /// Added dollars per hour (sum of new nodes' prices).
     pub cost_per_hour: f64,
     /// A lower bound on the added cost of any plan that places the same pods.

@@ -300,6 +300,7 @@ fn pool(name: &str, cloud: Cloud, requirements: Requirements) -> NodePoolSpec {
         usage: PoolUsage::default(),
         node_class_present: true,
         node_shape: Default::default(),
+        preferences: Default::default(),
     }
 }
 
@@ -764,6 +765,7 @@ proptest! {
             &SolveOptions {
                 strategy: PackStrategy::KarpenterGreedy,
                 skip_lower_bound: true,
+                ..Default::default()
             },
         );
         check_plan(&s, &greedy, "greedy")?;

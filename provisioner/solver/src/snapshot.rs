@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use quartermaster_policies::Requirements;
+use quartermaster_policies::{PreferencePolicy, Requirements};
 use quartermaster_pricing::resources::EPHEMERAL_STORAGE;
 use quartermaster_pricing::sharing::GpuSharing;
 use quartermaster_pricing::{CapacityType, Cloud, InstanceType};
@@ -40,6 +40,29 @@ pub struct NodePoolSpec {
     /// How the pool's nodes differ from their instance type's defaults (shared GPUs, root
     /// volume size).
     pub node_shape: NodeShape,
+    /// How the soft constraints of pods this pool governs are weighed against cost
+    /// (`spec.preferencePolicy`, `spec.preferenceBudget`).
+    pub preferences: PreferenceRule,
+}
+
+/// A NodePool's `spec.preferencePolicy` and `spec.preferenceBudget`, resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PreferenceRule {
+    /// Respect, Ignore or CostBounded.
+    pub policy: PreferencePolicy,
+    /// CostBounded: how much more, as a fraction of the plan without preferences, a plan may
+    /// cost to honour them (0.10 for `"10%"`).
+    pub budget: f64,
+}
+
+impl Default for PreferenceRule {
+    /// `CostBounded` within 10%.
+    fn default() -> Self {
+        Self {
+            policy: PreferencePolicy::CostBounded,
+            budget: 0.10,
+        }
+    }
 }
 
 /// What a NodePool (and its NodeClass) change about a node of a given instance type.
@@ -291,4 +314,16 @@ pub struct ClusterSnapshot {
     pub daemonsets: Vec<Pod>,
     /// Offerings marked unavailable.
     pub unavailable: BTreeSet<OfferingKey>,
+}
+
+impl ClusterSnapshot {
+    /// Sets every NodePool's preference policy to `policy` (`--preference-policy`); `None`
+    /// leaves each pool's own.
+    pub fn override_preference_policy(&mut self, policy: Option<PreferencePolicy>) {
+        if let Some(policy) = policy {
+            for pool in &mut self.node_pools {
+                pool.preferences.policy = policy;
+            }
+        }
+    }
 }

@@ -73,6 +73,7 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         engine,
         resync: Duration::from_secs(10),
         region: args.region.clone(),
+        preference_policy: args.preference_policy,
         price_refresh: crate::clouds::price_refresh(args)?,
     };
     let client_settings = ClientSettings {

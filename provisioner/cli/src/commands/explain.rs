@@ -50,6 +50,11 @@ pub struct ExplainPodArgs {
     /// As for `plan`: the API server runs the ExtendedResourceToleration admission plugin.
     #[arg(long)]
     pub extended_resource_toleration: bool,
+    /// How soft constraints (preferred affinities, `ScheduleAnyway` spreads) are weighed against
+    /// cost, for every NodePool: `Respect`, `Ignore` or `CostBounded` (default: each NodePool's
+    /// `spec.preferencePolicy`, itself `CostBounded` by default).
+    #[arg(long, value_name = "POLICY", value_parser = crate::cli::parse_preference_policy)]
+    pub preference_policy: Option<quartermaster_solver::PreferencePolicy>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
@@ -65,7 +70,11 @@ pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         region: args.region.as_deref(),
         extended_resource_toleration: args.extended_resource_toleration,
     };
-    let loaded = load(&args.files, &catalog, reading)?;
+    let mut loaded = load(&args.files, &catalog, reading)?;
+    loaded
+        .ingested
+        .snapshot
+        .override_preference_policy(args.preference_policy);
     let snapshot = &loaded.ingested.snapshot;
     let pod = match args.pod.split_once('/') {
         Some((namespace, name)) => PodRef::new(namespace, name),
@@ -138,6 +147,7 @@ fn write_table(e: &Explanation, notes: &[String], out: &mut dyn Write) -> anyhow
         ]);
     }
     table.write(out)?;
+    super::preferences::write_table(&e.preferences, out)?;
     if !notes.is_empty() {
         writeln!(out)?;
         writeln!(out, "Notes:")?;
@@ -178,9 +188,11 @@ fn to_json(e: &Explanation, notes: &[String]) -> Value {
                 Verdict::Chosen => "chosen",
                 Verdict::MoreExpensive { .. } => "more-expensive",
                 Verdict::CheaperAlone { .. } => "cheaper-alone",
+                Verdict::Cheaper { .. } => "cheaper",
+                Verdict::Dispreferred { .. } => "dispreferred",
                 Verdict::Rejected(_) => "rejected",
             };
-            json!({
+            let mut candidate = json!({
                 "nodepool": c.node_pool,
                 "instance_type": c.instance_type,
                 "zone": c.zone,
@@ -188,8 +200,48 @@ fn to_json(e: &Explanation, notes: &[String]) -> Value {
                 "price_per_hour": c.price_per_hour,
                 "verdict": verdict,
                 "reason": c.verdict.to_string(),
-            })
+            });
+            // The figures the reason states, for scripts (and the tests that check them).
+            match &c.verdict {
+                Verdict::MoreExpensive { by_per_hour } => {
+                    candidate["by_per_hour"] = json!(by_per_hour);
+                }
+                Verdict::CheaperAlone {
+                    shared_with,
+                    alone_per_hour,
+                    chosen_per_hour,
+                } => {
+                    candidate["shared_with"] = json!(shared_with);
+                    candidate["alone_per_hour"] = json!(alone_per_hour);
+                    candidate["chosen_per_hour"] = json!(chosen_per_hour);
+                }
+                Verdict::Cheaper {
+                    pods,
+                    alone_per_hour,
+                    chosen_per_hour,
+                    ..
+                } => {
+                    candidate["shared_with"] = json!(pods.saturating_sub(1));
+                    candidate["alone_per_hour"] = json!(alone_per_hour);
+                    candidate["chosen_per_hour"] = json!(chosen_per_hour);
+                }
+                Verdict::Dispreferred {
+                    preference,
+                    cost_per_hour,
+                } => {
+                    candidate["preference"] = json!(preference);
+                    candidate["preference_cost_per_hour"] = json!(cost_per_hour);
+                }
+                Verdict::Chosen | Verdict::Rejected(_) => {}
+            }
+            candidate
         })
         .collect();
-    json!({"pod": e.pod.to_string(), "outcome": outcome, "candidates": candidates, "notes": notes})
+    json!({
+        "pod": e.pod.to_string(),
+        "outcome": outcome,
+        "candidates": candidates,
+        "preferences": super::preferences::to_json(&e.preferences),
+        "notes": notes,
+    })
 }

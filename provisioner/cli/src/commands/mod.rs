@@ -10,6 +10,7 @@ pub mod explain;
 pub mod import;
 mod plan;
 mod plan_requests;
+mod preferences;
 pub mod report;
 mod simulate;
 mod validate;

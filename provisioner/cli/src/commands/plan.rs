@@ -41,7 +41,18 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
         now,
         &mut notes,
     );
-    let mut plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, now);
+    ingested
+        .snapshot
+        .override_preference_policy(args.preference_policy);
+    let mut plan = quartermaster_solver::solve_with(
+        &ingested.snapshot,
+        &catalog,
+        now,
+        &quartermaster_solver::SolveOptions {
+            price_preferences: true,
+            ..Default::default()
+        },
+    );
     static_nodes::fold_into_plan(&mut plan, reserved);
     // No pod to place and none running on a given node: the input holds no workload at all.
     let nothing_pending = ingested.snapshot.pending.is_empty()
@@ -167,6 +178,7 @@ fn to_json(plan: &Plan, notes: &[String]) -> Value {
         "lower_bound_per_hour": plan.lower_bound_per_hour,
         "gap": if gap.is_finite() { json!(gap) } else { Value::Null },
         "relaxations": relaxations,
+        "preferences": super::preferences::to_json(&plan.preferences),
         "notes": notes,
     })
 }
@@ -274,6 +286,7 @@ fn write_table(
         }
         table.write(out)?;
     }
+    super::preferences::write_table(&plan.preferences, out)?;
     if !notes.is_empty() {
         writeln!(out, "\nNotes:")?;
         for note in notes {

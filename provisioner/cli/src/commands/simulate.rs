@@ -36,6 +36,10 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
         BinderArg::MostAllocated => Binder::MostAllocated,
         BinderArg::Planned => Binder::Planned,
     });
+    let scenario = match args.preference_policy {
+        Some(policy) => scenario.with_preference_policy(policy),
+        None => scenario,
+    };
     let scenario = match args.chaos {
         Some(seed) => scenario.with_chaos(seed),
         None => scenario,

@@ -89,6 +89,7 @@ impl Env {
             metrics: Arc::new(Metrics::new()),
             cluster_name: "test".into(),
             region: None,
+            preference_policy: None,
             leadership,
             page: Default::default(),
         });

@@ -340,3 +340,106 @@ fn a_pool_still_growing_for_pending_pods_is_not_consolidated() {
         "consolidated once the pool stopped growing: {actions:?}"
     );
 }
+
+/// A pod that prefers on-demand capacity (weight 50).
+fn preferring_on_demand(name: &str) -> quartermaster_solver::Pod {
+    let mut pod = gpu_pod(name);
+    pod.owner = Some(format!("Deployment/default/{name}"));
+    let mut on_demand = quartermaster_policies::Requirements::default();
+    on_demand.add(
+        quartermaster_policies::Requirement::new(
+            "quartermaster.dev/capacity-type",
+            quartermaster_policies::Operator::In,
+            ["on-demand"],
+        )
+        .expect("valid"),
+    );
+    pod.preferred_node_terms
+        .push(quartermaster_solver::pod::PreferredNodeTerm {
+            weight: 50,
+            requirements: on_demand,
+        });
+    pod
+}
+
+#[test]
+fn a_preference_the_policy_honours_holds_through_consolidation() {
+    use quartermaster_solver::PreferencePolicy;
+    // Respect: the pod gets on-demand as it prefers ($1.006 against $0.40 spot), and
+    // consolidation does not move it to the cheaper spot node it would not buy for it.
+    let mut setup = setup_with("WhenEmptyOrUnderutilized", "5m");
+    setup.pools[0].spec.preferences.policy = PreferencePolicy::Respect;
+    let mut e = Engine::new(setup, EngineConfig::default());
+    e.handle(t(0), Event::PodPending(preferring_on_demand("a")));
+    let actions = e.poll(t(2));
+    assert_eq!(
+        launches(&actions)[0].3,
+        CapacityType::OnDemand,
+        "{actions:?}"
+    );
+    bring_up(&mut e, &actions, 2, 0);
+    assert_eq!(binds(&e.poll(t(40))).len(), 1);
+    let later = settle(&mut e, 40, 5000);
+    assert!(
+        launches(&later).is_empty() && binds(&later).is_empty(),
+        "{later:?}"
+    );
+
+    // CostBounded (the default, 10%): honouring it would cost 150% more, so the engine buys
+    // spot, the same rule as `plan`.
+    let mut e = consolidating_engine();
+    e.handle(t(0), Event::PodPending(preferring_on_demand("a")));
+    let actions = e.poll(t(2));
+    assert_eq!(launches(&actions)[0].3, CapacityType::Spot, "{actions:?}");
+}
+
+#[test]
+fn room_on_a_node_that_misses_an_honoured_preference_is_not_used() {
+    use quartermaster_solver::PreferencePolicy;
+    let cpu_preferring_on_demand = |name: &str| {
+        let mut pod = preferring_on_demand(name);
+        pod.requests.set(GPU, 0);
+        pod.requests.set(quartermaster_solver::resources::CPU, 1000);
+        pod.requests
+            .set(quartermaster_solver::resources::MEMORY, 1 << 30);
+        pod
+    };
+    for (policy, a_on_spot_node) in [
+        (PreferencePolicy::Respect, false),
+        (PreferencePolicy::CostBounded, true),
+    ] {
+        let mut setup = setup_with("WhenEmptyOrUnderutilized", "5m");
+        setup.pools[0].spec.preferences.policy = policy;
+        let mut e = Engine::new(setup, EngineConfig::default());
+        // b, without preferences, gets a spot node with room to spare.
+        e.handle(t(0), Event::PodPending(cpu_pod("b", 1000)));
+        let actions = e.poll(t(2));
+        assert_eq!(launches(&actions)[0].3, CapacityType::Spot);
+        bring_up(&mut e, &actions, 2, 0);
+        assert_eq!(binds(&e.poll(t(40))).len(), 1);
+        // a prefers on-demand: Respect buys it an on-demand node and, later, does not
+        // consolidate it onto b's spot node; CostBounded puts it beside b (honouring would
+        // cost a whole node more than the room already paid for).
+        e.handle(t(50), Event::PodPending(cpu_preferring_on_demand("a")));
+        let actions = settle(&mut e, 52, 5000);
+        let bought = launches(&actions);
+        let bound = binds(&actions);
+        if a_on_spot_node {
+            assert!(bought.is_empty(), "{policy}: {actions:?}");
+            assert_eq!(
+                bound,
+                vec![("a".to_owned(), "node-0".to_owned())],
+                "{policy}"
+            );
+        } else {
+            assert_eq!(bought.len(), 1, "{policy}: {actions:?}");
+            assert_eq!(bought[0].3, CapacityType::OnDemand, "{policy}");
+            assert!(
+                bound
+                    .iter()
+                    .all(|(pod, node)| !(pod == "a" && node == "node-0")),
+                "{policy}: {actions:?}"
+            );
+        }
+    }
+}

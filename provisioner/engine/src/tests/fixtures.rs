@@ -111,6 +111,7 @@ pub fn setup_with(policy: &str, consolidate_after: &str) -> EngineSetup {
         usage: PoolUsage::default(),
         node_class_present: true,
         node_shape: Default::default(),
+        preferences: Default::default(),
     };
     EngineSetup {
         resources: ResourceTable::default(),

@@ -134,6 +134,7 @@ pub fn pool_annotated(
         usage: PoolUsage::default(),
         node_class_present: true,
         node_shape: Default::default(),
+        preferences: Default::default(),
     };
     PoolPolicy::new(spec, node_pool).expect("valid pool")
 }

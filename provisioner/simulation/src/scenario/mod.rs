@@ -303,6 +303,25 @@ impl Scenario {
         s
     }
 
+    /// The same scenario with every NodePool's `spec.preferencePolicy` set to `policy`
+    /// (`simulate --preference-policy`), later NodePool changes included.
+    pub fn with_preference_policy(
+        &self,
+        policy: quartermaster_policies::PreferencePolicy,
+    ) -> Scenario {
+        let mut s = self.clone();
+        let pools = s
+            .node_pools
+            .iter_mut()
+            .chain(s.changes.iter_mut().flat_map(|c| c.node_pools.iter_mut()));
+        for pool in pools {
+            if let Some(spec) = pool.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.insert("preferencePolicy".into(), Value::from(policy.as_str()));
+            }
+        }
+        s
+    }
+
     /// The same scenario with every NodePool restricted to on-demand capacity (the baseline
     /// that `on_demand_only_cost` is measured with).
     pub fn on_demand_only(&self) -> Scenario {

@@ -421,14 +421,23 @@ pub fn build_classes(
                 Rc::new(set)
             })
             .clone();
+        // Existing nodes must meet the preferred terms honoured for new ones too: the
+        // preferences the policy keeps hold on room already paid for (consolidation never
+        // moves a pod off a preferred node onto one it would not buy for it).
+        let kept = rep.preferred_node_terms.len() - compat.relaxed.len();
+        let existing_terms = if kept == 0 {
+            None
+        } else {
+            Some(terms_with_preferences(rep, kept))
+        };
+        let node_terms = existing_terms.as_ref().unwrap_or(&rep.node_terms);
         let existing: Vec<usize> = snapshot
             .nodes
             .iter()
             .enumerate()
             .filter(|(_, n)| {
                 tolerates_all(&rep.tolerations, &n.taints).is_ok()
-                    && (rep.node_terms.is_empty()
-                        || rep.node_terms.iter().any(|t| t.matches(&n.labels)))
+                    && (node_terms.is_empty() || node_terms.iter().any(|t| t.matches(&n.labels)))
                     && rep.requests.fits_in(&n.allocatable)
                     && !n.pods.iter().any(|p| repels(p, rep, HOSTNAME))
             })

@@ -135,13 +135,17 @@ fn preferred_node_affinity_is_honoured_then_relaxed() {
             &["m6i.4xlarge"],
         )]),
     }];
-    let plan = solve(&snapshot(p.clone(), vec![on_demand_pool("cpu")]));
+    // Respected at any price (the default, CostBounded, drops this one: see
+    // tests/preferences.rs).
+    let mut respect = on_demand_pool("cpu");
+    respect.preferences.policy = crate::PreferencePolicy::Respect;
+    let plan = solve(&snapshot(p.clone(), vec![respect.clone()]));
     assert_eq!(types(&plan), ["m6i.4xlarge"]);
     assert!(plan.relaxations.is_empty());
 
     p[0].preferred_node_terms[0].requirements =
         requirements(&[("node.kubernetes.io/instance-type", Operator::In, &["nope"])]);
-    let plan = solve(&snapshot(p, vec![on_demand_pool("cpu")]));
+    let plan = solve(&snapshot(p, vec![respect]));
     assert_eq!(placed(&plan), 1);
     assert_eq!(plan.relaxations.len(), 1);
     assert!(

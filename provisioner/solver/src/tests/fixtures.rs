@@ -115,6 +115,7 @@ pub fn pool(name: &str, reqs: Requirements) -> NodePoolSpec {
         usage: PoolUsage::default(),
         node_class_present: true,
         node_shape: Default::default(),
+        preferences: Default::default(),
     }
 }
 

@@ -9,4 +9,5 @@ mod gang;
 mod guardrails;
 mod improve;
 mod mig_layout;
+mod preferences;
 mod spot_expected_cost;
