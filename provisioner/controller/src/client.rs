@@ -12,7 +12,8 @@ use std::future::Future;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tower::{Layer, Service};
 
 use crate::ControllerError;
@@ -130,6 +133,25 @@ impl GovernorClock for TokioClock {
 
 type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<std::time::Instant>>;
 
+/// What the controller's client sent, for `/metrics`: every request that went through a
+/// [`RateLimitLayer`] of this process, the time requests waited for a token, and the configured
+/// rate (so `rate(requests) <= qps` can be checked from the outside).
+#[derive(Debug, Clone, Default)]
+pub struct ClientTraffic {
+    /// Requests sent to the API server.
+    pub requests: Counter,
+    /// Seconds requests waited for a rate-limit token.
+    pub throttled_seconds: Counter<f64, AtomicU64>,
+    /// `--kube-client-qps` of the last layer built.
+    pub qps_limit: Gauge<f64, AtomicU64>,
+}
+
+/// The process's client traffic (one controller per process; the counters are shared handles).
+pub fn client_traffic() -> &'static ClientTraffic {
+    static TRAFFIC: OnceLock<ClientTraffic> = OnceLock::new();
+    TRAFFIC.get_or_init(ClientTraffic::default)
+}
+
 /// A tower layer that lets requests through at `qps` per second with bursts of `burst`. Every
 /// service it wraps (and every clone of the layer) draws from the same bucket.
 #[derive(Clone)]
@@ -180,6 +202,7 @@ impl RateLimitLayer {
                 reason: format!("{qps} requests per second is not a usable rate"),
             })?
             .allow_burst(burst_tokens);
+        client_traffic().qps_limit.set(qps);
         Ok(Self {
             limiter: Arc::new(RateLimiter::direct_with_clock(quota, TokioClock)),
             qps,
@@ -266,6 +289,9 @@ where
                     let wait = not_until.wait_time_from(TokioClock.now());
                     // Never a zero-length timer: a token due "now" is retried after 1 ms.
                     let wait = wait.max(Duration::from_millis(1));
+                    client_traffic()
+                        .throttled_seconds
+                        .inc_by(wait.as_secs_f64());
                     tracing::trace!(?wait, "kube client rate limit: waiting for a token");
                     self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
                 }
@@ -277,6 +303,7 @@ where
     fn call(&mut self, request: Request) -> Self::Future {
         // `poll_ready` returned ready, so a token was taken for this call.
         self.permit = false;
+        client_traffic().requests.inc();
         self.inner.call(request)
     }
 }
@@ -344,6 +371,22 @@ mod tests {
             }
             Poll::Pending => false,
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_and_their_wait_for_tokens_are_counted() {
+        // The counters are the process's: other tests add to them too, so compare deltas.
+        let traffic = client_traffic();
+        let (sent, waited) = (traffic.requests.get(), traffic.throttled_seconds.get());
+        let layer = RateLimitLayer::new(10.0, 2).expect("valid");
+        let mut svc = layer.layer(tower::service_fn(|()| async { Ok::<_, Infallible>(()) }));
+        for _ in 0..4 {
+            poll_fn(|cx| svc.poll_ready(cx)).await.expect("infallible");
+            svc.call(()).await.expect("infallible");
+        }
+        assert!(traffic.requests.get() - sent >= 4);
+        // Two went at once, two waited about 100 ms each for their tokens.
+        assert!(traffic.throttled_seconds.get() - waited >= 0.19);
     }
 
     #[tokio::test(start_paused = true)]

@@ -287,6 +287,12 @@ impl Driver {
                 .solve_seconds
                 .observe(poll_started.elapsed().as_secs_f64());
         }
+        for window in engine.take_batch_windows() {
+            self.ctx
+                .metrics
+                .batch_window_seconds
+                .observe(window.as_seconds_f64());
+        }
         for action in actions {
             self.dispatch(now, action);
         }
@@ -824,6 +830,7 @@ impl Driver {
                     request,
                     pool,
                     self.outcomes_tx.clone(),
+                    Instant::now(),
                 ));
             }
             Action::Delete {

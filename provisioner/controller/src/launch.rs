@@ -108,9 +108,10 @@ pub async fn launch(
     request: LaunchRequest,
     pool: Option<Arc<NodePool>>,
     outcomes: mpsc::UnboundedSender<Outcome>,
+    decided: std::time::Instant,
 ) {
     let claim = request.claim_name.clone();
-    let result = launch_inner(&ctx, cloud, &request, pool.as_deref()).await;
+    let result = launch_inner(&ctx, cloud, &request, pool.as_deref(), decided).await;
     let event = match result {
         Ok(instance) => Event::Launched {
             claim: claim.clone(),
@@ -130,6 +131,7 @@ async fn launch_inner(
     cloud: Cloud,
     request: &LaunchRequest,
     pool: Option<&NodePool>,
+    decided: std::time::Instant,
 ) -> Result<quartermaster_cloud::Instance, CloudError> {
     let transient = |e: crate::ControllerError| CloudError::Transient {
         message: format!("recording NodeClaim {}: {e}", request.claim_name),
@@ -149,6 +151,9 @@ async fn launch_inner(
                 .create_claim(&claim_object(request, pool))
                 .await
                 .map_err(transient)?;
+            ctx.metrics
+                .nodeclaim_create_seconds
+                .observe(decided.elapsed().as_secs_f64());
         }
         Some(existing) => {
             if existing.metadata.deletion_timestamp.is_some() {

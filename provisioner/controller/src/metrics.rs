@@ -55,6 +55,12 @@ pub struct Metrics {
     pub pod_allocated_hourly_cost: Family<Labels, FloatGauge>,
     /// 1 on the replica that holds the leader lease, 0 elsewhere.
     pub leader: Gauge,
+    /// Seconds from the first pod of a batch to the solve that closed it (the batch window:
+    /// `--batch-idle-duration` after the last pod, at most `--batch-max-duration`).
+    pub batch_window_seconds: Histogram,
+    /// Seconds from the pass that decided a launch to its NodeClaim being created on the API
+    /// server: what the controller adds to the batch window before a claim exists.
+    pub nodeclaim_create_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -93,6 +99,34 @@ impl Metrics {
         );
         let pod_allocated_hourly_cost = Family::<Labels, FloatGauge>::default();
         let leader = Gauge::default();
+        let batch_window_seconds = Histogram::new(exponential_buckets(0.125, 2.0, 10));
+        let nodeclaim_create_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        registry.register(
+            "batch_window_seconds",
+            "Seconds from the first pod of a batch to the solve that closed it",
+            batch_window_seconds.clone(),
+        );
+        registry.register(
+            "nodeclaim_create_seconds",
+            "Seconds from the pass that decided a launch to its NodeClaim being created",
+            nodeclaim_create_seconds.clone(),
+        );
+        let traffic = crate::client::client_traffic();
+        registry.register(
+            "kube_client_requests",
+            "Requests the controller's Kubernetes client sent",
+            traffic.requests.clone(),
+        );
+        registry.register(
+            "kube_client_throttled_seconds",
+            "Seconds the client's requests waited for a rate-limit token (--kube-client-qps)",
+            traffic.throttled_seconds.clone(),
+        );
+        registry.register(
+            "kube_client_qps_limit",
+            "The client's sustained request rate limit (--kube-client-qps)",
+            traffic.qps_limit.clone(),
+        );
         registry.register(
             "pods_pending",
             "Pods waiting for a node Quartermaster provisions",
@@ -181,6 +215,8 @@ impl Metrics {
             node_hourly_cost,
             pod_allocated_hourly_cost,
             leader,
+            batch_window_seconds,
+            nodeclaim_create_seconds,
         }
     }
 
@@ -227,6 +263,11 @@ mod tests {
             "quartermaster_consolidation_savings_dollars_per_hour_total",
             "quartermaster_disruption_commands_total{kind=\"multi_delete\",reason=\"underutilized\"} 1",
             "quartermaster_disruption_expected_savings_dollars_per_hour_total{kind=\"multi_delete\",reason=\"underutilized\"} 0.6",
+            "quartermaster_batch_window_seconds_bucket",
+            "quartermaster_nodeclaim_create_seconds_bucket",
+            "quartermaster_kube_client_requests_total",
+            "quartermaster_kube_client_throttled_seconds_total",
+            "quartermaster_kube_client_qps_limit",
             "# EOF",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");

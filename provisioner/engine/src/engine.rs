@@ -178,6 +178,10 @@ pub struct ClaimView {
     pub gang: Option<String>,
 }
 
+/// Batch windows kept for the driver when it does not take them (the simulator): a bound, not
+/// a figure anyone reads.
+const MAX_CLOSED_BATCHES: usize = 1024;
+
 /// Batching of pending pods.
 #[derive(Debug, Clone, Default)]
 struct Batch {
@@ -219,6 +223,8 @@ pub struct Engine {
     disruption: DisruptionState,
     /// Gang launches in progress, by gang.
     gangs: BTreeMap<String, GangLaunch>,
+    /// Batch windows closed by a solve since the driver last took them (first pod to solve).
+    closed_batches: Vec<TimeDelta>,
 }
 
 impl Engine {
@@ -246,7 +252,14 @@ impl Engine {
             static_retry_at,
             disruption: DisruptionState::default(),
             gangs: BTreeMap::new(),
+            closed_batches: Vec::new(),
         }
+    }
+
+    /// The batch windows closed since the last call: for each solve of pending pods, the time
+    /// from the first pod of its batch to the solve (for `/metrics`).
+    pub fn take_batch_windows(&mut self) -> Vec<TimeDelta> {
+        std::mem::take(&mut self.closed_batches)
     }
 
     /// Counters so far.
@@ -628,11 +641,17 @@ impl Engine {
     }
 
     fn solve(&mut self, now: DateTime<Utc>) {
+        let opened = self.batch.first;
         self.batch = Batch::default();
         self.retry_unschedulable_at = None;
         let (snapshot, target_to_claim) = self.snapshot(now);
         if snapshot.pending.is_empty() {
             return;
+        }
+        if let Some(first) = opened
+            && self.closed_batches.len() < MAX_CLOSED_BATCHES
+        {
+            self.closed_batches.push(now - first);
         }
         self.stats.solves += 1;
         let plan = crate::engine::plan(&snapshot, &self.setup.catalog, now);

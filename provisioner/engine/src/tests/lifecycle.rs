@@ -28,6 +28,9 @@ fn pending_pods_are_batched_until_the_idle_window_closes() {
         "two 1-GPU pods, two 1-GPU nodes: {actions:?}"
     );
     assert_eq!(e.stats().solves, 1);
+    // The window the driver reports on /metrics: first pod to solve.
+    assert_eq!(e.take_batch_windows(), [TimeDelta::milliseconds(1500)]);
+    assert!(e.take_batch_windows().is_empty(), "taken once");
 }
 
 #[test]
@@ -44,6 +47,7 @@ fn the_batch_closes_at_the_max_window_under_a_steady_stream() {
                 !launches(&actions).is_empty(),
                 "the 10 s max window closes the batch"
             );
+            assert_eq!(e.take_batch_windows(), [TimeDelta::seconds(10)]);
         }
     }
 }
