@@ -662,13 +662,7 @@ impl Driver {
             let view = node_view(node, &self.table);
             match self.registered.get(&c.name) {
                 None => {
-                    let pool = self
-                        .ctx
-                        .stores
-                        .node_pools
-                        .state()
-                        .into_iter()
-                        .find(|p| p.metadata.name.as_deref() == Some(c.node_pool.as_str()));
+                    let pool = self.ctx.stores.node_pool(c.node_pool.as_str());
                     // The pods this node is for learn it (status.nominatedNodeName) before the
                     // registration patch makes the node schedulable, so a 1.34+ scheduler
                     // keeps their room from the first moment.
@@ -709,13 +703,7 @@ impl Driver {
                         && sent.is_none_or(|t| now - t >= REGISTRATION_RESEND)
                     {
                         self.registration_sent.insert(c.name.clone(), now);
-                        let pool = self
-                            .ctx
-                            .stores
-                            .node_pools
-                            .state()
-                            .into_iter()
-                            .find(|p| p.metadata.name.as_deref() == Some(c.node_pool.as_str()));
+                        let pool = self.ctx.stores.node_pool(c.node_pool.as_str());
                         lifecycle::register(
                             &self.ctx,
                             &c,
@@ -803,13 +791,7 @@ impl Driver {
                     self.launching.remove(&claim);
                     return;
                 };
-                let pool = self
-                    .ctx
-                    .stores
-                    .node_pools
-                    .state()
-                    .into_iter()
-                    .find(|p| p.metadata.name.as_deref() == Some(request.node_pool.as_str()));
+                let pool = self.ctx.stores.node_pool(request.node_pool.as_str());
                 if !self.seen.contains(&claim) && !self.written.created(&claim) {
                     self.ctx
                         .metrics

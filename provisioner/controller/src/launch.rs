@@ -136,12 +136,7 @@ async fn launch_inner(
     let transient = |e: crate::ControllerError| CloudError::Transient {
         message: format!("recording NodeClaim {}: {e}", request.claim_name),
     };
-    let existing = ctx
-        .stores
-        .node_claims
-        .state()
-        .into_iter()
-        .find(|c| c.metadata.name.as_deref() == Some(request.claim_name.as_str()));
+    let existing = ctx.stores.node_claim(&request.claim_name);
     match existing {
         None => {
             let pool = pool.ok_or_else(|| CloudError::InvalidRequest {

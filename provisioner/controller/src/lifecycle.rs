@@ -171,12 +171,7 @@ pub fn cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
     let ctx2 = ctx.clone();
     ctx.spawn(async move {
         let ctx = ctx2;
-        let current = ctx
-            .stores
-            .nodes
-            .state()
-            .into_iter()
-            .find(|n| n.metadata.name.as_deref() == Some(node.as_str()));
+        let current = ctx.stores.node(&node);
         let mut taints = current
             .and_then(|n| n.spec.clone())
             .and_then(|s| s.taints)
@@ -587,10 +582,7 @@ fn limit_reached(
 fn claim_ref(ctx: &Context, claim: &str) -> ObjectReference {
     let uid = ctx
         .stores
-        .node_claims
-        .state()
-        .into_iter()
-        .find(|c| c.metadata.name.as_deref() == Some(claim))
+        .node_claim(claim)
         .and_then(|c| c.metadata.uid.clone());
     ObjectReference {
         api_version: Some("quartermaster.dev/v1".into()),
@@ -604,13 +596,7 @@ fn claim_ref(ctx: &Context, claim: &str) -> ObjectReference {
 fn pod_ref(ctx: &Context, pod: &PodRef) -> ObjectReference {
     let uid = ctx
         .stores
-        .pods
-        .state()
-        .into_iter()
-        .find(|p| {
-            p.metadata.name.as_deref() == Some(pod.name.as_str())
-                && p.metadata.namespace.as_deref() == Some(pod.namespace.as_str())
-        })
+        .pod(&pod.namespace, &pod.name)
         .and_then(|p| p.metadata.uid.clone());
     ObjectReference {
         api_version: Some("v1".into()),

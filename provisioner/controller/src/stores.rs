@@ -10,7 +10,7 @@ use futures::{StreamExt, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplate};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use quartermaster_policies::{AWSNodeClass, AzureNodeClass, GCPNodeClass, NodeClaim, NodePool};
@@ -204,6 +204,26 @@ impl Stores {
     /// Wakes whoever waits in [`Stores::changed`] (outcomes of the controller's own calls).
     pub fn poke(&self) {
         self.changed.notify_one();
+    }
+
+    /// The Pod `namespace/name`, looked up by key (never a copy of the whole store).
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.pods.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The Node `name`.
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+
+    /// The NodeClaim `name`.
+    pub fn node_claim(&self, name: &str) -> Option<Arc<NodeClaim>> {
+        self.node_claims.get(&ObjectRef::new(name))
+    }
+
+    /// The NodePool `name`.
+    pub fn node_pool(&self, name: &str) -> Option<Arc<NodePool>> {
+        self.node_pools.get(&ObjectRef::new(name))
     }
 }
 

@@ -130,13 +130,7 @@ pub fn plan_drain(
 pub async fn terminate(ctx: Arc<Context>, name: String) {
     let mut backoff = RETRY;
     loop {
-        let Some(claim) = ctx
-            .stores
-            .node_claims
-            .state()
-            .into_iter()
-            .find(|c| c.metadata.name.as_deref() == Some(name.as_str()))
-        else {
+        let Some(claim) = ctx.stores.node_claim(&name) else {
             return;
         };
         match step(&ctx, &claim, ctx.clock.now()).await {
@@ -242,6 +236,10 @@ fn find_node(ctx: &Context, claim: &NodeClaim) -> Option<Arc<Node>> {
     let by_name = status.and_then(|s| s.node_name.clone());
     let by_id = status.and_then(|s| s.provider_id.clone());
     let name = claim.metadata.name.as_deref();
+    // The recorded node name is a key lookup; only a claim without one scans the nodes.
+    if let Some(node) = by_name.as_deref().and_then(|n| ctx.stores.node(n)) {
+        return Some(node);
+    }
     ctx.stores.nodes.state().into_iter().find(|n| {
         by_name.is_some() && n.metadata.name == by_name
             || by_id.is_some() && n.spec.as_ref().and_then(|s| s.provider_id.clone()) == by_id
