@@ -155,6 +155,7 @@ pub fn run(scenario: &crate::Scenario) -> BenchResult {
             labels: [(labels::ZONE.to_owned(), ZONE.to_owned())].into(),
             taints: Vec::new(),
             allocatable,
+            conditions: Vec::new(),
         };
         let created = at - TimeDelta::hours(2);
         engine.handle(

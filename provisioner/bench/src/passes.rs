@@ -130,6 +130,7 @@ fn carry_out(engine: &mut Engine, fleet: &mut Fleet, now: DateTime<Utc>, action:
                     .map_or(Resources::ZERO, |it| {
                         to_resources(&fleet.resources, &it.allocatable())
                     }),
+                conditions: Vec::new(),
             };
             engine.handle(now, Event::NodeRegistered { claim, node });
         }

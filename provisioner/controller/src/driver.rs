@@ -343,6 +343,11 @@ impl Driver {
         &self.ctx
     }
 
+    /// The engine, once the stores have synced.
+    pub(crate) fn engine_ref(&self) -> Option<&Engine> {
+        self.engine.as_ref()
+    }
+
     pub(crate) fn launch_error(&self, claim: &str) -> Option<&CloudError> {
         self.launch_errors.get(claim)
     }

@@ -716,6 +716,27 @@ pub fn disrupting_event(
     view: Option<&ClaimView>,
 ) {
     let ctx = driver.ctx();
+    if reason == DeleteReason::Unhealthy {
+        let why = driver
+            .engine_ref()
+            .and_then(|e| e.repair_reason(claim))
+            .unwrap_or("a node condition")
+            .to_owned();
+        let condition = why.split(" for ").next().unwrap_or_default().to_owned();
+        ctx.metrics
+            .repairs
+            .get_or_create(&vec![("condition", condition)])
+            .inc();
+        tracing::warn!(nodeclaim = claim, condition = %why, "repairing: replacing an unhealthy node");
+        spawn_event(
+            ctx,
+            claim_ref(ctx, claim),
+            true,
+            "Repairing",
+            format!("unhealthy: {why}; replacing the node, its pods are planned again"),
+        );
+        return;
+    }
     let saving = view.map(|v| v.offering.price_per_hour).unwrap_or_default();
     tracing::info!(nodeclaim = claim, %reason, saving_per_hour = saving, "disrupting");
     spawn_event(

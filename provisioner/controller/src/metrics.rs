@@ -61,6 +61,9 @@ pub struct Metrics {
     /// Seconds from the pass that decided a launch to its NodeClaim being created on the API
     /// server: what the controller adds to the batch window before a claim exists.
     pub nodeclaim_create_seconds: Histogram,
+    /// Nodes replaced by node repair, by the condition that broke them
+    /// (`AcceleratedHardwareReady=False`).
+    pub repairs: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -110,6 +113,12 @@ impl Metrics {
             "nodeclaim_create_seconds",
             "Seconds from the pass that decided a launch to its NodeClaim being created",
             nodeclaim_create_seconds.clone(),
+        );
+        let repairs = Family::<Labels, Counter>::default();
+        registry.register(
+            "repairs",
+            "Nodes replaced by node repair, by the condition that broke them",
+            repairs.clone(),
         );
         let traffic = crate::client::client_traffic();
         registry.register(
@@ -217,6 +226,7 @@ impl Metrics {
             leader,
             batch_window_seconds,
             nodeclaim_create_seconds,
+            repairs,
         }
     }
 
@@ -243,6 +253,9 @@ mod tests {
             .get_or_create(&vec![("nodepool", "gpu".to_owned())])
             .inc();
         m.solve_seconds.observe(0.01);
+        m.repairs
+            .get_or_create(&vec![("condition", "Ready=False".to_owned())])
+            .inc();
         let disruption = vec![
             ("kind", "multi_delete".to_owned()),
             ("reason", "underutilized".to_owned()),
@@ -268,6 +281,7 @@ mod tests {
             "quartermaster_kube_client_requests_total",
             "quartermaster_kube_client_throttled_seconds_total",
             "quartermaster_kube_client_qps_limit",
+            "quartermaster_repairs_total{condition=\"Ready=False\"} 1",
             "# EOF",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
 use quartermaster_cluster::{ClusterError, snapshot_with_resources_in_region};
-use quartermaster_engine::{EngineSetup, FoundClaim, NodeView, PoolPolicy};
+use quartermaster_engine::{EngineSetup, FoundClaim, NodeCondition, NodeView, PoolPolicy};
 use quartermaster_policies::labels::{LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE};
 use quartermaster_policies::quantity::parse_quantity;
 use quartermaster_policies::{NodeClaim, NodePool};
@@ -499,11 +499,25 @@ pub fn node_view(node: &Node, table: &ResourceTable) -> NodeView {
             })
         })
         .collect();
+    let conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| NodeCondition {
+            kind: c.type_.clone(),
+            status: c.status.clone(),
+            since: c.last_transition_time.as_ref().map(from_kube),
+            reason: c.reason.clone(),
+        })
+        .collect();
     NodeView {
         name: node.metadata.name.clone().unwrap_or_default(),
         labels: node.metadata.labels.clone().unwrap_or_default(),
         taints,
         allocatable,
+        conditions,
     }
 }
 
@@ -680,6 +694,47 @@ mod disruption_input_tests {
             "quartermaster.dev/do-not-disrupt",
             "false"
         )));
+    }
+}
+
+#[cfg(test)]
+mod node_condition_tests {
+    use super::*;
+
+    #[test]
+    fn node_conditions_reach_repair_without_their_heartbeats() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "node-0"},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-12-04T10:00:00Z",
+                 "lastTransitionTime": "2026-12-04T09:00:00Z"},
+                {"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaXID79Error",
+                 "lastHeartbeatTime": "2026-12-04T10:00:00Z", "lastTransitionTime": "2026-12-04T09:55:00Z"}
+            ]}
+        }))
+        .expect("a Node");
+        let view = node_view(&node, &ResourceTable::default());
+        assert_eq!(view.conditions.len(), 2);
+        let gpu = &view.conditions[1];
+        assert_eq!(gpu.kind, "AcceleratedHardwareReady");
+        assert_eq!(gpu.status, "False");
+        assert_eq!(gpu.reason.as_deref(), Some("NvidiaXID79Error"));
+        assert_eq!(
+            gpu.since.map(|t| t.to_rfc3339()),
+            Some("2026-12-04T09:55:00+00:00".to_owned())
+        );
+        // A heartbeat alone is no change the engine hears of.
+        let mut later = node.clone();
+        for c in later
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .into_iter()
+            .flatten()
+        {
+            c.last_heartbeat_time = None;
+        }
+        assert_eq!(node_view(&later, &ResourceTable::default()), view);
     }
 }
 

@@ -51,6 +51,8 @@ pub struct EngineConfig {
     /// to see a new node and bind pods to it (Karpenter keeps a node "nominated" for twice the
     /// batch's longest wait for the same reason).
     pub binding_grace: TimeDelta,
+    /// Node repair: which conditions, for how long, and the guard against mass repair.
+    pub repair: crate::repair::RepairConfig,
 }
 
 impl Default for EngineConfig {
@@ -72,6 +74,7 @@ impl Default for EngineConfig {
             claim_name_tag: String::new(),
             gang_launch_timeout: TimeDelta::minutes(10),
             binding_grace: TimeDelta::seconds(20),
+            repair: Default::default(),
         }
     }
 }

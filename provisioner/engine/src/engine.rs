@@ -93,6 +93,10 @@ pub struct EngineStats {
     /// Nominations given up because the cluster bound other pods into their room (or the pod
     /// elsewhere): those pods were solved again.
     pub nominations_released: u64,
+    /// Nodes replaced because a condition said they were broken (node repair).
+    pub repairs: u64,
+    /// Repairs held back because too many of a pool's nodes were unhealthy at once.
+    pub repairs_held: u64,
 }
 
 impl EngineStats {
@@ -119,6 +123,8 @@ impl EngineStats {
             gang_rollbacks,
             gang_claims_rolled_back,
             nominations_released,
+            repairs,
+            repairs_held,
         } = other;
         self.solves += solves;
         self.claims_created += claims_created;
@@ -139,6 +145,8 @@ impl EngineStats {
         self.gang_rollbacks += gang_rollbacks;
         self.gang_claims_rolled_back += gang_claims_rolled_back;
         self.nominations_released += nominations_released;
+        self.repairs += repairs;
+        self.repairs_held += repairs_held;
     }
 }
 
@@ -225,6 +233,10 @@ pub struct Engine {
     gangs: BTreeMap<String, GangLaunch>,
     /// Batch windows closed by a solve since the driver last took them (first pod to solve).
     closed_batches: Vec<TimeDelta>,
+    /// Unhealthy nodes and since when (node repair).
+    repairs: crate::repair::RepairTracker,
+    /// Why node repair replaced a claim, until the claim is gone.
+    repair_reasons: BTreeMap<String, String>,
 }
 
 impl Engine {
@@ -253,6 +265,8 @@ impl Engine {
             disruption: DisruptionState::default(),
             gangs: BTreeMap::new(),
             closed_batches: Vec::new(),
+            repairs: Default::default(),
+            repair_reasons: BTreeMap::new(),
         }
     }
 
@@ -386,6 +400,9 @@ impl Engine {
                     .values()
                     .find(|c| c.node().is_some_and(|n| n.name == node.name));
                 if let Some(name) = claim.map(|c| c.name.clone()) {
+                    // Repair sees every change, not only the state at the next poll.
+                    self.repairs
+                        .observe(&self.config.repair, &name, &node.conditions, now);
                     if let Some(c) = self.claims.get_mut(&name) {
                         c.facts.set_node(Some(node));
                     }
@@ -445,6 +462,7 @@ impl Engine {
         self.gang_progress(now);
         self.retry_launches(now);
         self.enforce_budgets(now);
+        self.repair_nodes(now);
         self.keep_static_pools(now);
         if self.batch_due(now) {
             self.solve(now);
@@ -467,6 +485,7 @@ impl Engine {
             times.push((last + self.config.batch_idle).min(first + self.config.batch_max));
         }
         times.extend(self.retry_unschedulable_at);
+        times.extend(self.repairs.next_due(&self.config.repair));
         if self.any_unschedulable() {
             times.extend(self.unavailable.next_expiry());
         }
@@ -1200,6 +1219,50 @@ impl Engine {
         }
     }
 
+    /// Node repair: replaces nodes whose conditions say they are broken for longer than their
+    /// rule tolerates, pool by pool while few enough of the pool's nodes are unhealthy.
+    fn repair_nodes(&mut self, now: DateTime<Utc>) {
+        let config = &self.config.repair;
+        if config.rules.is_empty() {
+            return;
+        }
+        self.repairs
+            .retain(|c| self.claims.get(c).is_some_and(|c| !c.deleting));
+        let mut nodes_per_pool: BTreeMap<usize, usize> = BTreeMap::new();
+        for c in self.claims.values().filter(|c| !c.deleting) {
+            *nodes_per_pool.entry(c.pool).or_default() += 1;
+            if let Some(node) = c.node() {
+                self.repairs.observe(config, &c.name, &node.conditions, now);
+            }
+        }
+        let mut unhealthy_per_pool: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut due: Vec<(String, usize, String)> = Vec::new();
+        for c in self.claims.values().filter(|c| !c.deleting) {
+            if self.repairs.unhealthy(&c.name) {
+                *unhealthy_per_pool.entry(c.pool).or_default() += 1;
+            }
+            if let Some(why) = self.repairs.due(config, &c.name, now) {
+                due.push((c.name.clone(), c.pool, why));
+            }
+        }
+        for (name, pool, why) in due {
+            let nodes = nodes_per_pool.get(&pool).copied().unwrap_or(0);
+            let unhealthy = unhealthy_per_pool.get(&pool).copied().unwrap_or(0);
+            if unhealthy > self.config.repair.allowed_unhealthy(nodes) {
+                self.stats.repairs_held += 1;
+                continue;
+            }
+            self.stats.repairs += 1;
+            self.repair_reasons.insert(name.clone(), why);
+            self.delete(now, &name, DeleteReason::Unhealthy);
+        }
+    }
+
+    /// Why node repair replaced `claim` (`AcceleratedHardwareReady=False for 10m`), if it did.
+    pub fn repair_reason(&self, claim: &str) -> Option<&str> {
+        self.repair_reasons.get(claim).map(String::as_str)
+    }
+
     /// Asks for a claim's deletion; its pods need a place again right away.
     fn delete(&mut self, now: DateTime<Utc>, name: &str, reason: DeleteReason) {
         let Some(c) = self.claims.get_mut(name) else {
@@ -1291,6 +1354,7 @@ impl Engine {
         let Some(c) = self.claims.remove(name) else {
             return;
         };
+        self.repair_reasons.remove(name);
         if let Some(node) = c.node() {
             self.actions.push(Action::Drain {
                 node: node.name.clone(),

@@ -23,6 +23,22 @@ pub struct NodeView {
     pub taints: Vec<Taint>,
     /// Allocatable resources as the kubelet reports them now (accelerators appear late).
     pub allocatable: Resources,
+    /// Its conditions (`Ready`, `AcceleratedHardwareReady`, …), for node repair. Heartbeat
+    /// times are left out so a heartbeat is not a change.
+    pub conditions: Vec<NodeCondition>,
+}
+
+/// A node condition as repair reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeCondition {
+    /// The condition type.
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `lastTransitionTime`.
+    pub since: Option<DateTime<Utc>>,
+    /// `reason`, when given (an XID code, for GPU conditions that carry one).
+    pub reason: Option<String>,
 }
 
 /// Something that happened.
@@ -183,6 +199,9 @@ pub enum DeleteReason {
     /// A member of its gang could not be launched in the gang's zone in time: the gang's
     /// launched members go too, and the gang is planned again whole.
     GangRollback,
+    /// A node condition said it was broken for longer than its repair rule tolerates
+    /// (forceful, like an interruption: its pods are planned again at once).
+    Unhealthy,
 }
 
 impl std::fmt::Display for DeleteReason {
@@ -197,6 +216,7 @@ impl std::fmt::Display for DeleteReason {
             Self::Drifted => "drifted",
             Self::Expired => "expired",
             Self::GangRollback => "gang rollback",
+            Self::Unhealthy => "unhealthy",
         })
     }
 }

@@ -16,6 +16,7 @@ mod disruption;
 mod engine;
 mod events;
 mod pools;
+mod repair;
 mod state;
 mod unavailable;
 
@@ -29,8 +30,9 @@ pub use engine::provisioning_requests::{
     LABEL_PROVISIONING_REQUEST, RequestVerdict, check_capacity,
 };
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
-pub use events::{Action, DeleteReason, Event, FoundClaim, NodeView};
+pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeView};
 pub use pools::{EngineError, PoolPolicy};
+pub use repair::{RepairConfig, RepairRule};
 pub use unavailable::UnavailableOfferings;
 
 #[cfg(test)]

@@ -609,6 +609,7 @@ impl<'s> Driver<'s> {
                     labels: node.labels.clone(),
                     taints,
                     allocatable: to_resources(table, &node.allocatable),
+                    conditions: Vec::new(),
                 };
                 let overhead = daemonset_overhead(&self.world.setup.daemonsets, &node.labels, spec);
                 self.rec.instances[i].node = Some(node.name.clone());

@@ -218,6 +218,7 @@ pub fn registered_node(name: &str, zone: &str, gpus: i64, startup_taint: bool) -
             Vec::new()
         },
         allocatable,
+        conditions: Vec::new(),
     }
 }
 

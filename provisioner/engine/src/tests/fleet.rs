@@ -209,6 +209,7 @@ pub fn node_with(
                 .into(),
                 taints: Vec::new(),
                 allocatable,
+                conditions: Vec::new(),
             }),
             registered_at: Some(at),
             initialized_at: Some(at),
@@ -325,6 +326,7 @@ pub fn bring_up(e: &mut Engine, actions: &[Action], at: DateTime<Utc>) -> Vec<St
                     labels: request.labels.clone(),
                     taints: Vec::new(),
                     allocatable,
+                    conditions: Vec::new(),
                 },
             },
         );

@@ -14,4 +14,5 @@ mod node_shape;
 mod nominations;
 mod provider_fallback;
 mod provisioning_requests;
+mod repair;
 mod static_pools;

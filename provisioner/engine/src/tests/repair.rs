@@ -1,0 +1,131 @@
+//! Node repair: a node whose GPUs (or kubelet) report broken for longer than the rule tolerates
+//! is replaced and its pods planned again; a flap does not restart the clock; a pool where too
+//! many nodes are broken at once is left alone.
+
+use chrono::TimeDelta;
+use quartermaster_pricing::CapacityType;
+
+use super::fixtures::*;
+use crate::{Action, DeleteReason, Engine, Event, NodeCondition};
+
+/// `n` one-GPU pods on `n` registered, initialized nodes (`node-0`…); returns the claims.
+fn running(e: &mut Engine, n: usize) -> Vec<String> {
+    let pods: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+    let names: Vec<&str> = pods.iter().map(String::as_str).collect();
+    let actions = pending_then_poll(e, &names, t(0));
+    let mut claims = Vec::new();
+    for (i, (claim, _, zone, ct)) in launches(&actions).into_iter().enumerate() {
+        e.handle(
+            t(3),
+            Event::Launched {
+                claim: claim.clone(),
+                instance: instance(&claim, &format!("i-{i}"), &zone, ct, t(3)),
+            },
+        );
+        e.handle(
+            t(30),
+            Event::NodeRegistered {
+                claim: claim.clone(),
+                node: registered_node(&format!("node-{i}"), &zone, 1, false),
+            },
+        );
+        claims.push(claim);
+    }
+    assert_eq!(binds(&e.poll(t(40))).len(), n);
+    claims
+}
+
+/// `node-i` now reports `kind=status` since `since` seconds.
+fn report(e: &mut Engine, i: usize, kind: &str, status: &str, since: i64, at: i64) {
+    let mut node = registered_node(&format!("node-{i}"), "us-east-1a", 1, false);
+    node.conditions = vec![NodeCondition {
+        kind: kind.into(),
+        status: status.into(),
+        since: Some(t(since)),
+        reason: Some("XID 79: GPU has fallen off the bus".into()),
+    }];
+    e.handle(t(at), Event::NodeUpdated { node });
+}
+
+fn repaired(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Delete {
+                claim,
+                reason: DeleteReason::Unhealthy,
+                ..
+            } => Some(claim.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Polls at every deadline up to `until` seconds; every action taken.
+fn run_until(e: &mut Engine, from: i64, until: i64) -> Vec<Action> {
+    let mut all = e.poll(t(from));
+    while let Some(d) = e.next_deadline() {
+        if d > t(until) {
+            break;
+        }
+        all.extend(e.poll(d));
+    }
+    all
+}
+
+#[test]
+fn a_node_whose_gpu_fell_off_the_bus_is_replaced_after_ten_minutes() {
+    let mut e = engine();
+    let claims = running(&mut e, 3);
+    report(&mut e, 0, "AcceleratedHardwareReady", "False", 100, 110);
+    let early = run_until(&mut e, 110, 699);
+    assert!(
+        repaired(&early).is_empty(),
+        "not before 10 minutes: {early:?}"
+    );
+    let actions = run_until(&mut e, 700, 760);
+    assert_eq!(repaired(&actions), [claims[0].clone()], "{actions:?}");
+    assert_eq!(
+        e.repair_reason(&claims[0]),
+        Some("AcceleratedHardwareReady=False for 10m")
+    );
+    // Its pod is planned again on a new node at once.
+    let relaunch = launches(&actions);
+    assert_eq!(relaunch.len(), 1, "{actions:?}");
+    assert_eq!(relaunch[0].3, CapacityType::Spot);
+    assert_eq!(e.stats().repairs, 1);
+}
+
+#[test]
+fn a_flapping_kubelet_is_repaired_on_the_first_failures_clock() {
+    let mut e = engine();
+    let claims = running(&mut e, 2);
+    // NotReady at 100 s, Ready again at 1000 s for 5 minutes, NotReady at 1300 s (a new
+    // transition time): due 30 minutes after the first failure (1900 s), not after the last.
+    report(&mut e, 1, "Ready", "False", 100, 100);
+    report(&mut e, 1, "Ready", "True", 1000, 1000);
+    let calm = run_until(&mut e, 1000, 1299);
+    assert!(repaired(&calm).is_empty());
+    report(&mut e, 1, "Ready", "False", 1300, 1300);
+    let actions = run_until(&mut e, 1300, 1900 + TimeDelta::minutes(1).num_seconds());
+    assert_eq!(repaired(&actions), [claims[1].clone()], "{actions:?}");
+}
+
+#[test]
+fn one_broken_node_of_two_is_repaired_but_a_pool_broken_everywhere_is_left_alone() {
+    // Two of two broken (a bad driver rollout?): replacing them would not help; held.
+    let mut e = engine();
+    running(&mut e, 2);
+    report(&mut e, 0, "Ready", "Unknown", 100, 100);
+    report(&mut e, 1, "Ready", "Unknown", 100, 100);
+    let actions = run_until(&mut e, 100, 3000);
+    assert!(repaired(&actions).is_empty(), "{actions:?}");
+    assert!(e.stats().repairs_held > 0);
+
+    // One of two: repaired (a 20% guard alone would block it).
+    let mut e = engine();
+    let claims = running(&mut e, 2);
+    report(&mut e, 1, "Ready", "Unknown", 100, 100);
+    let actions = run_until(&mut e, 100, 3000);
+    assert_eq!(repaired(&actions), [claims[1].clone()]);
+}
