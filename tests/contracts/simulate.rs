@@ -218,6 +218,7 @@ fn the_shipped_scenarios_are_valid() {
         "nodepool-template-change",
         "price-drop",
         "business-hours-budget",
+        "gpu-faults",
     ] {
         // Loading validates everything, the probe solves included; running them is left to the
         // release-build figures (they are long).

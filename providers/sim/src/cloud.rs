@@ -95,6 +95,14 @@ impl State {
                     node_name: inst.node.name.clone(),
                     allocatable: inst.full_allocatable.clone(),
                 }),
+                Kind::GpuFault => {
+                    self.node_outbox.push(SimNodeEvent::GpuFailed {
+                        provider_id: inst.provider_id.clone(),
+                        node_name: inst.node.name.clone(),
+                        allocatable: inst.node.allocatable.clone(),
+                    });
+                    self.stats.gpu_faults += 1;
+                }
                 Kind::Notice => {
                     let terminates_at = inst.timeline.reclaim_at.unwrap_or(at);
                     self.cloud_outbox.push(CloudEvent::Interruption {
@@ -467,6 +475,11 @@ impl SimCloud {
         // Drawn only when asked for, so runs without it keep their random stream.
         let never_registers = config.nodes_never_register > 0.0
             && rng::chance(&mut draws, config.nodes_never_register);
+        let gpu_fault_hours = if config.gpu_faults_per_hour > 0.0 {
+            rng::exponential(&mut draws, config.gpu_faults_per_hour)
+        } else {
+            None
+        };
 
         let accelerator = ty
             .accelerator
@@ -542,6 +555,14 @@ impl SimCloud {
                 running_at,
                 registered_at,
                 accelerators_at,
+                gpu_fault_at: gpu_fault_hours
+                    .filter(|_| accelerator.is_some())
+                    .zip(accelerators_at)
+                    .map(|(h, up)| {
+                        let after_up =
+                            Duration::try_from_secs_f64(h * 3600.0).unwrap_or(Duration::MAX);
+                        after(up, after_up)
+                    }),
                 notice_at,
                 reclaim_at,
                 deleted_at: None,

@@ -13,6 +13,7 @@
 //! insufficientCapacity:
 //!   - { instanceType: p5.48xlarge, zone: us-east-1a, from: 0s, until: 30m }
 //! interruptions: { spotRatePerHour: 0.05 }
+//! gpuFaultsPerHour: 0.01              # XID errors: AcceleratedHardwareReady=False, GPUs gone
 //! api: { throttleProbability: 0.01 }
 //! ```
 //!
@@ -55,6 +56,11 @@ pub struct SimConfig {
     /// Probability that an instance runs but its Node never registers (a broken bootstrap),
     /// sampled per instance. Default: 0.
     pub nodes_never_register: f64,
+    /// GPU faults (an XID error, a GPU fallen off the bus): expected faults per accelerator
+    /// node per hour after its GPUs came up, a Poisson process per instance. A faulted node
+    /// reports `AcceleratedHardwareReady=False` and loses its accelerators from allocatable;
+    /// it stays until node repair replaces it. Default: 0.
+    pub gpu_faults_per_hour: f64,
     /// Concurrent-instance limits: a launch that would exceed one fails with
     /// insufficient capacity. Default: none (unlimited).
     pub capacity: Vec<CapacityLimit>,
@@ -90,6 +96,13 @@ impl SimConfig {
             "api.lostResponseProbability",
             self.api.lost_response_probability,
         )?;
+        let faults = self.gpu_faults_per_hour;
+        if !(faults.is_finite() && faults >= 0.0) {
+            return Err(SimError::config(
+                "gpuFaultsPerHour",
+                format!("must be a finite number >= 0, got {faults}"),
+            ));
+        }
         let rate = self.interruptions.spot_rate_per_hour;
         if !(rate.is_finite() && rate >= 0.0) {
             return Err(SimError::config(
@@ -150,6 +163,7 @@ impl Default for SimConfig {
             device_plugin_delay: LatencyTable::uniform(Duration::from_secs(45)),
             accelerators_never_ready: 0.0,
             nodes_never_register: 0.0,
+            gpu_faults_per_hour: 0.0,
             capacity: Vec::new(),
             insufficient_capacity: Vec::new(),
             interruptions: InterruptionConfig::default(),

@@ -45,4 +45,14 @@ pub enum SimNodeEvent {
         /// The full allocatable, accelerators included (`InstanceType::allocatable`).
         allocatable: BTreeMap<String, u64>,
     },
+    /// A GPU failed: the node agent sets `AcceleratedHardwareReady=False` (reason `NvidiaXID79Error`,
+    /// fallen off the bus) and the device plugin withdraws the accelerators from allocatable.
+    GpuFailed {
+        /// The instance.
+        provider_id: String,
+        /// The Node.
+        node_name: String,
+        /// The allocatable without the accelerators.
+        allocatable: BTreeMap<String, u64>,
+    },
 }

@@ -27,6 +27,8 @@ pub(crate) struct Timeline {
     pub(crate) registered_at: DateTime<Utc>,
     /// The device plugin reports; `None`: never.
     pub(crate) accelerators_at: Option<DateTime<Utc>>,
+    /// A GPU fails (`gpuFaultsPerHour`); `None`: never.
+    pub(crate) gpu_fault_at: Option<DateTime<Utc>>,
     /// The interruption notice (spot only); `None`: never.
     pub(crate) notice_at: Option<DateTime<Utc>>,
     /// The cloud reclaims the instance, a notice period after `notice_at`.
@@ -81,7 +83,9 @@ impl Timeline {
     /// Whether the moment `(t, kind)` of this instance occurs (see [`Timeline::happens`]).
     pub(crate) fn occurs(&self, t: DateTime<Utc>, kind: Kind) -> bool {
         match kind {
-            Kind::Running | Kind::Registered | Kind::Accelerators => self.happens(t),
+            Kind::Running | Kind::Registered | Kind::Accelerators | Kind::GpuFault => {
+                self.happens(t)
+            }
             Kind::Notice => self.noticed_at() == Some(t),
             Kind::Reclaim => self.reclaimed_at() == Some(t),
             Kind::OutageEdge => false,
@@ -94,6 +98,7 @@ impl Timeline {
             Some((self.running_at, Kind::Running)),
             Some((self.registered_at, Kind::Registered)),
             self.accelerators_at.map(|t| (t, Kind::Accelerators)),
+            self.gpu_fault_at.map(|t| (t, Kind::GpuFault)),
             self.notice_at.map(|t| (t, Kind::Notice)),
             self.reclaim_at.map(|t| (t, Kind::Reclaim)),
         ]
@@ -208,6 +213,7 @@ mod tests {
             running_at: at(40),
             registered_at: at(70),
             accelerators_at: Some(at(115)),
+            gpu_fault_at: None,
             notice_at: Some(at(100)),
             reclaim_at: Some(at(220)),
             deleted_at: None,

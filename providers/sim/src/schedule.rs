@@ -20,6 +20,8 @@ pub(crate) enum Kind {
     Registered,
     /// Its device plugin reports.
     Accelerators,
+    /// One of its GPUs fails (an XID error).
+    GpuFault,
     /// Its interruption notice is given.
     Notice,
     /// The cloud reclaims it.

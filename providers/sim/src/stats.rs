@@ -26,6 +26,8 @@ pub struct SimStats {
     pub interruptions: u64,
     /// Instances the cloud reclaimed so far.
     pub reclaims: u64,
+    /// GPU faults (`gpuFaultsPerHour`) so far.
+    pub gpu_faults: u64,
     /// Successful `delete` calls.
     pub deletes: u64,
     /// Instances alive (pending or running) now.

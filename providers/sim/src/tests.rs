@@ -466,7 +466,7 @@ fn never_ready_accelerators_never_report() {
         .iter()
         .filter_map(|e| match e {
             SimNodeEvent::AcceleratorsReady { node_name, .. } => Some(node_name.as_str()),
-            SimNodeEvent::Registered { .. } => None,
+            SimNodeEvent::Registered { .. } | SimNodeEvent::GpuFailed { .. } => None,
         })
         .collect();
     let registered = events
@@ -655,7 +655,8 @@ fn delete_terminates_and_then_reports_not_found() {
     );
     assert!(events.iter().all(|e| match e {
         SimNodeEvent::Registered { provider_id, .. }
-        | SimNodeEvent::AcceleratorsReady { provider_id, .. } => *provider_id == b.provider_id,
+        | SimNodeEvent::AcceleratorsReady { provider_id, .. }
+        | SimNodeEvent::GpuFailed { provider_id, .. } => *provider_id == b.provider_id,
     }));
     // Deletion is not an event of the cloud's own.
     assert!(block_on(f.sim.poll_events()).unwrap().is_empty());

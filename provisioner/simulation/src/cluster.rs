@@ -405,6 +405,31 @@ impl Cluster {
         Some(n.view.clone())
     }
 
+    /// One of `name`'s GPUs failed at `now`: the node agent reports
+    /// `AcceleratedHardwareReady=False` and the device plugin withdraws the accelerators
+    /// (`allocatable` is what is left). Pods already there keep running (and are lost with the
+    /// node); nothing new needing an accelerator fits any more.
+    pub fn gpu_failed(
+        &mut self,
+        now: DateTime<Utc>,
+        name: &str,
+        allocatable: Resources,
+    ) -> Option<NodeView> {
+        let n = self.nodes.get_mut(name)?;
+        self.changes += 1;
+        n.view.allocatable = allocatable;
+        n.view
+            .conditions
+            .retain(|c| c.kind != "AcceleratedHardwareReady");
+        n.view.conditions.push(quartermaster_engine::NodeCondition {
+            kind: "AcceleratedHardwareReady".into(),
+            status: "False".into(),
+            since: Some(now),
+            reason: Some("NvidiaXID79Error".into()),
+        });
+        Some(n.view.clone())
+    }
+
     /// Makes a cordoned node schedulable again.
     pub fn uncordon(&mut self, name: &str) {
         if let Some(n) = self.nodes.get_mut(name) {

@@ -623,6 +623,22 @@ impl<'s> Driver<'s> {
                     },
                 );
             }
+            SimNodeEvent::GpuFailed {
+                provider_id,
+                node_name,
+                allocatable,
+            } => {
+                if let Some(i) = self.rec.instance(&provider_id)
+                    && self.rec.instances[i].end.is_none()
+                {
+                    self.rec.instances[i].gpu_fault_at.get_or_insert(self.now);
+                }
+                let allocatable = to_resources(table, &allocatable);
+                if let Some(view) = self.cluster.gpu_failed(self.now, &node_name, allocatable) {
+                    self.engine
+                        .handle(self.now, Event::NodeUpdated { node: view });
+                }
+            }
             SimNodeEvent::AcceleratorsReady {
                 node_name,
                 allocatable,
@@ -1168,6 +1184,7 @@ impl<'s> Driver<'s> {
             end: None,
             end_reason: None,
             interrupted: false,
+            gpu_fault_at: None,
         }
     }
 }

@@ -155,6 +155,8 @@ pub struct InstanceRecord {
     pub end_reason: Option<EndReason>,
     /// Whether it received a spot interruption notice.
     pub interrupted: bool,
+    /// When one of its GPUs failed (`gpuFaultsPerHour`), if one did.
+    pub gpu_fault_at: Option<DateTime<Utc>>,
 }
 
 impl InstanceRecord {
@@ -169,6 +171,14 @@ impl InstanceRecord {
     /// Dollars billed.
     pub fn cost(&self, end: DateTime<Utc>) -> f64 {
         self.hours(end) * self.price_per_hour
+    }
+
+    /// Accelerator-hours paid after a GPU fault, until the node went (or `end`).
+    pub fn gpu_hours_lost_to_faults(&self, end: DateTime<Utc>) -> f64 {
+        self.gpu_fault_at.map_or(0.0, |at| {
+            let hours = (self.end.unwrap_or(end) - at).as_seconds_f64().max(0.0) / 3600.0;
+            hours * f64::from(self.accelerators)
+        })
     }
 }
 

@@ -50,6 +50,10 @@ pub struct EngineCounters {
     pub gang_rollbacks: u64,
     /// NodeClaims deleted by those rollbacks.
     pub gang_claims_rolled_back: u64,
+    /// Nodes replaced by node repair (a condition said they were broken).
+    pub repairs: u64,
+    /// Repairs held back because too many of a pool's nodes were broken at once.
+    pub repairs_held: u64,
 }
 
 impl From<&EngineStats> for EngineCounters {
@@ -72,6 +76,8 @@ impl From<&EngineStats> for EngineCounters {
             gang_launches: s.gang_launches,
             gang_rollbacks: s.gang_rollbacks,
             gang_claims_rolled_back: s.gang_claims_rolled_back,
+            repairs: s.repairs,
+            repairs_held: s.repairs_held,
         }
     }
 }
@@ -189,6 +195,13 @@ pub struct Summary {
     pub interruptions: u64,
     /// Pods stopped on a node before they finished (drain, reclaim, move).
     pub evictions: u64,
+    /// GPU faults the simulated clouds injected (`gpuFaultsPerHour`).
+    pub gpu_faults: u64,
+    /// Nodes replaced by node repair (also `engine.repairs`).
+    pub repairs: u64,
+    /// Accelerator-hours paid on nodes after one of their GPUs failed, until node repair (or
+    /// the run's end) removed them.
+    pub gpu_hours_lost_to_faults: f64,
     /// Launches retried on another offering after a capacity error.
     pub fallbacks: u64,
     /// Engine counters.
@@ -478,6 +491,14 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         cost_by_hour: by_hour.into_iter().map(round6).collect(),
         interruptions: rec.instances.iter().filter(|i| i.interrupted).count() as u64,
         evictions: rec.pods.iter().map(|p| u64::from(p.evictions)).sum(),
+        gpu_faults: run.clouds.iter().map(|(_, s)| s.gpu_faults).sum(),
+        repairs: run.engine.repairs,
+        gpu_hours_lost_to_faults: round6(
+            rec.instances
+                .iter()
+                .map(|i| i.gpu_hours_lost_to_faults(end))
+                .sum(),
+        ),
         fallbacks: run.engine.fallbacks,
         engine: EngineCounters::from(&run.engine),
         cloud_throttles: run.clouds.iter().map(|(_, s)| s.throttles).sum(),

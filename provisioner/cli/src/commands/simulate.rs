@@ -258,6 +258,15 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
     if let Some(rollbacks) = s.gang_rollbacks {
         rows.push(("Gangs", format!("{rollbacks} gang rollbacks")));
     }
+    if s.gpu_faults > 0 || s.repairs > 0 {
+        rows.push((
+            "Node repair",
+            format!(
+                "{} GPU faults, {} nodes repaired, {:.2} GPU-hours paid on broken nodes",
+                s.gpu_faults, s.repairs, s.gpu_hours_lost_to_faults
+            ),
+        ));
+    }
     rows.push((
         "Saving",
         format!(

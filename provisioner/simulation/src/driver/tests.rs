@@ -574,3 +574,48 @@ fn a_launch_past_a_pool_limit_is_counted() {
     }
     assert_eq!(d.limit_violations, 1, "the second instance is one over");
 }
+
+#[test]
+fn a_gpu_that_fails_is_repaired_and_the_job_finishes_elsewhere() {
+    // GPUs fail about once every two hours per node; the job needs four hours. Over a few
+    // seeds the job always finishes, faulted nodes are replaced by node repair about ten
+    // minutes after their fault (AcceleratedHardwareReady=False), and the GPU-hours paid on
+    // broken nodes are counted.
+    let s = scenario(
+        "2d",
+        "[on-demand]",
+        "{gpuFaultsPerHour: 0.5}",
+        &gpu_job("train", "[{at: 0s}]", "4h", true),
+    );
+    let mut repaired = 0;
+    for seed in 1..=6 {
+        let r = run(&s, seed, None).unwrap();
+        let rec = &r.record;
+        assert!(rec.pods[0].completed, "seed {seed}: {:?}", rec.pods[0]);
+        for i in rec.instances.iter().filter(|i| i.gpu_fault_at.is_some()) {
+            let fault = i.gpu_fault_at.unwrap();
+            if let Some(end) = i.end {
+                // Repaired 10 minutes after the fault (within a poll or two).
+                let after = end - fault;
+                assert!(
+                    after >= TimeDelta::minutes(10) && after <= TimeDelta::minutes(11),
+                    "seed {seed}: ended {after} after its fault"
+                );
+                repaired += 1;
+            }
+        }
+        let faulted = rec
+            .instances
+            .iter()
+            .filter(|i| i.gpu_fault_at.is_some())
+            .count() as u64;
+        assert!(r.engine.repairs <= faulted, "seed {seed}");
+        let lost: f64 = rec
+            .instances
+            .iter()
+            .map(|i| i.gpu_hours_lost_to_faults(s.start + s.duration))
+            .sum();
+        assert_eq!(lost > 0.0, faulted > 0, "seed {seed}");
+    }
+    assert!(repaired >= 1, "no seed saw a repair");
+}
