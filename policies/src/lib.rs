@@ -54,7 +54,7 @@ pub use nodeclass::{
 };
 pub use nodepool::{
     ConsolidationPolicy, Disruption, GpuSharingSpec, GpuSharingStrategy, NodeClaimTemplate,
-    NodeClaimTemplateSpec, NodePool, NodePoolSpec, NodePoolStatus,
+    NodeClaimTemplateSpec, NodePool, NodePoolSpec, NodePoolStatus, RepairPolicySpec, RepairSpec,
 };
 pub use preference::{DEFAULT_PREFERENCE_BUDGET, PreferencePolicy, parse_preference_budget};
 pub use quantity::{Millis, parse_quantity};

@@ -123,6 +123,49 @@ pub struct NodePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?%$"))]
     pub preference_budget: Option<String>,
+    /// Node repair: how long each broken condition is tolerated before the node is replaced
+    /// (the shape of Karpenter's NodePool repair RFC). Unset: the controller's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<RepairSpec>,
+}
+
+/// `spec.repair`: node repair for this pool's nodes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RepairSpec {
+    /// `false` turns node repair off for this pool (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Per-condition tolerations: override the default rule of the same condition and status,
+    /// or add a condition (one a node agent such as the Node Problem Detector publishes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<RepairPolicySpec>,
+    /// The toleration of every default rule this pool's `policies` do not name (`"30m"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(s|m|h))+$"))]
+    pub default_toleration_duration: Option<String>,
+    /// Repair while at most this many of the pool's nodes are unhealthy… (default 1)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_unhealthy_nodes: Option<i64>,
+    /// … or at most this percentage of them, whichever allows more (default 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_unhealthy_percentage: Option<i64>,
+}
+
+/// One condition node repair acts on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RepairPolicySpec {
+    /// The node condition type (`Ready`, `AcceleratedHardwareReady`, `NetworkUnavailable`).
+    pub condition_type: String,
+    /// The status that means broken: `False` (the default), `True` or `Unknown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_status: Option<String>,
+    /// How long the node may stay so before it is replaced (`"10m"`).
+    #[schemars(regex(pattern = r"^([0-9]+(s|m|h))+$"))]
+    pub toleration: String,
 }
 
 /// The NodeClaim template of a NodePool.

@@ -63,6 +63,58 @@ pub fn validate_nodepool(np: &NodePool) -> Vec<FieldError> {
         }
     }
 
+    if let Some(repair) = &spec.repair {
+        fields::duration(
+            repair.default_toleration_duration.as_deref(),
+            "spec.repair.defaultTolerationDuration",
+            false,
+            &mut errs,
+        );
+        if let Some(n) = repair.max_unhealthy_nodes
+            && n < 0
+        {
+            push(
+                &mut errs,
+                "spec.repair.maxUnhealthyNodes",
+                format!("must be 0 or more, got {n}"),
+            );
+        }
+        if let Some(p) = repair.max_unhealthy_percentage
+            && !(0..=100).contains(&p)
+        {
+            push(
+                &mut errs,
+                "spec.repair.maxUnhealthyPercentage",
+                format!("must be between 0 and 100, got {p}"),
+            );
+        }
+        for (i, policy) in repair.policies.iter().enumerate() {
+            let path = index("spec.repair.policies", i);
+            if policy.condition_type.is_empty() {
+                push(
+                    &mut errs,
+                    field(&path, "conditionType"),
+                    "must name a node condition type".to_owned(),
+                );
+            }
+            if let Some(status) = policy.condition_status.as_deref()
+                && !["True", "False", "Unknown"].contains(&status)
+            {
+                push(
+                    &mut errs,
+                    field(&path, "conditionStatus"),
+                    format!("must be True, False or Unknown, got {status:?}"),
+                );
+            }
+            fields::duration(
+                Some(policy.toleration.as_str()),
+                &field(&path, "toleration"),
+                false,
+                &mut errs,
+            );
+        }
+    }
+
     if let Some(budget) = spec.preference_budget.as_deref()
         && let Err(e) = crate::preference::parse_preference_budget(budget)
     {

@@ -1242,3 +1242,38 @@ fn preference_policy_and_budget() {
         "\"ten\" is not a percentage",
     );
 }
+
+#[test]
+fn repair_settings() {
+    let good = set(
+        np(),
+        "/spec/repair",
+        json!({"defaultTolerationDuration": "30m", "maxUnhealthyNodes": 2, "maxUnhealthyPercentage": 50,
+               "policies": [{"conditionType": "AcceleratedHardwareReady", "toleration": "5m"},
+                            {"conditionType": "NetworkUnavailable", "conditionStatus": "True", "toleration": "10m"}]}),
+    );
+    assert!(validate_manifest(&good).is_ok());
+    only_error(
+        &set(
+            np(),
+            "/spec/repair",
+            json!({"policies": [{"conditionType": "Ready", "conditionStatus": "Maybe", "toleration": "5m"}]}),
+        ),
+        "spec.repair.policies[0].conditionStatus",
+        "must be True, False or Unknown",
+    );
+    only_error(
+        &set(
+            np(),
+            "/spec/repair",
+            json!({"policies": [{"conditionType": "Ready", "toleration": "soon"}]}),
+        ),
+        "spec.repair.policies[0].toleration",
+        "invalid duration",
+    );
+    only_error(
+        &set(np(), "/spec/repair", json!({"maxUnhealthyPercentage": 150})),
+        "spec.repair.maxUnhealthyPercentage",
+        "between 0 and 100",
+    );
+}

@@ -68,6 +68,9 @@ impl Engine {
         if claim.phase == Phase::Initialized {
             claim.empty_since = Some(now);
         }
+        if let Some(node) = &found.node {
+            self.observe_health(claim.pool, &claim.name, &node.conditions, now);
+        }
         claim.facts.set_node(found.node);
         claim.last_change = now;
         let relaunch = claim.phase == Phase::Launching && !claim.deleting;

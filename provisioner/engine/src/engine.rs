@@ -237,12 +237,19 @@ pub struct Engine {
     repairs: crate::repair::RepairTracker,
     /// Why node repair replaced a claim, until the claim is gone.
     repair_reasons: BTreeMap<String, String>,
+    /// Node repair as each pool has it (the engine's defaults with the pool's `spec.repair`).
+    repair_configs: Vec<crate::repair::RepairConfig>,
 }
 
 impl Engine {
     /// A new engine with no pods and no nodes.
     pub fn new(setup: EngineSetup, config: EngineConfig) -> Self {
         let static_retry_at = vec![None; setup.pools.len()];
+        let repair_configs = setup
+            .pools
+            .iter()
+            .map(|p| p.repair.resolve(&config.repair))
+            .collect();
         Self {
             config,
             setup,
@@ -267,6 +274,7 @@ impl Engine {
             closed_batches: Vec::new(),
             repairs: Default::default(),
             repair_reasons: BTreeMap::new(),
+            repair_configs,
         }
     }
 
@@ -390,7 +398,11 @@ impl Engine {
                 if let Some(c) = self.claims.get_mut(&claim) {
                     c.phase = c.phase.max(Phase::Registered);
                     c.registered_at.get_or_insert(now);
-                    c.facts.set_node(Some(node));
+                    let pool = c.pool;
+                    self.observe_health(pool, &claim, &node.conditions, now);
+                    if let Some(c) = self.claims.get_mut(&claim) {
+                        c.facts.set_node(Some(node));
+                    }
                     self.check_initialized(now, &claim);
                 }
             }
@@ -399,10 +411,9 @@ impl Engine {
                     .claims
                     .values()
                     .find(|c| c.node().is_some_and(|n| n.name == node.name));
-                if let Some(name) = claim.map(|c| c.name.clone()) {
-                    // Repair sees every change, not only the state at the next poll.
-                    self.repairs
-                        .observe(&self.config.repair, &name, &node.conditions, now);
+                if let Some((name, pool)) = claim.map(|c| (c.name.clone(), c.pool)) {
+                    // Repair sees every change of a node's conditions as it comes.
+                    self.observe_health(pool, &name, &node.conditions, now);
                     if let Some(c) = self.claims.get_mut(&name) {
                         c.facts.set_node(Some(node));
                     }
@@ -485,7 +496,7 @@ impl Engine {
             times.push((last + self.config.batch_idle).min(first + self.config.batch_max));
         }
         times.extend(self.retry_unschedulable_at);
-        times.extend(self.repairs.next_due(&self.config.repair));
+        times.extend(self.repairs.next_due());
         if self.any_unschedulable() {
             times.extend(self.unavailable.next_expiry());
         }
@@ -1222,39 +1233,55 @@ impl Engine {
     /// Node repair: replaces nodes whose conditions say they are broken for longer than their
     /// rule tolerates, pool by pool while few enough of the pool's nodes are unhealthy.
     fn repair_nodes(&mut self, now: DateTime<Utc>) {
-        let config = &self.config.repair;
-        if config.rules.is_empty() {
+        // Fed by node events: a poll with no unhealthy node costs nothing.
+        if self.repairs.is_empty() {
             return;
         }
         self.repairs
             .retain(|c| self.claims.get(c).is_some_and(|c| !c.deleting));
+        self.repairs.forget_recovered(now);
+        let due = self.repairs.due_all(now);
+        if due.is_empty() {
+            return;
+        }
         let mut nodes_per_pool: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut unhealthy_per_pool: BTreeMap<usize, usize> = BTreeMap::new();
         for c in self.claims.values().filter(|c| !c.deleting) {
             *nodes_per_pool.entry(c.pool).or_default() += 1;
-            if let Some(node) = c.node() {
-                self.repairs.observe(config, &c.name, &node.conditions, now);
-            }
-        }
-        let mut unhealthy_per_pool: BTreeMap<usize, usize> = BTreeMap::new();
-        let mut due: Vec<(String, usize, String)> = Vec::new();
-        for c in self.claims.values().filter(|c| !c.deleting) {
             if self.repairs.unhealthy(&c.name) {
                 *unhealthy_per_pool.entry(c.pool).or_default() += 1;
             }
-            if let Some(why) = self.repairs.due(config, &c.name, now) {
-                due.push((c.name.clone(), c.pool, why));
-            }
         }
-        for (name, pool, why) in due {
+        for (name, why) in due {
+            let Some(pool) = self.claims.get(&name).map(|c| c.pool) else {
+                continue;
+            };
             let nodes = nodes_per_pool.get(&pool).copied().unwrap_or(0);
             let unhealthy = unhealthy_per_pool.get(&pool).copied().unwrap_or(0);
-            if unhealthy > self.config.repair.allowed_unhealthy(nodes) {
+            let allowed = self
+                .repair_configs
+                .get(pool)
+                .map_or(0, |c| c.allowed_unhealthy(nodes));
+            if unhealthy > allowed {
                 self.stats.repairs_held += 1;
                 continue;
             }
             self.stats.repairs += 1;
             self.repair_reasons.insert(name.clone(), why);
             self.delete(now, &name, DeleteReason::Unhealthy);
+        }
+    }
+
+    /// Tells node repair what `claim`'s node (of pool `pool`) reports now.
+    pub(crate) fn observe_health(
+        &mut self,
+        pool: usize,
+        claim: &str,
+        conditions: &[crate::events::NodeCondition],
+        now: DateTime<Utc>,
+    ) {
+        if let Some(config) = self.repair_configs.get(pool) {
+            self.repairs.observe(config, claim, conditions, now);
         }
     }
 

@@ -32,7 +32,7 @@ pub use engine::provisioning_requests::{
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeView};
 pub use pools::{EngineError, PoolPolicy};
-pub use repair::{RepairConfig, RepairRule};
+pub use repair::{RepairConfig, RepairOverride, RepairRule};
 pub use unavailable::UnavailableOfferings;
 
 #[cfg(test)]

@@ -40,6 +40,8 @@ pub struct PoolPolicy {
     pub expire_after: Option<Duration>,
     /// `template.spec.terminationGracePeriod`: how long an expired node's pods may take to move.
     pub termination_grace_period: Option<Duration>,
+    /// `spec.repair`: what this pool changes about node repair.
+    pub repair: crate::repair::RepairOverride,
 }
 
 /// Two policies are equal when they come from the same NodePool object, NodeClass and template
@@ -79,7 +81,13 @@ impl PoolPolicy {
         let expire_after = node_pool.expire_after().map_err(invalid)?;
         let termination_grace_period = node_pool.termination_grace_period().map_err(invalid)?;
         let template_hash = template_hash(&node_pool, None);
+        let repair = crate::repair::RepairOverride::from_spec(node_pool.spec.repair.as_ref())
+            .map_err(|reason| EngineError::InvalidPool {
+                pool: spec.name.clone(),
+                reason,
+            })?;
         Ok(Self {
+            repair,
             template_hash,
             expire_after,
             termination_grace_period,

@@ -102,11 +102,111 @@ impl RepairConfig {
     }
 }
 
+/// A NodePool's `spec.repair`, parsed: what it changes about the engine's [`RepairConfig`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RepairOverride {
+    /// `enabled: false`.
+    pub disabled: bool,
+    /// `policies`: tolerations for (condition, status), replacing a default rule's or added.
+    pub rules: Vec<RepairRule>,
+    /// `defaultTolerationDuration`: the toleration of every default rule `rules` do not name.
+    pub default_toleration: Option<TimeDelta>,
+    /// `maxUnhealthyNodes`.
+    pub max_unhealthy_nodes: Option<usize>,
+    /// `maxUnhealthyPercentage`, as a fraction.
+    pub max_unhealthy_fraction: Option<f64>,
+}
+
+impl RepairOverride {
+    /// Reads a NodePool's `spec.repair` (absent: no change).
+    pub fn from_spec(spec: Option<&quartermaster_policies::RepairSpec>) -> Result<Self, String> {
+        let Some(spec) = spec else {
+            return Ok(Self::default());
+        };
+        let duration = |text: &str, path: &str| {
+            quartermaster_policies::duration::parse_duration(text)
+                .ok()
+                .and_then(|d| TimeDelta::from_std(d).ok())
+                .ok_or_else(|| format!("{path}: invalid duration {text:?}"))
+        };
+        let mut rules = Vec::new();
+        for (i, p) in spec.policies.iter().enumerate() {
+            rules.push(RepairRule {
+                condition: p.condition_type.clone(),
+                status: p.condition_status.clone().unwrap_or_else(|| "False".into()),
+                toleration: duration(
+                    &p.toleration,
+                    &format!("spec.repair.policies[{i}].toleration"),
+                )?,
+            });
+        }
+        Ok(Self {
+            disabled: spec.enabled == Some(false),
+            rules,
+            default_toleration: spec
+                .default_toleration_duration
+                .as_deref()
+                .map(|t| duration(t, "spec.repair.defaultTolerationDuration"))
+                .transpose()?,
+            max_unhealthy_nodes: spec.max_unhealthy_nodes.map(|n| n.max(0) as usize),
+            max_unhealthy_fraction: spec
+                .max_unhealthy_percentage
+                .map(|p| p.clamp(0, 100) as f64 / 100.0),
+        })
+    }
+
+    /// `base` with this pool's changes: its policies replace the toleration of the default
+    /// rule of the same condition and status (or are added after the defaults), the default
+    /// toleration applies to the other defaults, and `enabled: false` leaves no rule.
+    pub fn resolve(&self, base: &RepairConfig) -> RepairConfig {
+        if self.disabled {
+            return RepairConfig {
+                rules: Vec::new(),
+                ..base.clone()
+            };
+        }
+        let mut rules: Vec<RepairRule> = base
+            .rules
+            .iter()
+            .map(|r| {
+                let named = self
+                    .rules
+                    .iter()
+                    .find(|o| o.condition == r.condition && o.status == r.status);
+                RepairRule {
+                    toleration: named
+                        .map(|o| o.toleration)
+                        .or(self.default_toleration)
+                        .unwrap_or(r.toleration),
+                    ..r.clone()
+                }
+            })
+            .collect();
+        for o in &self.rules {
+            if !rules
+                .iter()
+                .any(|r| r.condition == o.condition && r.status == o.status)
+            {
+                rules.push(o.clone());
+            }
+        }
+        RepairConfig {
+            rules,
+            max_unhealthy_nodes: self.max_unhealthy_nodes.unwrap_or(base.max_unhealthy_nodes),
+            max_unhealthy_fraction: self
+                .max_unhealthy_fraction
+                .unwrap_or(base.max_unhealthy_fraction),
+        }
+    }
+}
+
 /// A node found unhealthy.
 #[derive(Debug, Clone, PartialEq)]
 struct Unhealthy {
-    /// The rule that matched first.
-    rule: usize,
+    /// The rule that matched first (`AcceleratedHardwareReady=False for 10m`).
+    rule: String,
+    /// Its toleration (the pool's).
+    toleration: TimeDelta,
     /// Since when (the condition's transition time when it has one).
     since: DateTime<Utc>,
     /// Set while the node looks healthy again; cleared when a rule matches again.
@@ -131,11 +231,13 @@ impl RepairTracker {
     ) {
         match config.matching(conditions) {
             Some((rule, since)) => {
+                let rule = &config.rules[rule];
                 let entry = self
                     .by_claim
                     .entry(claim.to_owned())
                     .or_insert_with(|| Unhealthy {
-                        rule,
+                        rule: rule.describe(),
+                        toleration: rule.toleration,
                         since: since.unwrap_or(now).min(now),
                         healthy_since: None,
                     });
@@ -148,11 +250,30 @@ impl RepairTracker {
                 let healthy_since = *entry.healthy_since.get_or_insert(now);
                 // Healthy for a whole toleration: recovered. A shorter good spell is a flap and
                 // does not restart the clock.
-                if now - healthy_since >= config.rules[entry.rule].toleration {
+                if now - healthy_since >= entry.toleration {
                     self.by_claim.remove(claim);
                 }
             }
         }
+    }
+
+    /// Whether no node is tracked (nothing to do).
+    pub fn is_empty(&self) -> bool {
+        self.by_claim.is_empty()
+    }
+
+    /// Forgets the nodes that stayed healthy for their rule's whole toleration by `now`.
+    pub fn forget_recovered(&mut self, now: DateTime<Utc>) {
+        self.by_claim
+            .retain(|_, u| u.healthy_since.is_none_or(|h| now - h < u.toleration));
+    }
+
+    /// Every claim due for repair at `now`, with why.
+    pub fn due_all(&self, now: DateTime<Utc>) -> Vec<(String, String)> {
+        self.by_claim
+            .keys()
+            .filter_map(|c| self.due(c, now).map(|why| (c.clone(), why)))
+            .collect()
     }
 
     /// Whether `claim`'s node is unhealthy now.
@@ -164,18 +285,17 @@ impl RepairTracker {
 
     /// Why `claim`'s node is due for repair at `now`, if it is: unhealthy now, and for longer
     /// than its rule tolerates.
-    pub fn due(&self, config: &RepairConfig, claim: &str, now: DateTime<Utc>) -> Option<String> {
+    pub fn due(&self, claim: &str, now: DateTime<Utc>) -> Option<String> {
         let u = self.by_claim.get(claim)?;
-        let rule = &config.rules[u.rule];
-        (u.healthy_since.is_none() && now - u.since >= rule.toleration).then(|| rule.describe())
+        (u.healthy_since.is_none() && now - u.since >= u.toleration).then(|| u.rule.clone())
     }
 
     /// When the first unhealthy node becomes due (for the engine's next deadline).
-    pub fn next_due(&self, config: &RepairConfig) -> Option<DateTime<Utc>> {
+    pub fn next_due(&self) -> Option<DateTime<Utc>> {
         self.by_claim
             .values()
             .filter(|u| u.healthy_since.is_none())
-            .map(|u| u.since + config.rules[u.rule].toleration)
+            .map(|u| u.since + u.toleration)
             .min()
     }
 
@@ -213,12 +333,12 @@ mod tests {
         // Seen first at minute 5, broken since minute 2 (a restarted controller agrees).
         t.observe(&config, "c", &broken, at(5));
         assert!(t.unhealthy("c"));
-        assert_eq!(t.due(&config, "c", at(11)), None);
+        assert_eq!(t.due("c", at(11)), None);
         assert_eq!(
-            t.due(&config, "c", at(12)).as_deref(),
+            t.due("c", at(12)).as_deref(),
             Some("AcceleratedHardwareReady=False for 10m")
         );
-        assert_eq!(t.next_due(&config), Some(at(12)));
+        assert_eq!(t.next_due(), Some(at(12)));
     }
 
     #[test]
@@ -247,10 +367,7 @@ mod tests {
             &[condition("Ready", "False", Some(25))],
             at(25),
         );
-        assert_eq!(
-            t.due(&config, "c", at(30)).as_deref(),
-            Some("Ready=False for 30m")
-        );
+        assert_eq!(t.due("c", at(30)).as_deref(), Some("Ready=False for 30m"));
         // Healthy for a whole toleration: recovered, forgotten.
         t.observe(
             &config,
@@ -265,7 +382,44 @@ mod tests {
             at(61),
         );
         assert!(!t.unhealthy("c"));
-        assert_eq!(t.due(&config, "c", at(100)), None);
+        assert_eq!(t.due("c", at(100)), None);
+    }
+
+    #[test]
+    fn a_pool_overrides_tolerations_adds_conditions_and_can_turn_repair_off() {
+        let spec: quartermaster_policies::RepairSpec = serde_json::from_value(serde_json::json!({
+            "defaultTolerationDuration": "45m",
+            "maxUnhealthyNodes": 3,
+            "policies": [
+                {"conditionType": "AcceleratedHardwareReady", "toleration": "2m"},
+                {"conditionType": "NetworkUnavailable", "conditionStatus": "True", "toleration": "5m"}
+            ]
+        }))
+        .unwrap();
+        let config = RepairOverride::from_spec(Some(&spec))
+            .unwrap()
+            .resolve(&RepairConfig::default());
+        let toleration = |kind: &str, status: &str| {
+            config
+                .rules
+                .iter()
+                .find(|r| r.condition == kind && r.status == status)
+                .map(|r| r.toleration.num_minutes())
+        };
+        assert_eq!(toleration("AcceleratedHardwareReady", "False"), Some(2));
+        assert_eq!(toleration("Ready", "False"), Some(45), "the pool's default");
+        assert_eq!(toleration("NetworkUnavailable", "True"), Some(5), "added");
+        assert_eq!(config.max_unhealthy_nodes, 3);
+        assert_eq!(config.max_unhealthy_fraction, 0.2);
+
+        let off = quartermaster_policies::RepairSpec {
+            enabled: Some(false),
+            ..Default::default()
+        };
+        let config = RepairOverride::from_spec(Some(&off))
+            .unwrap()
+            .resolve(&RepairConfig::default());
+        assert!(config.rules.is_empty());
     }
 
     #[test]

@@ -129,3 +129,34 @@ fn one_broken_node_of_two_is_repaired_but_a_pool_broken_everywhere_is_left_alone
     let actions = run_until(&mut e, 100, 3000);
     assert_eq!(repaired(&actions), [claims[1].clone()]);
 }
+
+#[test]
+fn a_pool_sets_its_own_tolerations_or_turns_repair_off() {
+    let with_repair = |repair: serde_json::Value| {
+        let mut setup = setup("5m");
+        let spec: quartermaster_policies::RepairSpec =
+            serde_json::from_value(repair).expect("a repair spec");
+        setup.pools[0].repair =
+            crate::RepairOverride::from_spec(Some(&spec)).expect("a valid repair spec");
+        Engine::new(setup, crate::EngineConfig::default())
+    };
+    // Two minutes for a GPU fault in this pool.
+    let mut e = with_repair(serde_json::json!({
+        "policies": [{"conditionType": "AcceleratedHardwareReady", "toleration": "2m"}]
+    }));
+    let claims = running(&mut e, 2);
+    report(&mut e, 0, "AcceleratedHardwareReady", "False", 100, 100);
+    let actions = run_until(&mut e, 100, 230);
+    assert_eq!(repaired(&actions), [claims[0].clone()], "{actions:?}");
+    assert_eq!(
+        e.repair_reason(&claims[0]),
+        Some("AcceleratedHardwareReady=False for 2m")
+    );
+
+    // Repair off: a broken node stays (someone else repairs it).
+    let mut e = with_repair(serde_json::json!({"enabled": false}));
+    running(&mut e, 2);
+    report(&mut e, 0, "AcceleratedHardwareReady", "False", 100, 100);
+    let actions = run_until(&mut e, 100, 10_000);
+    assert!(repaired(&actions).is_empty(), "{actions:?}");
+}
