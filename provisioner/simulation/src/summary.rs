@@ -126,8 +126,9 @@ pub struct Summary {
     /// The same, by where the crash cut the work (`before_launch`, `launch_unrecorded`,
     /// `mid_drain`, `before_delete`, `before_disruption`, `idle`).
     pub restarts_by_crash_point: BTreeMap<String, u64>,
-    /// Faults the simulated clouds injected: throttled calls, server errors, lost answers and
-    /// Nodes that never registered (`cloud.api.*`, `cloud.nodesNeverRegister`, `--chaos`).
+    /// Faults the simulated clouds injected: throttled calls, server errors, lost answers,
+    /// Nodes that never registered and GPU faults (`cloud.api.*`, `cloud.nodesNeverRegister`,
+    /// `cloud.gpuFaultsPerHour`, `--chaos`).
     pub faults_injected: u64,
     /// Pods waiting at the end that some NodePool can serve and that waited longer than the
     /// late window: stuck (must be 0).
@@ -197,7 +198,9 @@ pub struct Summary {
     pub evictions: u64,
     /// GPU faults the simulated clouds injected (`gpuFaultsPerHour`).
     pub gpu_faults: u64,
-    /// Nodes replaced by node repair (also `engine.repairs`).
+    /// Node repair decisions (also `engine.repairs`): a node replaced because a condition said
+    /// it was broken. A decision cut short by a driver crash and taken again after the restart
+    /// counts twice.
     pub repairs: u64,
     /// Accelerator-hours paid on nodes after one of their GPUs failed, until node repair (or
     /// the run's end) removed them.
@@ -448,7 +451,9 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         faults_injected: run
             .clouds
             .iter()
-            .map(|(_, s)| s.throttles + s.server_errors + s.lost_responses + s.never_registered)
+            .map(|(_, s)| {
+                s.throttles + s.server_errors + s.lost_responses + s.never_registered + s.gpu_faults
+            })
             .sum(),
         servable_pods_unplaced: run.waiting_at_end.stuck,
         late_arrivals: run.waiting_at_end.late_arrivals,

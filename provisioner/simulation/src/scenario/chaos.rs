@@ -6,6 +6,8 @@
 //!   answers lost after the call took effect (3%: a launch that succeeded but reported failure,
 //!   a delete that did but said it did not);
 //! - Nodes that never register (2%) and accelerators that never appear (2%);
+//! - GPUs that fail on running nodes (0.02 per GPU node-hour: `AcceleratedHardwareReady=False`,
+//!   the GPUs withdrawn), which node repair must replace;
 //! - spot interruptions at 0.1 more per hour per instance;
 //! - three insufficient-capacity storms, each across a whole instance family the NodePools
 //!   name (all zones, spot or every capacity type), 30 minutes to 3 hours long;
@@ -27,6 +29,8 @@ use crate::rng::{self, uniform};
 
 /// The chaos draws' stream (apart from the workload's and the clouds').
 const CHAOS_STREAM: u64 = 900;
+/// GPU faults per GPU node-hour under chaos (node repair replaces the broken nodes).
+pub const GPU_FAULTS_PER_HOUR: f64 = 0.02;
 /// Driver crashes per simulated hour under chaos.
 pub const DRIVER_CRASHES_PER_HOUR: f64 = 0.25;
 
@@ -42,6 +46,7 @@ impl Scenario {
         c.api.lost_response_probability = c.api.lost_response_probability.max(0.03);
         c.nodes_never_register = c.nodes_never_register.max(0.02);
         c.accelerators_never_ready = c.accelerators_never_ready.max(0.02);
+        c.gpu_faults_per_hour = c.gpu_faults_per_hour.max(GPU_FAULTS_PER_HOUR);
         c.interruptions.spot_rate_per_hour += 0.1;
         // At least four crashes expected in a short scenario.
         let hours = s.duration.as_seconds_f64() / 3600.0;
