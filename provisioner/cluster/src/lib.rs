@@ -12,6 +12,7 @@
 //! will feed it from informers.
 
 pub mod admission;
+pub mod capacity_buffer;
 mod error;
 mod node;
 mod nodepool;
@@ -54,6 +55,34 @@ pub struct Ingested {
     pub static_pools: BTreeMap<String, u64>,
     /// ProvisioningRequests with the pods planned for them, in input order.
     pub provisioning_requests: Vec<provisioning_request::RequestPods>,
+    /// CapacityBuffers with their chunk and count, in input order. Their placeholder pods are
+    /// not in the snapshot: [`Ingested::with_buffers`] adds them.
+    pub capacity_buffers: Vec<capacity_buffer::BufferPods>,
+}
+
+impl Ingested {
+    /// The snapshot with every buffer's placeholder pods pending too (`plan`'s view: one
+    /// solve buys for the pods and the headroom together).
+    pub fn with_buffers(&self) -> ClusterSnapshot {
+        let mut snapshot = self.snapshot.clone();
+        snapshot.pending.extend(buffer_pods(&self.capacity_buffers));
+        snapshot
+    }
+}
+
+/// Every placeholder pod of `buffers`, numbered per buffer
+/// ([`capacity_buffer::chunk_name`]).
+pub fn buffer_pods(buffers: &[capacity_buffer::BufferPods]) -> Vec<Pod> {
+    let mut out = Vec::new();
+    for b in buffers {
+        let Some(chunk) = &b.chunk else { continue };
+        for i in 0..b.replicas {
+            let mut pod = chunk.clone();
+            pod.id = PodRef::new(&b.namespace, capacity_buffer::chunk_name(&b.name, i));
+            out.push(pod);
+        }
+    }
+    out
 }
 
 /// Builds a snapshot from Kubernetes objects. Existing nodes are priced only from what they say
@@ -158,6 +187,7 @@ fn ingest_into(
         }
         provisioning_requests.push(request);
     }
+    let capacity_buffers = capacity_buffer::expand(&inventory, &mut snapshot.resources, &mut notes);
     let mut bound: BTreeMap<&str, Vec<Pod>> = BTreeMap::new();
     for (node, source) in &expansion.bound {
         let pod = solver_pod(source, &mut snapshot.resources, &mut notes)?;
@@ -278,6 +308,7 @@ fn ingest_into(
         notes,
         static_pools,
         provisioning_requests,
+        capacity_buffers,
     })
 }
 

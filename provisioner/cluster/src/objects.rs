@@ -89,6 +89,8 @@ pub(crate) struct Inventory {
     pub provisioning_requests: Vec<crate::provisioning_request::RequestObject>,
     /// PodTemplates by `(namespace, name)` (what ProvisioningRequests name).
     pub pod_templates: BTreeMap<(String, String), crate::provisioning_request::PodTemplateObject>,
+    /// CapacityBuffers (`autoscaling.x-k8s.io/v1alpha1`), in input order.
+    pub capacity_buffers: Vec<crate::capacity_buffer::BufferObject>,
     /// Kinds skipped (`Kind`, or `Kind.group` outside the core group), with how many objects of
     /// each.
     pub skipped: BTreeMap<String, usize>,
@@ -208,6 +210,10 @@ impl Inventory {
                     .and_then(|m| u32::try_from(m).ok())
                     .unwrap_or(0);
                 inv.pod_groups.insert((ns.to_owned(), name.to_owned()), min);
+                continue;
+            }
+            if crate::capacity_buffer::is_read_here(api_group, kind) {
+                crate::capacity_buffer::read(&mut inv, value)?;
                 continue;
             }
             if crate::provisioning_request::is_read_here(api_group, kind) {

@@ -278,6 +278,7 @@ impl Engine {
     /// not static, not do-not-disrupt, with pods that may all move.
     pub(super) fn movable_nodes(&self, now: DateTime<Utc>) -> Vec<Candidate> {
         let on = self.bound_pods();
+        let held = self.headroom.by_claim();
         self.claims
             .values()
             .filter(|c| c.phase == Phase::Initialized && c.schedulable())
@@ -292,6 +293,10 @@ impl Engine {
                 let mut used = Resources::ZERO;
                 for p in &pods {
                     used += self.pods[*p].pod.requests;
+                }
+                // Room a CapacityBuffer holds is used, not waste.
+                for p in held.get(c.name.as_str()).into_iter().flatten() {
+                    used += p.requests;
                 }
                 let waste = c.offering.price_per_hour * (1.0 - utilisation(&used, &c.room));
                 Some(Candidate {

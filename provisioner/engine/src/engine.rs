@@ -97,6 +97,8 @@ pub struct EngineStats {
     pub repairs: u64,
     /// Repairs held back because too many of a pool's nodes were unhealthy at once.
     pub repairs_held: u64,
+    /// Solves that placed CapacityBuffer placeholders (after the real pods' solve).
+    pub headroom_solves: u64,
 }
 
 impl EngineStats {
@@ -125,6 +127,7 @@ impl EngineStats {
             nominations_released,
             repairs,
             repairs_held,
+            headroom_solves,
         } = other;
         self.solves += solves;
         self.claims_created += claims_created;
@@ -147,6 +150,7 @@ impl EngineStats {
         self.nominations_released += nominations_released;
         self.repairs += repairs;
         self.repairs_held += repairs_held;
+        self.headroom_solves += headroom_solves;
     }
 }
 
@@ -239,6 +243,8 @@ pub struct Engine {
     repair_reasons: BTreeMap<String, String>,
     /// Node repair as each pool has it (the engine's defaults with the pool's `spec.repair`).
     repair_configs: Vec<crate::repair::RepairConfig>,
+    /// CapacityBuffers' placeholders and the room they hold.
+    headroom: crate::headroom::Headroom,
 }
 
 impl Engine {
@@ -275,6 +281,7 @@ impl Engine {
             repairs: Default::default(),
             repair_reasons: BTreeMap::new(),
             repair_configs,
+            headroom: Default::default(),
         }
     }
 
@@ -442,6 +449,9 @@ impl Engine {
                 provider_id,
                 reason,
             } => self.cloud_drifted(&provider_id, reason),
+            Event::BuffersChanged(buffers) => {
+                self.headroom.set(&buffers);
+            }
         }
     }
 
@@ -478,6 +488,7 @@ impl Engine {
         if self.batch_due(now) {
             self.solve(now);
         }
+        self.keep_headroom(now);
         self.remove_empty(now);
         self.expire(now);
         self.consolidate(now);
@@ -497,6 +508,12 @@ impl Engine {
         }
         times.extend(self.retry_unschedulable_at);
         times.extend(self.repairs.next_due());
+        if self.headroom.dirty {
+            times.extend(self.last_poll.map(|t| t + TimeDelta::seconds(1)));
+        }
+        if self.headroom.loose().next().is_some() {
+            times.extend(self.headroom.retry_at);
+        }
         if self.any_unschedulable() {
             times.extend(self.unavailable.next_expiry());
         }
@@ -601,10 +618,24 @@ impl Engine {
 
     /// The solver's snapshot of the waiting pods; with `without`, of those claims' pods only, as
     /// if their nodes were gone (the question consolidation asks).
+    ///
+    /// Consolidation's question counts CapacityBuffer placeholders as residents (and those on
+    /// `without` as pods to move), so the room a buffer holds is not taken for waste; the
+    /// provisioning solve does not see them (a real pod takes buffer room first).
     fn snapshot_without(
         &self,
         now: DateTime<Utc>,
         without: &[&str],
+    ) -> (ClusterSnapshot, BTreeMap<String, String>) {
+        self.snapshot_of(now, without, !without.is_empty())
+    }
+
+    /// [`Engine::snapshot_without`], with placeholders as residents when `headroom`.
+    fn snapshot_of(
+        &self,
+        now: DateTime<Utc>,
+        without: &[&str],
+        headroom: bool,
     ) -> (ClusterSnapshot, BTreeMap<String, String>) {
         let mut pools: Vec<_> = self.setup.pools.iter().map(|p| p.spec.clone()).collect();
         for pool in &mut pools {
@@ -619,6 +650,19 @@ impl Engine {
                     .entry(claim.as_str())
                     .or_default()
                     .push(entry.pod.clone());
+            }
+        }
+        let mut loose_placeholders = Vec::new();
+        if headroom {
+            for (claim, pods) in self.headroom.by_claim() {
+                if without.contains(&claim) {
+                    loose_placeholders.extend(pods.into_iter().map(|p| (**p).clone()));
+                } else {
+                    pods_by_claim
+                        .entry(claim)
+                        .or_default()
+                        .extend(pods.into_iter().cloned());
+                }
             }
         }
         for c in self.claims.values() {
@@ -648,7 +692,7 @@ impl Engine {
                 spec.limits.nodes = Some(spec.usage.nodes);
             }
         }
-        let pending = self
+        let mut pending: Vec<Pod> = self
             .pods
             .values()
             .filter(|e| match &e.state {
@@ -659,6 +703,7 @@ impl Engine {
             })
             .map(|e| (*e.pod).clone())
             .collect();
+        pending.extend(loose_placeholders);
         let snapshot = ClusterSnapshot {
             resources: self.setup.resources.clone(),
             pending,
@@ -694,6 +739,76 @@ impl Engine {
             }
             self.grew_at[pool] = Some(now);
         }
+    }
+
+    /// CapacityBuffers: placeholders that no longer fit next to the real pods of their claim
+    /// (or whose claim is going) let go of it; then every loose placeholder is solved into the
+    /// room that is left, nodes bought for the rest (see [`crate::headroom`]).
+    fn keep_headroom(&mut self, now: DateTime<Utc>) {
+        if self.headroom.is_empty() {
+            return;
+        }
+        let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
+        for e in self.pods.values() {
+            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state {
+                *used.entry(claim.as_str()).or_default() += e.pod.requests;
+            }
+        }
+        let mut released = Vec::new();
+        for (id, p) in &self.headroom.placeholders {
+            let Some(claim) = &p.claim else { continue };
+            match self.claims.get(claim) {
+                Some(c) if c.schedulable() => {
+                    let room = used.entry(claim.as_str()).or_default();
+                    let need = *room + p.pod.requests;
+                    if need.first_excess(&c.room).is_some() {
+                        released.push(id.clone());
+                    } else {
+                        *room = need;
+                    }
+                }
+                _ => released.push(id.clone()),
+            }
+        }
+        self.headroom.release(&released);
+        if !self.headroom.due(now) {
+            return;
+        }
+        self.headroom.dirty = false;
+        let (mut snapshot, targets) = self.snapshot_of(now, &[], true);
+        snapshot.pending = self.headroom.loose().map(|p| (*p.pod).clone()).collect();
+        if snapshot.pending.is_empty() {
+            self.headroom.retry_at = None;
+            return;
+        }
+        self.stats.solves += 1;
+        self.stats.headroom_solves += 1;
+        self.version += 1;
+        let plan = crate::engine::plan(&snapshot, &self.setup.catalog, now);
+        for name in self.apply(now, plan, &targets) {
+            let Some(pool) = self.claims.get(&name).map(|c| c.pool) else {
+                continue;
+            };
+            if self.grew_at.len() <= pool {
+                self.grew_at.resize(pool + 1, None);
+            }
+            self.grew_at[pool] = Some(now);
+        }
+        let any_loose = self.headroom.loose().next().is_some();
+        self.headroom.retry_at = any_loose.then(|| now + self.config.unschedulable_retry);
+    }
+
+    /// CapacityBuffer placeholders and the claims whose room they hold (for cost reports:
+    /// headroom).
+    pub fn headroom(&self) -> impl Iterator<Item = crate::headroom::HeadroomView<'_>> {
+        self.headroom
+            .placeholders
+            .values()
+            .map(|p| crate::headroom::HeadroomView {
+                buffer: &p.buffer,
+                pod: &p.pod,
+                claim: p.claim.as_deref(),
+            })
     }
 
     /// Carries out a plan; returns the names of the NodeClaims it created.
@@ -769,6 +884,8 @@ impl Engine {
     /// controller records the nomination for the kube-scheduler).
     fn nominate(&mut self, now: DateTime<Utc>, pod: &PodRef, claim: &str) {
         let Some(entry) = self.pods.get_mut(pod) else {
+            // A CapacityBuffer placeholder holds the room; nothing is ever bound for it.
+            self.headroom.place(pod, claim);
             return;
         };
         entry.state = PodState::Nominated {
@@ -1432,7 +1549,7 @@ impl Engine {
     }
 
     fn remove_empty(&mut self, now: DateTime<Utc>) {
-        let mut occupied: BTreeSet<&str> = BTreeSet::new();
+        let mut occupied: BTreeSet<&str> = self.headroom.by_claim().into_keys().collect();
         for e in self.pods.values() {
             if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state {
                 occupied.insert(claim.as_str());

@@ -134,6 +134,9 @@ pub enum Event {
     /// replaces the one the engine has; new ones are added. Claims of a pool whose template
     /// hash changed have drifted.
     PoolsChanged(Vec<crate::PoolPolicy>),
+    /// The CapacityBuffers of the cluster, all of them (replaces what was known): room for
+    /// their chunks is kept after every real pod is placed.
+    BuffersChanged(Vec<crate::headroom::Buffer>),
     /// The cloud says an instance no longer matches its NodeClass (`CloudProvider::is_drifted`:
     /// its AMI, security groups or subnet): its claim has drifted and is replaced like one
     /// whose template changed.

@@ -15,6 +15,7 @@ mod config;
 mod disruption;
 mod engine;
 mod events;
+mod headroom;
 mod pools;
 mod repair;
 mod state;
@@ -31,6 +32,7 @@ pub use engine::provisioning_requests::{
 };
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeView};
+pub use headroom::{Buffer, HeadroomView};
 pub use pools::{EngineError, PoolPolicy};
 pub use repair::{RepairConfig, RepairOverride, RepairRule};
 pub use unavailable::UnavailableOfferings;

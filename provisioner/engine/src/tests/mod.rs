@@ -8,6 +8,7 @@ mod explain;
 mod fixtures;
 mod fleet;
 mod gangs;
+mod headroom;
 mod lifecycle;
 mod mig;
 mod node_shape;
