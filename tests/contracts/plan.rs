@@ -581,3 +581,57 @@ fn cpu_pods_on_accelerator_nodes_are_only_as_many_as_forced_and_explained() {
     );
     assert!(table.stdout.contains(&summary), "{}", table.stdout);
 }
+
+#[test]
+fn a_capacity_buffer_is_bought_with_the_pods_and_priced_by_the_plan_without_it() {
+    let vllm = path("examples/workloads/vllm-inference.yaml");
+    let buffer = path("examples/workloads/vllm-buffer.yaml");
+    let (_, without) = plan_json(&[&vllm]);
+    let (_, with) = plan_json(&[&vllm, &buffer]);
+    let buffers = with["capacity_buffers"]
+        .as_array()
+        .expect("capacity_buffers");
+    assert_eq!(buffers.len(), 1, "{with}");
+    let b = &buffers[0];
+    assert_eq!(b["buffer"], "inference/vllm-headroom");
+    assert_eq!(b["source"], "Deployment/vllm-llama-8b");
+    // 33% of 6 replicas, rounded up: 2 chunks (the 4-GPU limit does not bind), both placed.
+    assert_eq!(
+        (b["replicas"].as_u64(), b["placed"].as_u64()),
+        (Some(2), Some(2)),
+        "{b}"
+    );
+    assert!(b["problem"].is_null(), "{b}");
+    let cost = with["cost_per_hour"].as_f64().unwrap() - without["cost_per_hour"].as_f64().unwrap();
+    assert!(cost > 0.0, "headroom is bought");
+    assert!(
+        (b["cost_per_hour"].as_f64().unwrap() - cost).abs() < 1e-6,
+        "{b}"
+    );
+    assert!((with["headroom_cost_per_hour"].as_f64().unwrap() - cost).abs() < 1e-6);
+    let placeholders: Vec<&str> = with["new_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["pods"].as_array().unwrap())
+        .filter_map(|p| p.as_str())
+        .filter(|p| p.starts_with("inference/capacitybuffer-vllm-headroom-"))
+        .collect();
+    assert_eq!(placeholders.len(), 2, "{with}");
+    assert!(
+        without.get("capacity_buffers").is_none(),
+        "the key only with buffers"
+    );
+    // The table says it too.
+    let out = quartermaster(&["plan", "-f", &path(GPU_POOL), "-f", &vllm, "-f", &buffer]);
+    assert!(
+        out.stdout.contains("Headroom (CapacityBuffers)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("inference/vllm-headroom"),
+        "{}",
+        out.stdout
+    );
+}

@@ -207,6 +207,38 @@ fn drift_price_changes_and_cron_budgets_run_without_violations() {
 }
 
 #[test]
+fn a_capacity_buffer_buys_pending_time_and_reports_what_it_costs() {
+    let file = path("scenarios/buffered-inference.yaml");
+    let (with, _) = simulate_json(&[&file]);
+    let (without, _) = simulate_json(&[&file, "--without-buffers"]);
+    assert_no_violations("buffered-inference", &with);
+    assert_eq!(number(&with, "capacity_buffers"), 1.0, "{with}");
+    assert_eq!(number(&without, "capacity_buffers"), 0.0, "{without}");
+    // Scale-ups start on room that is already up: only the cold start waits for a node.
+    assert!(
+        number(&with, "pending_seconds_p95") < number(&without, "pending_seconds_p95"),
+        "with {with}\nwithout {without}"
+    );
+    assert_eq!(number(&with, "pending_seconds_p50"), 0.0, "{with}");
+    // The room is counted as headroom, and it is what the buffer costs: the allocated share
+    // of its placeholders is within 5% of the difference in the bill.
+    let headroom = number(&with, "headroom_cost");
+    let difference = number(&with, "total_cost") - number(&without, "total_cost");
+    assert!(headroom > 0.0 && difference > 0.0, "{with}");
+    assert!(
+        (headroom - difference).abs() <= 0.05 * difference,
+        "headroom {headroom} vs difference {difference}"
+    );
+    assert_eq!(number(&without, "headroom_cost"), 0.0);
+    assert!(
+        with["engine"]["headroom_solves"].as_f64() > Some(0.0),
+        "{with}"
+    );
+    // Hindsight holds the buffers' room too.
+    assert!(number(&with, "fleet_cost_over_hindsight") <= 1.05, "{with}");
+}
+
+#[test]
 fn the_shipped_scenarios_are_valid() {
     for name in [
         "default",
@@ -219,6 +251,7 @@ fn the_shipped_scenarios_are_valid() {
         "price-drop",
         "business-hours-budget",
         "gpu-faults",
+        "buffered-inference",
     ] {
         // Loading validates everything, the probe solves included; running them is left to the
         // release-build figures (they are long).

@@ -404,6 +404,10 @@ pub struct SimulateArgs {
     /// Provision every pod on its own (as without gang support), to compare.
     #[arg(long)]
     pub no_gang: bool,
+    /// Run without the scenario's CapacityBuffers (`spec.capacityBuffers`), to compare
+    /// pending times and cost with and without headroom.
+    #[arg(long)]
+    pub without_buffers: bool,
     /// Who binds pods: `scheduler`, a stand-in for the kube-scheduler that ignores the
     /// engine's nominations (filters, then LeastAllocated and balanced-allocation scores),
     /// `most-allocated` (the same scoring MostAllocated, a packing profile), or `planned`, every

@@ -300,35 +300,7 @@ fn resolve(
     chunk.labels.insert(LABEL_BUFFER.to_owned(), o.name.clone());
     chunk.owner = Some(format!("{KIND}/{}/{}", o.namespace, o.name));
 
-    let count = |v: i32, field: &str| {
-        u32::try_from(v).map_err(|_| format!("spec.{field}: must not be negative, got {v}"))
-    };
-    let by_replicas = spec.replicas.map(|r| count(r, "replicas")).transpose()?;
-    let by_percentage = match (spec.percentage, spec.scalable_ref.is_some()) {
-        (Some(p), true) => {
-            let p = count(p, "percentage")?;
-            let workload = shape.replicas.unwrap_or(0);
-            // Rounded up, at least one chunk.
-            Some(((u64::from(workload) * u64::from(p)).div_ceil(100)).max(1) as u32)
-        }
-        _ => None,
-    };
-    let limit = match &spec.limits {
-        Some(limits) => Some(chunks_within(limits, &chunk.requests, table, &o.id)?),
-        None => None,
-    };
-    let wanted = match (by_replicas, by_percentage) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    let mut replicas = match (wanted, limit) {
-        (Some(w), Some(l)) => w.min(l),
-        (Some(w), None) => w,
-        (None, Some(l)) => l,
-        (None, None) => {
-            return Err("spec: neither replicas, percentage nor limits is set".into());
-        }
-    };
+    let mut replicas = chunk_count(spec, &chunk.requests, table, shape.replicas, &o.id)?;
     if replicas > MAX_CHUNKS {
         notes.push(format!(
             "{}: {replicas} chunks capped at {MAX_CHUNKS}",
@@ -339,6 +311,47 @@ fn resolve(
     out.chunk = Some(chunk);
     out.replicas = replicas;
     Ok(())
+}
+
+/// How many chunks a buffer keeps: `replicas`, `percentage` of `workload_replicas` (the
+/// scalable workload's, rounded up, at least 1), the larger of both when both are set, capped
+/// by `limits` (alone: as many as fit). `id` names the buffer in messages. Not capped at
+/// [`MAX_CHUNKS`].
+pub fn chunk_count(
+    spec: &CapacityBufferSpec,
+    requests: &Resources,
+    table: &ResourceTable,
+    workload_replicas: Option<u32>,
+    id: &str,
+) -> Result<u32, String> {
+    let count = |v: i32, field: &str| {
+        u32::try_from(v).map_err(|_| format!("spec.{field}: must not be negative, got {v}"))
+    };
+    let by_replicas = spec.replicas.map(|r| count(r, "replicas")).transpose()?;
+    let by_percentage = match (spec.percentage, spec.scalable_ref.is_some()) {
+        (Some(p), true) => {
+            let p = count(p, "percentage")?;
+            let workload = workload_replicas.unwrap_or(0);
+            // Rounded up, at least one chunk.
+            let n = (u64::from(workload) * u64::from(p)).div_ceil(100).max(1);
+            Some(u32::try_from(n).unwrap_or(u32::MAX))
+        }
+        _ => None,
+    };
+    let limit = match &spec.limits {
+        Some(limits) => Some(chunks_within(limits, requests, table, id)?),
+        None => None,
+    };
+    let wanted = match (by_replicas, by_percentage) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    match (wanted, limit) {
+        (Some(w), Some(l)) => Ok(w.min(l)),
+        (Some(w), None) => Ok(w),
+        (None, Some(l)) => Ok(l),
+        (None, None) => Err("spec: neither replicas, percentage nor limits is set".into()),
+    }
 }
 
 /// How many chunks of `requests` fit within `limits` (resources the chunk does not request do

@@ -119,6 +119,8 @@ pub struct Driver {
     /// Do-not-disrupt pods and nodes and PDBs last told to the engine (told again on change).
     disruption_inputs: DisruptionInputs,
     requests: crate::provisioning_requests::Requests,
+    /// CapacityBuffers: as last read, told to the engine, statuses written.
+    buffers: crate::capacity_buffers::Buffers,
     /// The catalog in use: the context's, until live prices replace it.
     catalog: quartermaster_pricing::Catalog,
     /// New catalogs from the price refresh ([`crate::price_refresh`]).
@@ -167,6 +169,7 @@ impl Driver {
             readings: Default::default(),
             disruption_inputs: DisruptionInputs::default(),
             requests: Default::default(),
+            buffers: Default::default(),
             catalog: ctx.catalog.clone(),
             catalog_rx: None,
             ctx,
@@ -299,6 +302,7 @@ impl Driver {
         self.announce(now);
         if let Some(engine) = &self.engine {
             crate::provisioning_requests::sync(&self.ctx, engine, &mut self.requests, now);
+            crate::capacity_buffers::sync(&self.ctx, engine, &mut self.buffers, now);
         }
         lifecycle::sync_status(self, now);
         self.terminations();
@@ -416,6 +420,10 @@ impl Driver {
                 &stores.volcano_pod_groups.state(),
                 &stores.coscheduling_pod_groups.state(),
             ))
+            .chain(crate::capacity_buffers::objects(
+                &stores.capacity_buffers.state(),
+                &stores.pods.state(),
+            ))
             .collect(),
             &self.catalog,
             &table,
@@ -425,12 +433,33 @@ impl Driver {
         for (object, reason) in &observed.rejected {
             tracing::warn!(object, reason, "object left out of provisioning");
         }
+        let buffer_statuses: BTreeMap<String, Value> = stores
+            .capacity_buffers
+            .state()
+            .iter()
+            .filter_map(|b| {
+                Some((
+                    format!(
+                        "{}/{}",
+                        b.metadata.namespace.as_deref().unwrap_or("default"),
+                        b.metadata.name.as_deref()?
+                    ),
+                    b.status.clone()?,
+                ))
+            })
+            .collect();
+
         if self.engine.is_none() || observed.fingerprint != self.fingerprint {
             self.rebuild(now, &observed, &claims, &nodes);
         }
         self.requests.observed = observed.provisioning_requests.clone();
+        self.buffers.observed = observed.capacity_buffers.clone();
+        self.buffers.found = buffer_statuses;
         self.feed_claims(now, &claims, &nodes);
         self.feed_pods(now, &observed);
+        if let Some(engine) = &mut self.engine {
+            crate::capacity_buffers::tell(engine, &mut self.buffers, now);
+        }
         self.feed_disruption_inputs(now, &claims, &nodes);
     }
 
@@ -521,6 +550,7 @@ impl Driver {
         );
         let mut engine = Engine::new(observed.setup.clone(), self.config.clone());
         self.table = observed.setup.resources.clone();
+        self.buffers.told = None;
         self.disruption_inputs = DisruptionInputs::default();
         self.reported.clear();
         self.registered.clear();

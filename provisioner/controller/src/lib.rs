@@ -8,6 +8,7 @@
 //! controller rebuilds its engine from the NodeClaims in the cluster. Only the holder of the
 //! leader Lease writes ([`writes`], [`leader`]).
 
+pub mod capacity_buffers;
 pub mod client;
 pub mod context;
 pub mod driver;

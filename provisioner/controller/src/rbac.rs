@@ -106,6 +106,16 @@ pub const CLUSTER_RULES: &[ApiAccess] = &[
         verbs: &["patch"],
     },
     ApiAccess {
+        group: "autoscaling.x-k8s.io",
+        resource: "capacitybuffers",
+        verbs: READ,
+    },
+    ApiAccess {
+        group: "autoscaling.x-k8s.io",
+        resource: "capacitybuffers/status",
+        verbs: &["patch"],
+    },
+    ApiAccess {
         group: "scheduling.volcano.sh",
         resource: "podgroups",
         verbs: READ,

@@ -43,8 +43,10 @@ pub struct Stores {
     pub pdbs: Store<PodDisruptionBudget>,
     /// ProvisioningRequests (`autoscaling.x-k8s.io/v1`; empty where the CRD is not installed).
     pub provisioning_requests: Store<ProvisioningRequest>,
-    /// PodTemplates (what ProvisioningRequests name).
+    /// PodTemplates (what ProvisioningRequests and CapacityBuffers name).
     pub pod_templates: Store<PodTemplate>,
+    /// CapacityBuffers (`autoscaling.x-k8s.io/v1alpha1`; empty where the CRD is not installed).
+    pub capacity_buffers: Store<crate::capacity_buffers::CapacityBuffer>,
     /// Volcano PodGroups (empty where the CRD is not installed).
     pub volcano_pod_groups: Store<VolcanoPodGroup>,
     /// Coscheduling PodGroups (empty where the CRD is not installed).
@@ -54,7 +56,7 @@ pub struct Stores {
 }
 
 /// How many kinds are watched (readiness waits for all of them).
-const KINDS: usize = 13;
+const KINDS: usize = 14;
 
 impl Stores {
     /// Starts one watch per kind on `client`; the returned future drives them all (run it in a
@@ -74,6 +76,7 @@ impl Stores {
         let (pdbs, w_pdbs) = reflector::store();
         let (provisioning_requests, w_provreqs) = reflector::store();
         let (pod_templates, w_templates) = reflector::store();
+        let (capacity_buffers, w_buffers) = reflector::store();
         let (volcano_pod_groups, w_volcano) = reflector::store();
         let (coscheduling_pod_groups, w_coscheduling) = reflector::store();
         let streams = vec![
@@ -134,6 +137,12 @@ impl Stores {
                 &synced,
             ),
             watch_optional(
+                Api::<crate::capacity_buffers::CapacityBuffer>::all(client.clone()),
+                w_buffers,
+                &changed,
+                &synced,
+            ),
+            watch_optional(
                 Api::<VolcanoPodGroup>::all(client.clone()),
                 w_volcano,
                 &changed,
@@ -158,6 +167,7 @@ impl Stores {
             pdbs,
             provisioning_requests,
             pod_templates,
+            capacity_buffers,
             volcano_pod_groups,
             coscheduling_pod_groups,
             changed,
@@ -184,6 +194,7 @@ impl Stores {
             pdbs: w.pdbs.as_reader(),
             provisioning_requests: w.provisioning_requests.as_reader(),
             pod_templates: w.pod_templates.as_reader(),
+            capacity_buffers: w.capacity_buffers.as_reader(),
             volcano_pod_groups: w.volcano_pod_groups.as_reader(),
             coscheduling_pod_groups: w.coscheduling_pod_groups.as_reader(),
             changed: Arc::new(Notify::new()),
@@ -242,6 +253,7 @@ pub struct Writers {
     pub pdbs: reflector::store::Writer<PodDisruptionBudget>,
     pub provisioning_requests: reflector::store::Writer<ProvisioningRequest>,
     pub pod_templates: reflector::store::Writer<PodTemplate>,
+    pub capacity_buffers: reflector::store::Writer<crate::capacity_buffers::CapacityBuffer>,
     pub volcano_pod_groups: reflector::store::Writer<VolcanoPodGroup>,
     pub coscheduling_pod_groups: reflector::store::Writer<CoschedulingPodGroup>,
 }

@@ -55,6 +55,8 @@ pub struct Observed {
     pub fingerprint: String,
     /// ProvisioningRequests with their pods (those the engine places are among `pods`).
     pub provisioning_requests: Vec<quartermaster_cluster::provisioning_request::RequestPods>,
+    /// CapacityBuffers with their chunk and count (the engine keeps room for them).
+    pub capacity_buffers: Vec<quartermaster_cluster::capacity_buffer::BufferPods>,
 }
 
 /// Whether the kube-scheduler gave up on `pod` for want of a node: unbound, `PodScheduled=False`
@@ -305,6 +307,7 @@ pub fn observe_with_readings(
             rejected,
             fingerprint,
             provisioning_requests: Vec::new(),
+            capacity_buffers: Vec::new(),
         };
     };
     let snapshot = ingested.snapshot;
@@ -351,6 +354,7 @@ pub fn observe_with_readings(
         rejected,
         fingerprint,
         provisioning_requests: ingested.provisioning_requests,
+        capacity_buffers: ingested.capacity_buffers,
     }
 }
 

@@ -158,6 +158,32 @@ impl Writer {
         ignore_status(r, &[404])
     }
 
+    /// Writes a CapacityBuffer's status (server-side apply on the status subresource).
+    pub async fn apply_capacity_buffer_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &serde_json::Value,
+    ) -> Result<(), ControllerError> {
+        self.check()?;
+        let body = json!({
+            "apiVersion": quartermaster_cluster::capacity_buffer::API_VERSION,
+            "kind": quartermaster_cluster::capacity_buffer::KIND,
+            "status": status,
+        });
+        let api: Api<crate::capacity_buffers::CapacityBuffer> =
+            Api::namespaced(self.client.clone(), namespace);
+        let r = api
+            .patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map(|_| ());
+        ignore_status(r, &[404])
+    }
+
     async fn apply_status<K, S>(
         &self,
         api: Api<K>,

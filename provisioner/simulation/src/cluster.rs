@@ -77,7 +77,7 @@ pub struct Cluster {
     deleted: u64,
 }
 
-fn accelerators(r: &Resources) -> i64 {
+pub(crate) fn accelerators(r: &Resources) -> i64 {
     ACCELERATORS.map(|s| r.get(s)).sum()
 }
 

@@ -137,6 +137,8 @@ struct Driver<'s> {
     limit_violations: u64,
     /// Gangs seen partly launched past their launch timeout.
     half_launched_gangs: std::collections::BTreeSet<String>,
+    /// CapacityBuffers told to the engine, and the room they hold now.
+    buffers: headroom::BufferState,
 }
 
 /// Runs `scenario` with `seed` and measures it (the achievable saving and what consolidation
@@ -180,6 +182,7 @@ pub fn run_with(
         Audit::default()
     };
     // The run's record ends here; the settle goes on from a copy of the cluster.
+    d.close_headroom(end);
     let (mut cluster, mut record) = if measures {
         (d.cluster.clone(), d.rec.clone())
     } else {
@@ -316,6 +319,7 @@ impl<'s> Driver<'s> {
             live_by_pool: BTreeMap::new(),
             limit_violations: 0,
             half_launched_gangs: Default::default(),
+            buffers: Default::default(),
         })
     }
 
@@ -374,6 +378,7 @@ impl<'s> Driver<'s> {
         for round in 0.. {
             self.tell_pdbs();
             let mut busy = self.feed_workload();
+            self.tell_buffers();
             busy |= self.feed_retries()?;
             busy |= self.feed_clouds()?;
             let actions = self.engine.poll(self.now);
@@ -387,6 +392,7 @@ impl<'s> Driver<'s> {
                     }
                 }
             }
+            self.record_headroom();
             busy |= self.schedule()?;
             if !busy {
                 return Ok(());
@@ -1189,6 +1195,7 @@ impl<'s> Driver<'s> {
     }
 }
 
+mod headroom;
 mod limits;
 mod measure;
 mod restart;

@@ -218,6 +218,23 @@ pub struct Segment {
     pub end: DateTime<Utc>,
 }
 
+/// Room a CapacityBuffer placeholder held on an instance over `[start, end)`: headroom.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadroomSegment {
+    /// The buffer (`namespace/name`).
+    pub buffer: String,
+    /// The placeholder (`namespace/capacitybuffer-<buffer>-<i>`).
+    pub pod: PodRef,
+    /// What it holds.
+    pub requests: Resources,
+    /// Index into [`Record::instances`].
+    pub instance: usize,
+    /// Since.
+    pub start: DateTime<Utc>,
+    /// Until.
+    pub end: DateTime<Utc>,
+}
+
 /// Everything a run leaves behind.
 #[derive(Debug, Clone, Default)]
 pub struct Record {
@@ -227,6 +244,8 @@ pub struct Record {
     pub pods: Vec<PodRecord>,
     /// Run segments in the order they ended.
     pub segments: Vec<Segment>,
+    /// Room CapacityBuffers held, in the order it was given up.
+    pub headroom: Vec<HeadroomSegment>,
     /// Pods created and not running (pending, or evicted and waiting).
     pub pending: Step,
     /// Accelerators requested by running pods.

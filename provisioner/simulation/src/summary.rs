@@ -54,6 +54,8 @@ pub struct EngineCounters {
     pub repairs: u64,
     /// Repairs held back because too many of a pool's nodes were broken at once.
     pub repairs_held: u64,
+    /// Solves that placed CapacityBuffer placeholders.
+    pub headroom_solves: u64,
 }
 
 impl From<&EngineStats> for EngineCounters {
@@ -78,6 +80,7 @@ impl From<&EngineStats> for EngineCounters {
             gang_claims_rolled_back: s.gang_claims_rolled_back,
             repairs: s.repairs,
             repairs_held: s.repairs_held,
+            headroom_solves: s.headroom_solves,
         }
     }
 }
@@ -205,6 +208,13 @@ pub struct Summary {
     /// Accelerator-hours paid on nodes after one of their GPUs failed, until node repair (or
     /// the run's end) removed them.
     pub gpu_hours_lost_to_faults: f64,
+    /// CapacityBuffers in the scenario (`spec.capacityBuffers`).
+    pub capacity_buffers: usize,
+    /// What the room they held cost: the share of each node-hour the allocation rule gives
+    /// their placeholders (the workload `CapacityBuffer/<name>` in `cost.csv`), dollars.
+    pub headroom_cost: f64,
+    /// Accelerator-hours their placeholders held.
+    pub headroom_gpu_hours: f64,
     /// Launches retried on another offering after a capacity error.
     pub fallbacks: u64,
     /// Engine counters.
@@ -423,6 +433,7 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
     let captured =
         (achievable >= 0.01).then(|| round6((consolidation_saving / achievable).clamp(0.0, 1.0)));
     let h = &run.hindsight;
+    let headroom = crate::report::focus_csv::headroom_cost(scenario, rec);
     let total_cost = round6(total);
     let on_demand_only_cost = round6(baseline_total);
     let savings = round6(on_demand_only_cost - total_cost);
@@ -504,6 +515,9 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
                 .map(|i| i.gpu_hours_lost_to_faults(end))
                 .sum(),
         ),
+        capacity_buffers: scenario.buffers.len(),
+        headroom_cost: round6(headroom.0),
+        headroom_gpu_hours: round6(headroom.1),
         fallbacks: run.engine.fallbacks,
         engine: EngineCounters::from(&run.engine),
         cloud_throttles: run.clouds.iter().map(|(_, s)| s.throttles).sum(),

@@ -9,6 +9,7 @@ mod doctor;
 pub mod explain;
 pub mod import;
 mod plan;
+mod plan_buffers;
 mod plan_requests;
 mod preferences;
 pub mod report;

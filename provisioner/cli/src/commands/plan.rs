@@ -44,20 +44,31 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
     ingested
         .snapshot
         .override_preference_policy(args.preference_policy);
-    let mut plan = quartermaster_solver::solve_with(
-        &ingested.snapshot,
-        &catalog,
-        now,
-        &quartermaster_solver::SolveOptions {
-            price_preferences: true,
-            ..Default::default()
-        },
-    );
+    let options = quartermaster_solver::SolveOptions {
+        price_preferences: true,
+        ..Default::default()
+    };
+    let mut plan = quartermaster_solver::solve_with(&ingested.snapshot, &catalog, now, &options);
+    // CapacityBuffers: bought with the pods, each priced by the plan without it.
+    let mut headroom = None;
+    if !ingested.capacity_buffers.is_empty() {
+        let (with, total, answers) = super::plan_buffers::plan_with_buffers(
+            &ingested.capacity_buffers,
+            &ingested.snapshot,
+            &plan,
+            &catalog,
+            now,
+            &options,
+        );
+        plan = with;
+        headroom = Some((total, answers));
+    }
     static_nodes::fold_into_plan(&mut plan, reserved);
     // No pod to place and none running on a given node: the input holds no workload at all.
     let nothing_pending = ingested.snapshot.pending.is_empty()
         && ingested.snapshot.nodes.iter().all(|n| n.pods.is_empty())
-        && ingested.provisioning_requests.is_empty();
+        && ingested.provisioning_requests.is_empty()
+        && ingested.capacity_buffers.is_empty();
     if nothing_pending {
         notes.push(NO_WORKLOAD.to_owned());
     }
@@ -89,10 +100,21 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
                 node["expected_cost_per_hour"] = json!(cost);
             }
             value["provisioning_requests"] = requests.iter().map(|r| r.json()).collect();
+            if let Some((total, answers)) = &headroom {
+                value["capacity_buffers"] = answers.iter().map(|a| a.json()).collect();
+                value["headroom_cost_per_hour"] = json!(total);
+            }
             serde_json::to_writer_pretty(&mut *out, &value).context("writing JSON")?;
             writeln!(out)?;
         }
-        PlanFormat::Table => write_table(&plan, &expected, &notes, nothing_pending, out)?,
+        PlanFormat::Table => write_table(
+            &plan,
+            &expected,
+            &notes,
+            nothing_pending,
+            headroom.as_ref(),
+            out,
+        )?,
     }
     Ok(crate::EXIT_OK)
 }
@@ -201,6 +223,7 @@ fn write_table(
     expected: &[f64],
     notes: &[String],
     nothing_pending: bool,
+    headroom: Option<&(f64, Vec<super::plan_buffers::BufferAnswer>)>,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let placed: usize = plan.new_nodes.iter().map(|n| n.pods.len()).sum::<usize>()
@@ -287,6 +310,9 @@ fn write_table(
         table.write(out)?;
     }
     super::preferences::write_table(&plan.preferences, out)?;
+    if let Some((total, answers)) = headroom {
+        super::plan_buffers::write_table(answers, *total, out)?;
+    }
     if !notes.is_empty() {
         writeln!(out, "\nNotes:")?;
         for note in notes {

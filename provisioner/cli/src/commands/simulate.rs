@@ -31,6 +31,11 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
     } else {
         scenario
     };
+    let scenario = if args.without_buffers {
+        scenario.without_buffers()
+    } else {
+        scenario
+    };
     let scenario = scenario.with_binder(match args.binder {
         BinderArg::Scheduler => Binder::Scheduler,
         BinderArg::MostAllocated => Binder::MostAllocated,
@@ -257,6 +262,15 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
     ];
     if let Some(rollbacks) = s.gang_rollbacks {
         rows.push(("Gangs", format!("{rollbacks} gang rollbacks")));
+    }
+    if s.capacity_buffers > 0 {
+        rows.push((
+            "Headroom",
+            format!(
+                "{} CapacityBuffer(s) held ${:.2} of room ({:.2} GPU-hours)",
+                s.capacity_buffers, s.headroom_cost, s.headroom_gpu_hours
+            ),
+        ));
     }
     if s.gpu_faults > 0 || s.repairs > 0 {
         rows.push((

@@ -2,6 +2,7 @@
 //! `kube::Client` over `tower_test`, the kwok cloud (Node objects) as the provider, stores
 //! refilled from the server's state between passes as watches would, and a manual clock.
 
+mod capacity_buffers;
 mod fake_api;
 mod pod_groups;
 mod provisioning_requests;
@@ -142,6 +143,10 @@ impl Env {
         Writers::replace(
             &mut self.writers.pod_templates,
             typed(api.list("", "podtemplates")),
+        );
+        Writers::replace(
+            &mut self.writers.capacity_buffers,
+            typed(api.list("autoscaling.x-k8s.io", "capacitybuffers")),
         );
         Writers::replace(
             &mut self.writers.volcano_pod_groups,

@@ -90,7 +90,7 @@ pub struct Audit {
 
 /// The last hindsight solve: the cluster's population (pods created, deleted) and the scenario
 /// changes applied then; the plan's cost and the lower bound, $/hour.
-pub(super) type HindsightSolve = (((u64, u64), usize), f64, f64);
+pub(super) type HindsightSolve = (((u64, u64), usize, u64), f64, f64);
 
 /// A from-scratch solve's outcome.
 struct FromScratch {
@@ -275,11 +275,18 @@ impl Driver<'_> {
             // The sample at the middle of its interval stands for the whole interval.
             let from = at - HINDSIGHT_STEP / 2;
             let hours = ((end - from).min(HINDSIGHT_STEP)).as_seconds_f64() / 3600.0;
-            let population = (self.cluster.population(), self.change_cursor);
+            // The room CapacityBuffers ask for is part of what the fleet must hold.
+            let placeholders = self.buffer_placeholders();
+            let population = (
+                self.cluster.population(),
+                self.change_cursor,
+                placeholders.len() as u64,
+            );
             let (plan, bound) = match self.hindsight_last {
                 Some((seen, plan, bound)) if seen == population => (plan, bound),
                 _ => {
-                    let s = self.solve_afresh(self.cluster.running_pods(), true);
+                    let s = self
+                        .solve_afresh(self.cluster.running_pods().chain(placeholders.iter()), true);
                     self.hindsight_last = Some((population, s.plan, s.bound));
                     (s.plan, s.bound)
                 }

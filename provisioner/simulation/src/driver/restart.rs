@@ -227,6 +227,7 @@ impl Driver<'_> {
         }
         // The PodDisruptionBudgets are told again; the scheduler stand-in looks again.
         self.tracker.told.clear();
+        self.buffers.told = None;
         self.scheduled_at_change = None;
     }
 }

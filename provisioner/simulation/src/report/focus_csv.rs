@@ -46,8 +46,62 @@ pub fn node_usage(rec: &Record) -> Vec<NodeUsage> {
         .collect()
 }
 
-/// The run's pod segments as pod intervals on named nodes, in pod creation order.
+/// The run's pod segments as pod intervals on named nodes, in pod creation order; then the
+/// room CapacityBuffers held (workload `CapacityBuffer/<name>`: headroom).
 pub fn pod_usage(scenario: &Scenario, rec: &Record) -> Vec<PodUsage> {
+    let mut usage = running_pods(scenario, rec);
+    usage.extend(headroom_usage(rec));
+    usage
+}
+
+/// The room CapacityBuffers held, as pod intervals of their placeholders.
+fn headroom_usage(rec: &Record) -> impl Iterator<Item = PodUsage> + '_ {
+    rec.headroom.iter().map(|h| {
+        let accelerators = rec.instances[h.instance].accelerators;
+        let accelerator_slot = crate::cluster::accelerators(&h.requests);
+        PodUsage {
+            namespace: h.pod.namespace.clone(),
+            pod: h.pod.name.clone(),
+            workload: format!(
+                "CapacityBuffer/{}",
+                h.buffer
+                    .split_once('/')
+                    .map_or(h.buffer.as_str(), |(_, n)| n)
+            ),
+            node: rec.instances[h.instance].node.clone().unwrap_or_default(),
+            share: PodShare::Requests(Amounts {
+                cpu_millis: h.requests.get(CPU),
+                memory_bytes: h.requests.get(MEMORY),
+                accelerators: accelerator_slot.min(i64::from(accelerators)),
+            }),
+            start: h.start,
+            end: Some(h.end),
+        }
+    })
+}
+
+/// What the room CapacityBuffers held cost, and the accelerator-hours it held: their
+/// placeholders' allocated share of the node-hours they sat on.
+pub fn headroom_cost(scenario: &Scenario, rec: &Record) -> (f64, f64) {
+    if rec.headroom.is_empty() {
+        return (0.0, 0.0);
+    }
+    let nodes = node_usage(rec);
+    let pods = pod_usage(scenario, rec);
+    let first_headroom = pods.len() - rec.headroom.len();
+    let mut cost = 0.0;
+    let mut gpu_hours = 0.0;
+    for a in quartermaster_cost::allocate(&nodes, &pods, scenario.end()) {
+        if a.pod.is_some_and(|p| p >= first_headroom) {
+            cost += a.cost;
+            gpu_hours += a.gpu_hours;
+        }
+    }
+    (cost, gpu_hours)
+}
+
+/// The run's pod segments as pod intervals on named nodes, in pod creation order.
+fn running_pods(scenario: &Scenario, rec: &Record) -> Vec<PodUsage> {
     let mut segments: Vec<_> = rec.segments.iter().collect();
     segments.sort_by_key(|s| s.pod);
     segments

@@ -72,6 +72,10 @@ pub struct Spec {
     pub engine: EngineFile,
     /// What runs.
     pub workload: Vec<WorkloadFile>,
+    /// CapacityBuffer manifests (`autoscaling.x-k8s.io/v1alpha1`): headroom kept warm for a
+    /// workload of `workload`, named by `spec.scalableRef`.
+    #[serde(default)]
+    pub capacity_buffers: Vec<Value>,
     /// Changes during the run: NodePools edited (drift), prices changed.
     #[serde(default)]
     pub changes: Vec<ChangeFile>,

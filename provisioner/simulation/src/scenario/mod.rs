@@ -66,6 +66,8 @@ pub struct Scenario {
     pub workloads: Vec<Workload>,
     /// Changes during the run, in time order.
     pub changes: Vec<Change>,
+    /// CapacityBuffers over the workloads (`spec.capacityBuffers`).
+    pub buffers: Vec<ScenarioBuffer>,
     /// When the achievable saving is measured (default: the end).
     pub measure_at: Option<DateTime<Utc>>,
     /// Whether the engine is told which pods form a gang (`spec.gangAware`, default true).
@@ -78,6 +80,19 @@ pub struct Scenario {
     /// Driver crashes per simulated hour (`--chaos`: the engine is thrown away and rebuilt from
     /// the cluster and the clouds; see the driver's `restart` module). 0 without chaos.
     pub driver_crashes_per_hour: f64,
+}
+
+/// A CapacityBuffer of the scenario: headroom for copies of one workload's pod.
+#[derive(Debug, Clone)]
+pub struct ScenarioBuffer {
+    /// `metadata.name`.
+    pub name: String,
+    /// The workload's namespace (a buffer names a workload of its own namespace).
+    pub namespace: String,
+    /// Index into [`Scenario::workloads`].
+    pub workload: usize,
+    /// `spec`, as the API has it.
+    pub spec: quartermaster_cluster::capacity_buffer::CapacityBufferSpec,
 }
 
 /// A change during the run.
@@ -293,6 +308,14 @@ impl Scenario {
     pub fn without_gang_awareness(&self) -> Scenario {
         let mut s = self.clone();
         s.gang_aware = false;
+        s
+    }
+
+    /// The same scenario without its CapacityBuffers (`simulate --without-buffers`: what the
+    /// headroom buys, by difference).
+    pub fn without_buffers(&self) -> Scenario {
+        let mut s = self.clone();
+        s.buffers.clear();
         s
     }
 

@@ -7,6 +7,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use quartermaster_engine::EngineConfig;
 use quartermaster_pricing::Catalog;
+use serde_json::Value;
 
 use super::file::{ArrivalFile, ChangeFile, DurationDist, EngineFile, ScenarioFile, WorkloadFile};
 use super::{
@@ -111,6 +112,7 @@ pub(super) fn scenario(
         }
     }
     let changes = changes(file, start, spec.duration, spec.changes)?;
+    let buffers = buffers(file, &workloads, spec.capacity_buffers)?;
     let measure_at = match spec.measure_at {
         Some(d) if d > spec.duration => {
             return Err(err(
@@ -136,12 +138,112 @@ pub(super) fn scenario(
         engine,
         workloads,
         changes,
+        buffers,
         measure_at,
         gang_aware: spec.gang_aware.unwrap_or(true),
         binder: Default::default(),
         chaos: None,
         driver_crashes_per_hour: 0.0,
     })
+}
+
+/// `spec.capacityBuffers`: CapacityBuffer manifests whose `scalableRef` names a workload of
+/// the scenario (in its namespace); the default provisioning strategy; a count to keep.
+fn buffers(
+    file: &str,
+    workloads: &[super::Workload],
+    values: Vec<Value>,
+) -> Result<Vec<super::ScenarioBuffer>, SimulationError> {
+    use quartermaster_cluster::capacity_buffer::{
+        ACTIVE_CAPACITY, API_VERSION, CapacityBufferSpec, KIND,
+    };
+    let mut out: Vec<super::ScenarioBuffer> = Vec::new();
+    for (i, v) in values.into_iter().enumerate() {
+        let at = format!("spec.capacityBuffers[{i}]");
+        let err = |field: &str, reason: String| {
+            SimulationError::scenario(file, format!("{at}{field}"), reason)
+        };
+        let str_at = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        if str_at("/apiVersion") != API_VERSION || str_at("/kind") != KIND {
+            return Err(err(
+                "",
+                format!(
+                    "expected apiVersion {API_VERSION}, kind {KIND}; got {:?}, {:?}",
+                    str_at("/apiVersion"),
+                    str_at("/kind")
+                ),
+            ));
+        }
+        let name = str_at("/metadata/name").to_owned();
+        if name.is_empty() {
+            return Err(err(".metadata.name", "must not be empty".into()));
+        }
+        let spec_value = v.get("spec").cloned().unwrap_or(Value::Null);
+        let spec: CapacityBufferSpec = serde_path_to_error::deserialize(spec_value)
+            .map_err(|e| err(&format!(".spec.{}", e.path()), e.inner().to_string()))?;
+        if let Some(s) = spec.provisioning_strategy.as_deref()
+            && s != ACTIVE_CAPACITY
+        {
+            return Err(err(
+                ".spec.provisioningStrategy",
+                format!("{s:?} is not served (only {ACTIVE_CAPACITY:?})"),
+            ));
+        }
+        let Some(target) = &spec.scalable_ref else {
+            return Err(err(
+                ".spec.scalableRef",
+                "a scenario's buffer names one of spec.workload by scalableRef".into(),
+            ));
+        };
+        let Some(w) = workloads.iter().position(|w| w.name == target.name) else {
+            let known: Vec<&str> = workloads.iter().map(|w| w.name.as_str()).collect();
+            return Err(err(
+                ".spec.scalableRef.name",
+                format!(
+                    "no workload {:?} (workloads: {})",
+                    target.name,
+                    known.join(", ")
+                ),
+            ));
+        };
+        let namespace = workloads[w].namespace.clone();
+        let given_ns = str_at("/metadata/namespace");
+        if !given_ns.is_empty() && given_ns != namespace {
+            return Err(err(
+                ".metadata.namespace",
+                format!(
+                    "{given_ns:?}: the buffer must be in its workload's namespace {namespace:?}"
+                ),
+            ));
+        }
+        if spec.replicas.is_none() && spec.percentage.is_none() && spec.limits.is_none() {
+            return Err(err(
+                ".spec",
+                "neither replicas, percentage nor limits is set".into(),
+            ));
+        }
+        for (field, v) in [("replicas", spec.replicas), ("percentage", spec.percentage)] {
+            if let Some(v) = v.filter(|v| *v < 0) {
+                return Err(err(
+                    &format!(".spec.{field}"),
+                    format!("must not be negative, got {v}"),
+                ));
+            }
+        }
+        if out
+            .iter()
+            .any(|b| b.name == name && b.namespace == namespace)
+        {
+            return Err(err(".metadata.name", format!("duplicate buffer {name:?}")));
+        }
+        out.push(super::ScenarioBuffer {
+            name,
+            namespace,
+            workload: w,
+            spec,
+        });
+    }
+    Ok(out)
 }
 
 /// `spec.changes`: in time order, within the run; factors positive, capacity types known.

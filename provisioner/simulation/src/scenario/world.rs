@@ -21,6 +21,9 @@ pub struct World {
     /// One solver pod per workload (same order as `Scenario::workloads`), named after the
     /// workload; the driver clones it for every pod it creates.
     pub templates: Vec<Pod>,
+    /// One chunk per CapacityBuffer (same order as `Scenario::buffers`): its workload's pod,
+    /// named `capacitybuffer-<buffer>`, labelled with the buffer.
+    pub buffer_chunks: Vec<Pod>,
 }
 
 impl World {
@@ -218,7 +221,23 @@ pub fn build(s: &Scenario) -> Result<World, SimulationError> {
             SimulationError::scenario(file, format!("{prefix}.spec.disruption"), e.to_string())
         })?);
     }
+    let buffer_chunks = s
+        .buffers
+        .iter()
+        .map(|b| {
+            let mut chunk = templates[b.workload].clone();
+            chunk.id = PodRef::new(&b.namespace, format!("capacitybuffer-{}", b.name));
+            chunk.labels.insert(
+                quartermaster_cluster::capacity_buffer::LABEL_BUFFER.to_owned(),
+                b.name.clone(),
+            );
+            chunk.owner = Some(format!("CapacityBuffer/{}/{}", b.namespace, b.name));
+            chunk.gang = None;
+            chunk
+        })
+        .collect();
     Ok(World {
+        buffer_chunks,
         setup: EngineSetup {
             resources: snapshot.resources,
             pools,
