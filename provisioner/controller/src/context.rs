@@ -39,6 +39,8 @@ pub struct Context {
     pub leadership: Leadership,
     /// What the provisioning loop leaves for the page (`/`, `/status.json`).
     pub page: crate::page::PageState,
+    /// The room CapacityBuffers hold (the leader's last pass), for `/cost` and the page.
+    pub headroom: crate::fleet::Headroom,
 }
 
 impl Context {

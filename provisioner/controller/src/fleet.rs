@@ -202,16 +202,84 @@ fn requests(pod: &Pod, accelerator: &str) -> Amounts {
     total
 }
 
+/// The room CapacityBuffers hold, as the leader's last pass saw it: placeholder "pods" of
+/// workload `CapacityBuffer/<name>` on the nodes whose room they hold, so `/cost`, the
+/// per-pod cost metric and FOCUS reports count that room as headroom rather than idle.
+#[derive(Debug, Default)]
+pub struct Headroom(std::sync::Mutex<Vec<PodUsage>>);
+
+impl Headroom {
+    /// Replaces what is held with `now_held`; a placeholder still on the same node keeps the
+    /// time it started holding room there. Returns the intervals as kept.
+    pub fn update(&self, now_held: Vec<PodUsage>) -> Vec<PodUsage> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let next: Vec<PodUsage> = now_held
+            .into_iter()
+            .map(|mut p| {
+                if let Some(old) = held
+                    .iter()
+                    .find(|o| o.namespace == p.namespace && o.pod == p.pod && o.node == p.node)
+                {
+                    p.start = old.start;
+                }
+                p
+            })
+            .collect();
+        *held = next.clone();
+        next
+    }
+
+    /// What is held now.
+    pub fn get(&self) -> Vec<PodUsage> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Where `engine` holds CapacityBuffer room on a launched node of `nodes`, as pod intervals
+/// starting at `now`.
+pub fn headroom_usage(
+    engine: &quartermaster_engine::Engine,
+    nodes: &[NodeUsage],
+    now: DateTime<Utc>,
+) -> Vec<PodUsage> {
+    use quartermaster_solver::resources::{ACCELERATORS, CPU, MEMORY};
+    engine
+        .headroom()
+        .filter_map(|h| {
+            let claim = h.claim?;
+            let node = nodes.iter().find(|n| n.nodeclaim == claim)?;
+            let r = &h.pod.requests;
+            let workload = h.buffer.split_once('/').map_or(h.buffer, |(_, n)| n);
+            Some(PodUsage {
+                namespace: h.pod.id.namespace.clone(),
+                pod: h.pod.id.name.clone(),
+                workload: format!("CapacityBuffer/{workload}"),
+                node: node.node.clone(),
+                share: PodShare::Requests(Amounts {
+                    cpu_millis: r.get(CPU),
+                    memory_bytes: r.get(MEMORY),
+                    accelerators: ACCELERATORS.map(|s| r.get(s)).sum(),
+                }),
+                start: now,
+                end: None,
+            })
+        })
+        .collect()
+}
+
 /// Updates the fleet gauges: nodes, fleet cost, per-node and per-pod cost; accrues
 /// accelerator-seconds paid while not allocatable.
 pub fn export(driver: &mut Driver, now: DateTime<Utc>) {
     let ctx = driver.ctx().clone();
     let m = &ctx.metrics;
-    let (nodes, pods) = usage(
+    let (nodes, mut pods) = usage(
         &ctx.stores.node_claims.state(),
         &ctx.stores.pods.state(),
         &ctx.catalog,
     );
+    if let Some(engine) = driver.engine_ref() {
+        pods.extend(ctx.headroom.update(headroom_usage(engine, &nodes, now)));
+    }
     m.nodes.clear();
     m.fleet_hourly_cost.clear();
     m.node_hourly_cost.clear();

@@ -63,11 +63,12 @@ async fn ready(State(ctx): State<Arc<Context>>) -> Response {
 
 async fn cost(State(ctx): State<Arc<Context>>, Query(q): Query<CostQuery>) -> Response {
     let now = ctx.clock.now();
-    let (nodes, pods) = usage(
+    let (nodes, mut pods) = usage(
         &ctx.stores.node_claims.state(),
         &ctx.stores.pods.state(),
         &ctx.catalog,
     );
+    pods.extend(ctx.headroom.get());
     match q.format.as_deref() {
         None | Some("json") => axum::Json(fleet_cost(&nodes, &pods, now)).into_response(),
         Some("csv") => {

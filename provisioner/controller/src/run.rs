@@ -99,6 +99,7 @@ pub async fn run(
         preference_policy: settings.preference_policy,
         leadership: leadership.clone(),
         page: Default::default(),
+        headroom: Default::default(),
     });
 
     let metrics_server = crate::http::serve(

@@ -85,6 +85,19 @@ async fn a_buffer_buys_room_for_its_chunks_and_says_so_in_its_status() {
     // Nothing is bought twice over later passes, and nothing is removed as empty.
     env.passes(4, 30).await;
     assert_eq!(env.api.list(QM, "nodeclaims").len(), 2);
+    // The room is headroom in cost reports (`/cost`, the per-pod cost metric), not idle.
+    crate::fleet::export(&mut env.driver, env.clock.now());
+    let held = env.ctx.headroom.get();
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert!(held.iter().all(|p| p.workload == "CapacityBuffer/warm"), "{held:?}");
+    let (nodes, mut pods) = crate::fleet::usage(
+        &env.ctx.stores.node_claims.state(),
+        &env.ctx.stores.pods.state(),
+        &env.ctx.catalog,
+    );
+    pods.extend(held);
+    let cost = quartermaster_cost::fleet_cost(&nodes, &pods, env.clock.now());
+    assert!(cost.by_namespace.contains_key("ml"), "{cost:?}");
 
     for r in env.api.log() {
         let allowed = allows(CLUSTER_RULES, &r.group, &r.resource, r.verb())

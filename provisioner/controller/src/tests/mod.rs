@@ -93,6 +93,7 @@ impl Env {
             preference_policy: None,
             leadership,
             page: Default::default(),
+            headroom: Default::default(),
         });
         let config = EngineConfig {
             claim_name_tag: "t".into(),
