@@ -6,7 +6,9 @@ use std::sync::OnceLock;
 
 use crate::file::{self, CatalogFile, CatalogMode, OfferingKey};
 use crate::label_cache::{LabelCache, TypeLabels};
-use crate::{Cloud, InstanceType, InterruptionBand, Offering, PricingError, SpotInterruption};
+use crate::{
+    CapacityType, Cloud, InstanceType, InterruptionBand, Offering, PricingError, SpotInterruption,
+};
 
 /// The embedded data files, in catalog order: `(file name, contents)`.
 pub const EMBEDDED_FILES: [(&str, &str); 3] = [
@@ -223,6 +225,48 @@ impl Catalog {
             1 => regions.into_iter().next(),
             _ => None,
         }
+    }
+
+    /// The catalog with a `reserved` offering (priced 0: a reservation is paid whether used or
+    /// not) for the type and zone of every reservation that has none yet, copied from the
+    /// type's offering in that zone. Reservations of types or zones the catalog lacks are
+    /// left out.
+    pub fn with_reserved_offerings(&self, reservations: &[crate::Reservation]) -> Catalog {
+        let mut changed: Vec<InstanceType> = Vec::new();
+        for r in reservations {
+            let Some(t) = changed
+                .iter()
+                .find(|t| t.cloud == r.cloud && t.name == r.instance_type)
+                .or_else(|| self.get(r.cloud, &r.instance_type))
+            else {
+                continue;
+            };
+            if t.offerings
+                .iter()
+                .any(|o| o.zone == r.zone && o.capacity_type == CapacityType::Reserved)
+            {
+                continue;
+            }
+            let Some(template) = t.offerings.iter().find(|o| o.zone == r.zone) else {
+                continue;
+            };
+            let mut reserved = template.clone();
+            reserved.capacity_type = CapacityType::Reserved;
+            reserved.price_per_hour = 0.0;
+            reserved.available = true;
+            reserved.estimate = false;
+            reserved.price_source = "reservation (paid whether used or not)".to_owned();
+            let mut offerings = t.offerings.clone();
+            offerings.push(reserved);
+            let updated = t.with_offerings(offerings);
+            changed.retain(|c| !(c.cloud == updated.cloud && c.name == updated.name));
+            changed.push(updated);
+        }
+        let mut out = self.clone();
+        if !changed.is_empty() {
+            out.merge(changed);
+        }
+        out
     }
 
     /// The catalog with only the offerings `keep(cloud, region)` accepts; instance types left

@@ -153,6 +153,7 @@ pub mod labels;
 pub mod live;
 mod model;
 pub mod overhead;
+pub mod reservation;
 pub mod resources;
 pub mod sharing;
 
@@ -164,6 +165,7 @@ pub use live::PriceQuote;
 pub use model::{
     Accelerator, Arch, CapacityType, Cloud, InstanceType, Interconnect, Offering, Overhead,
 };
+pub use reservation::{Reservation, ReservationKind};
 
 #[cfg(test)]
 mod generate_tests;

@@ -188,6 +188,7 @@ fn context() -> (Arc<Context>, Writers) {
         preference_policy: None,
         leadership,
         page: Default::default(),
+        headroom: Default::default(),
     });
     (ctx, writers)
 }

@@ -41,6 +41,33 @@ impl Engine {
         ) else {
             return;
         };
+        // Launched into a reservation: its node says which (else the first of its type and zone).
+        if claim.offering.capacity_type == quartermaster_pricing::CapacityType::Reserved {
+            claim.reservation = found
+                .node
+                .as_ref()
+                .and_then(|n| {
+                    n.labels
+                        .get(quartermaster_pricing::reservation::LABEL_RESERVATION_ID)
+                })
+                .cloned()
+                .or_else(|| {
+                    self.reservations
+                        .iter()
+                        .find(|o| {
+                            o.reservation.instance_type == claim.offering.instance_type
+                                && o.reservation.zone == claim.offering.zone
+                        })
+                        .map(|o| o.reservation.id.clone())
+                });
+            if let Some(r) = self
+                .reservations
+                .iter()
+                .find(|o| Some(&o.reservation.id) == claim.reservation.as_ref())
+            {
+                claim.facts.labels_mut().extend(r.reservation.node_labels());
+            }
+        }
         claim.provider_id = found.provider_id;
         claim.launched_at = found.launched_at;
         claim.registered_at = found.registered_at;

@@ -111,7 +111,12 @@ impl Engine {
 
     /// New prices: claims are priced again (what they cost now is what removing them saves).
     pub(super) fn catalog_changed(&mut self, catalog: Catalog) {
-        self.setup.catalog = catalog;
+        let reservations: Vec<quartermaster_pricing::Reservation> = self
+            .reservations
+            .iter()
+            .map(|o| o.reservation.clone())
+            .collect();
+        self.setup.catalog = catalog.with_reserved_offerings(&reservations);
         for c in self.claims.values_mut() {
             let price = |o: &quartermaster_solver::OfferingChoice| {
                 self.setup

@@ -99,6 +99,10 @@ pub struct EngineStats {
     pub repairs_held: u64,
     /// Solves that placed CapacityBuffer placeholders (after the real pods' solve).
     pub headroom_solves: u64,
+    /// NodeClaims launched into a reservation (ODCR or Capacity Block).
+    pub reserved_launches: u64,
+    /// Nodes drained because their Capacity Block (or reservation) was ending.
+    pub reservation_drains: u64,
 }
 
 impl EngineStats {
@@ -128,6 +132,8 @@ impl EngineStats {
             repairs,
             repairs_held,
             headroom_solves,
+            reserved_launches,
+            reservation_drains,
         } = other;
         self.solves += solves;
         self.claims_created += claims_created;
@@ -151,6 +157,8 @@ impl EngineStats {
         self.repairs += repairs;
         self.repairs_held += repairs_held;
         self.headroom_solves += headroom_solves;
+        self.reserved_launches += reserved_launches;
+        self.reservation_drains += reservation_drains;
     }
 }
 
@@ -245,6 +253,10 @@ pub struct Engine {
     repair_configs: Vec<crate::repair::RepairConfig>,
     /// CapacityBuffers' placeholders and the room they hold.
     headroom: crate::headroom::Headroom,
+    /// Reservations the pools may launch into.
+    reservations: Vec<crate::ReservationOffer>,
+    /// Reservations that accepted launches at the last poll (one starting wakes waiting pods).
+    reservations_open: BTreeSet<String>,
 }
 
 impl Engine {
@@ -282,6 +294,8 @@ impl Engine {
             repair_reasons: BTreeMap::new(),
             repair_configs,
             headroom: Default::default(),
+            reservations: Vec::new(),
+            reservations_open: BTreeSet::new(),
         }
     }
 
@@ -452,6 +466,7 @@ impl Engine {
             Event::BuffersChanged(buffers) => {
                 self.headroom.set(&buffers);
             }
+            Event::ReservationsChanged(offers) => self.reservations_changed(now, offers),
         }
     }
 
@@ -484,6 +499,7 @@ impl Engine {
         self.retry_launches(now);
         self.enforce_budgets(now);
         self.repair_nodes(now);
+        self.drain_reservations(now);
         self.keep_static_pools(now);
         if self.batch_due(now) {
             self.solve(now);
@@ -508,6 +524,7 @@ impl Engine {
         }
         times.extend(self.retry_unschedulable_at);
         times.extend(self.repairs.next_due());
+        times.extend(self.reservation_deadlines());
         if self.headroom.dirty {
             times.extend(self.last_poll.map(|t| t + TimeDelta::seconds(1)));
         }
@@ -704,13 +721,21 @@ impl Engine {
             .map(|e| (*e.pod).clone())
             .collect();
         pending.extend(loose_placeholders);
+        let mut unavailable = self.unavailable.active(now);
+        if !self.reservations.is_empty() {
+            // Reserved capacity is used through its free slots only, never bought new.
+            unavailable.extend(self.reserved_keys());
+            if without.is_empty() {
+                nodes.extend(self.reservation_stand_ins(now));
+            }
+        }
         let snapshot = ClusterSnapshot {
             resources: self.setup.resources.clone(),
             pending,
             nodes,
             node_pools: pools,
             daemonsets: self.setup.daemonsets.clone(),
-            unavailable: self.unavailable.active(now),
+            unavailable,
         };
         (snapshot, target_to_claim)
     }
@@ -798,6 +823,176 @@ impl Engine {
         self.headroom.retry_at = any_loose.then(|| now + self.config.unschedulable_retry);
     }
 
+    // ---------------------------------------------------------------- reservations
+
+    /// New reservations: the catalog gains their reserved offerings (priced 0); pods that
+    /// could not be placed are looked at again.
+    fn reservations_changed(&mut self, now: DateTime<Utc>, offers: Vec<crate::ReservationOffer>) {
+        let reservations: Vec<quartermaster_pricing::Reservation> =
+            offers.iter().map(|o| o.reservation.clone()).collect();
+        self.setup.catalog = self.setup.catalog.with_reserved_offerings(&reservations);
+        self.reservations = offers;
+        if self.any_unschedulable() {
+            self.arrive(now);
+            self.batch.force = true;
+        }
+    }
+
+    /// The reserved offerings: never bought as new nodes (only through a stand-in).
+    fn reserved_keys(&self) -> impl Iterator<Item = OfferingKey> + '_ {
+        self.reservations.iter().map(|o| OfferingKey {
+            cloud: o.reservation.cloud,
+            instance_type: o.reservation.instance_type.clone(),
+            zone: o.reservation.zone.clone(),
+            capacity_type: CapacityType::Reserved,
+        })
+    }
+
+    /// One empty in-flight node per free slot of every reservation that takes launches now,
+    /// offered to the first of its pools that allows capacity type `reserved`.
+    fn reservation_stand_ins(&self, now: DateTime<Utc>) -> Vec<ExistingNode> {
+        let mut used: BTreeMap<&str, u32> = BTreeMap::new();
+        for c in self.claims.values().filter(|c| !c.deleting) {
+            if let Some(id) = &c.reservation {
+                *used.entry(id.as_str()).or_default() += 1;
+            }
+        }
+        let mut out = Vec::new();
+        for offer in &self.reservations {
+            let r = &offer.reservation;
+            let free = r
+                .count
+                .saturating_sub(used.get(r.id.as_str()).copied().unwrap_or(0));
+            if free == 0 || !r.accepts_launches(now) {
+                continue;
+            }
+            let choice = OfferingChoice {
+                instance_type: r.instance_type.clone(),
+                zone: r.zone.clone(),
+                capacity_type: CapacityType::Reserved,
+                price_per_hour: 0.0,
+            };
+            let usable = offer.pools.iter().find_map(|name| {
+                let pool = self
+                    .setup
+                    .pools
+                    .iter()
+                    .position(|p| p.spec.name == *name && p.spec.cloud == r.cloud)?;
+                let (mut labels, _, room) = self.offering_room(pool, &choice, None)?;
+                self.setup.pools[pool]
+                    .spec
+                    .requirements
+                    .matches(&labels)
+                    .then(|| {
+                        labels.extend(r.node_labels());
+                        (pool, labels, room)
+                    })
+            });
+            let Some((pool, labels, room)) = usable else {
+                continue;
+            };
+            let spec = &self.setup.pools[pool].spec;
+            let labels = Arc::new(labels);
+            for i in 0..free {
+                out.push(ExistingNode {
+                    name: crate::reservations::stand_in_name(&r.id, pool, i),
+                    in_flight: true,
+                    node_pool: Some(spec.name.clone()),
+                    labels: labels.clone(),
+                    taints: spec.taints.clone(),
+                    allocatable: room,
+                    pods: Vec::new(),
+                });
+            }
+        }
+        out
+    }
+
+    /// A NodeClaim launched into reservation `id` for pool index `pool`; its name.
+    fn reserved_claim(&mut self, now: DateTime<Utc>, id: &str, pool: usize) -> Option<String> {
+        let r = self
+            .reservations
+            .iter()
+            .find(|o| o.reservation.id == id)?
+            .reservation
+            .clone();
+        let choice = OfferingChoice {
+            instance_type: r.instance_type.clone(),
+            zone: r.zone.clone(),
+            capacity_type: CapacityType::Reserved,
+            price_per_hour: 0.0,
+        };
+        let pool_name = self.setup.pools.get(pool)?.spec.name.clone();
+        let name = self.next_claim_name(&pool_name);
+        let mut claim = self.new_claim(now, &name, pool, choice, VecDeque::new(), None)?;
+        claim.reservation = Some(r.id.clone());
+        claim.facts.labels_mut().extend(r.node_labels());
+        self.claims.insert(name.clone(), claim);
+        self.stats.claims_created += 1;
+        self.stats.reserved_launches += 1;
+        Some(name)
+    }
+
+    /// Nodes of a reservation that is ending are drained (its pods planned elsewhere at once)
+    /// before the cloud reclaims them; claims not launched yet are deleted. A reservation that
+    /// opens while pods wait has them solved again.
+    fn drain_reservations(&mut self, now: DateTime<Utc>) {
+        if self.reservations.is_empty() {
+            return;
+        }
+        let due: Vec<(String, DateTime<Utc>, bool)> = self
+            .claims
+            .values()
+            .filter(|c| !c.deleting && c.interrupted_at.is_none())
+            .filter_map(|c| {
+                let id = c.reservation.as_deref()?;
+                let r = &self
+                    .reservations
+                    .iter()
+                    .find(|o| o.reservation.id == id)?
+                    .reservation;
+                let drain = r.drain_at().filter(|d| *d <= now)?;
+                let reclaim = r.reclaim_at().unwrap_or(drain).max(now);
+                Some((c.name.clone(), reclaim, c.provider_id.is_some()))
+            })
+            .collect();
+        for (name, reclaim, launched) in due {
+            self.stats.reservation_drains += 1;
+            if launched {
+                self.vacate(now, &name, reclaim);
+            } else {
+                self.delete(now, &name, DeleteReason::ReservationEnding);
+            }
+        }
+        let open: BTreeSet<String> = self
+            .reservations
+            .iter()
+            .filter(|o| o.reservation.accepts_launches(now))
+            .map(|o| o.reservation.id.clone())
+            .collect();
+        if open.iter().any(|id| !self.reservations_open.contains(id)) && self.any_unschedulable() {
+            self.arrive(now);
+            self.batch.force = true;
+        }
+        self.reservations_open = open;
+    }
+
+    /// When a reservation opens, and when the nodes of one must be drained.
+    fn reservation_deadlines(&self) -> Vec<DateTime<Utc>> {
+        let mut out = Vec::new();
+        for o in &self.reservations {
+            out.extend(o.reservation.start);
+            if self
+                .claims
+                .values()
+                .any(|c| c.reservation.as_deref() == Some(o.reservation.id.as_str()))
+            {
+                out.extend(o.reservation.drain_at());
+            }
+        }
+        out
+    }
+
     /// CapacityBuffer placeholders and the claims whose room they hold (for cost reports:
     /// headroom).
     pub fn headroom(&self) -> impl Iterator<Item = crate::headroom::HeadroomView<'_>> {
@@ -820,11 +1015,28 @@ impl Engine {
     ) -> Vec<String> {
         let mut created = Vec::new();
         for placement in plan.existing {
-            let Some(claim) = target_to_claim.get(&placement.node) else {
-                continue;
+            let claim = match target_to_claim.get(&placement.node) {
+                Some(claim) => claim.clone(),
+                // A free slot of a reservation: launched into it now.
+                None => {
+                    let Some((id, pool)) = crate::reservations::parse_stand_in(&placement.node)
+                    else {
+                        continue;
+                    };
+                    let Some(name) = self.reserved_claim(now, id, pool) else {
+                        continue;
+                    };
+                    let gang = placement
+                        .pods
+                        .iter()
+                        .find_map(|p| self.pods.get(p)?.pod.gang.as_ref())
+                        .map(|g| g.name.clone());
+                    created.push((name.clone(), gang));
+                    name
+                }
             };
             for pod in placement.pods {
-                self.nominate(now, &pod, claim);
+                self.nominate(now, &pod, &claim);
             }
         }
         for node in plan.new_nodes {
@@ -1014,6 +1226,7 @@ impl Engine {
             last_change: now,
             gang: None,
             mig_config,
+            reservation: None,
         })
     }
 
@@ -1461,12 +1674,27 @@ impl Engine {
         let Some(name) = self.claim_by_provider_id(provider_id) else {
             return;
         };
-        let c = self.claims.get_mut(&name).expect("claim exists");
+        if self.vacate(now, &name, terminates_at) {
+            self.stats.interruptions += 1;
+        }
+    }
+
+    /// The claim's node goes at `terminates_at` whatever happens: cordoned, its pods planned
+    /// again at once (they keep running until it is drained). False when it was already.
+    pub(crate) fn vacate(
+        &mut self,
+        now: DateTime<Utc>,
+        name: &str,
+        terminates_at: DateTime<Utc>,
+    ) -> bool {
+        let name = name.to_owned();
+        let Some(c) = self.claims.get_mut(&name) else {
+            return false;
+        };
         if c.interrupted_at.is_some() {
-            return;
+            return false;
         }
         c.interrupted_at = Some(terminates_at);
-        self.stats.interruptions += 1;
         if let Some(node) = c.node() {
             self.actions.push(Action::Cordon {
                 node: node.name.clone(),
@@ -1491,6 +1719,7 @@ impl Engine {
         }
         self.arrive(now);
         self.batch.force = true;
+        true
     }
 
     /// The claim is gone: drain its node; pods still placed on it wait again.
@@ -1606,7 +1835,9 @@ impl Engine {
             .collect();
         for name in vacated {
             let c = &self.claims[&name];
-            let reason = if c.interrupted_at.is_some() {
+            let reason = if c.interrupted_at.is_some() && c.reservation.is_some() {
+                DeleteReason::ReservationEnding
+            } else if c.interrupted_at.is_some() {
                 DeleteReason::Interrupted
             } else if let Some(reason) = c
                 .disruption_reason

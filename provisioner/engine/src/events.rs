@@ -134,6 +134,8 @@ pub enum Event {
     /// replaces the one the engine has; new ones are added. Claims of a pool whose template
     /// hash changed have drifted.
     PoolsChanged(Vec<crate::PoolPolicy>),
+    /// The reservations the pools may launch into, all of them (replaces what was known).
+    ReservationsChanged(Vec<crate::ReservationOffer>),
     /// The CapacityBuffers of the cluster, all of them (replaces what was known): room for
     /// their chunks is kept after every real pod is placed.
     BuffersChanged(Vec<crate::headroom::Buffer>),
@@ -205,6 +207,9 @@ pub enum DeleteReason {
     /// A node condition said it was broken for longer than its repair rule tolerates
     /// (forceful, like an interruption: its pods are planned again at once).
     Unhealthy,
+    /// Its Capacity Block ends: drained before the cloud reclaims it, its pods placed
+    /// elsewhere first.
+    ReservationEnding,
 }
 
 impl std::fmt::Display for DeleteReason {
@@ -220,6 +225,7 @@ impl std::fmt::Display for DeleteReason {
             Self::Expired => "expired",
             Self::GangRollback => "gang rollback",
             Self::Unhealthy => "unhealthy",
+            Self::ReservationEnding => "reservation ending",
         })
     }
 }

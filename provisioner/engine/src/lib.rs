@@ -18,6 +18,7 @@ mod events;
 mod headroom;
 mod pools;
 mod repair;
+mod reservations;
 mod state;
 mod unavailable;
 
@@ -35,6 +36,7 @@ pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeVie
 pub use headroom::{Buffer, HeadroomView};
 pub use pools::{EngineError, PoolPolicy};
 pub use repair::{RepairConfig, RepairOverride, RepairRule};
+pub use reservations::ReservationOffer;
 pub use unavailable::UnavailableOfferings;
 
 #[cfg(test)]

@@ -107,6 +107,8 @@ pub(crate) struct Claim {
     /// The MIG layout the solver chose for its node (`nvidia.com/mig.config`), when its pool
     /// leaves the layout to the solver; its capacity and room count that layout.
     pub mig_config: Option<String>,
+    /// The reservation it launched into (id), if any.
+    pub reservation: Option<String>,
 }
 
 /// A claim's part in a gang launch.

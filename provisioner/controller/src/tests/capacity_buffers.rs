@@ -89,7 +89,10 @@ async fn a_buffer_buys_room_for_its_chunks_and_says_so_in_its_status() {
     crate::fleet::export(&mut env.driver, env.clock.now());
     let held = env.ctx.headroom.get();
     assert_eq!(held.len(), 2, "{held:?}");
-    assert!(held.iter().all(|p| p.workload == "CapacityBuffer/warm"), "{held:?}");
+    assert!(
+        held.iter().all(|p| p.workload == "CapacityBuffer/warm"),
+        "{held:?}"
+    );
     let (nodes, mut pods) = crate::fleet::usage(
         &env.ctx.stores.node_claims.state(),
         &env.ctx.stores.pods.state(),

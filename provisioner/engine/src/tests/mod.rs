@@ -16,4 +16,5 @@ mod nominations;
 mod provider_fallback;
 mod provisioning_requests;
 mod repair;
+mod reservations;
 mod static_pools;
