@@ -252,6 +252,7 @@ fn the_shipped_scenarios_are_valid() {
         "business-hours-budget",
         "gpu-faults",
         "buffered-inference",
+        "capacity-block-week",
     ] {
         // Loading validates everything, the probe solves included; running them is left to the
         // release-build figures (they are long).

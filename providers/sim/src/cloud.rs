@@ -399,18 +399,38 @@ impl SimCloud {
                 self.cloud, request.instance_type
             )));
         };
-        let Some(offering) = ty
-            .offerings
-            .iter()
-            .find(|o| o.zone == request.zone && o.capacity_type == request.capacity_type)
-        else {
+        let reserved = if request.capacity_type == CapacityType::Reserved {
+            match self.reservation_for(&st, request, ty, now) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    match &e {
+                        CloudError::InsufficientCapacity { .. } => st.stats.capacity_errors += 1,
+                        _ => st.stats.invalid_requests += 1,
+                    }
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        let found = match &reserved {
+            Some((_, o, _)) => Some(o),
+            None => ty
+                .offerings
+                .iter()
+                .find(|o| o.zone == request.zone && o.capacity_type == request.capacity_type),
+        };
+        let Some(offering) = found else {
             st.stats.invalid_requests += 1;
             return Err(invalid(format!(
                 "{} is not offered as {} in {}",
                 ty.name, request.capacity_type, request.zone
             )));
         };
-        let refusal = if offering.available {
+        let refusal = if reserved.is_some() {
+            // A free slot of an active reservation is there to be had.
+            None
+        } else if offering.available {
             self.refusal(&st, ty, &offering.zone, offering.capacity_type, now)
         } else {
             Some("offering marked unavailable in the catalog".to_owned())
@@ -433,7 +453,14 @@ impl SimCloud {
         }
 
         let seq = st.instances.len();
-        let instance = self.launch(seq, now, ty, offering, request);
+        let mut instance = self.launch(seq, now, ty, offering, request);
+        if let Some((index, _, reclaim_at)) = &reserved {
+            instance.reservation = Some(*index);
+            instance.timeline.reclaim_at = match (instance.timeline.reclaim_at, reclaim_at) {
+                (Some(a), Some(b)) => Some(a.min(*b)),
+                (a, b) => a.or(*b),
+            };
+        }
         let view = instance.view(now);
         for &l in &instance.limits {
             st.limit_live[l] += 1;
@@ -454,6 +481,89 @@ impl SimCloud {
         o.live += 1;
         self.lose_response(&mut st)?;
         Ok(view)
+    }
+
+    /// The reservation a `reserved` launch goes into (the request's
+    /// `quartermaster.dev/capacity-reservation-id` label, else the first of its type and zone),
+    /// with the offering it launches as (priced 0: the reservation is paid whether used or not)
+    /// and when the cloud reclaims its instances; an error when it is unknown, not active or
+    /// full (EC2's `ReservationCapacityExceeded`).
+    fn reservation_for(
+        &self,
+        st: &State,
+        request: &LaunchRequest,
+        ty: &InstanceType,
+        now: DateTime<Utc>,
+    ) -> Result<(usize, Offering, Option<DateTime<Utc>>), CloudError> {
+        let named = request
+            .labels
+            .get(quartermaster_pricing::reservation::LABEL_RESERVATION_ID);
+        let index = self
+            .config
+            .reservations
+            .iter()
+            .position(|r| match named {
+                Some(id) => r.id == *id,
+                None => r.instance_type == ty.name && r.zone == request.zone,
+            })
+            .ok_or_else(|| CloudError::InvalidRequest {
+                message: format!(
+                    "no capacity reservation {} for {} in {}",
+                    named.map_or("", String::as_str),
+                    ty.name,
+                    request.zone
+                ),
+            })?;
+        let config = &self.config.reservations[index];
+        let r = config.reservation(self.cloud, self.start);
+        let full = |why: String| CloudError::InsufficientCapacity {
+            instance_type: ty.name.clone(),
+            zone: request.zone.clone(),
+            capacity_type: CapacityType::Reserved,
+            message: format!("ReservationCapacityExceeded: {why}"),
+        };
+        if r.instance_type != ty.name || r.zone != request.zone {
+            return Err(CloudError::InvalidRequest {
+                message: format!(
+                    "capacity reservation {} holds {} in {}, not {} in {}",
+                    r.id, r.instance_type, r.zone, ty.name, request.zone
+                ),
+            });
+        }
+        let active = r.start.is_none_or(|s| now >= s) && r.reclaim_at().is_none_or(|e| now < e);
+        if !active {
+            return Err(full(format!("capacity reservation {} is not active", r.id)));
+        }
+        let live = st
+            .instances
+            .iter()
+            .filter(|i| i.reservation == Some(index) && i.timeline.is_live(now))
+            .count();
+        if live >= r.count as usize {
+            return Err(full(format!(
+                "all {} instances of capacity reservation {} are in use",
+                r.count, r.id
+            )));
+        }
+        let Some(template) = ty.offerings.iter().find(|o| o.zone == request.zone) else {
+            return Err(CloudError::InvalidRequest {
+                message: format!("{} is not offered in {}", ty.name, request.zone),
+            });
+        };
+        let mut offering = template.clone();
+        offering.capacity_type = CapacityType::Reserved;
+        offering.price_per_hour = 0.0;
+        offering.available = true;
+        Ok((index, offering, r.reclaim_at()))
+    }
+
+    /// Every reservation of the account, with times.
+    pub fn reservations(&self) -> Vec<quartermaster_pricing::Reservation> {
+        self.config
+            .reservations
+            .iter()
+            .map(|r| r.reservation(self.cloud, self.start))
+            .collect()
     }
 
     /// The `seq`-th instance, launched at `now`: its whole life is decided here, from its own
@@ -568,6 +678,7 @@ impl SimCloud {
                 deleted_at: None,
             },
             limits,
+            reservation: None,
         }
     }
 

@@ -71,6 +71,70 @@ pub struct SimConfig {
     pub interruptions: InterruptionConfig,
     /// API behaviour. Default: no throttling.
     pub api: ApiBehaviour,
+    /// Reserved capacity the account holds: On-Demand Capacity Reservations and Capacity
+    /// Blocks. Launches with capacity type `reserved` go into one (named by the request's
+    /// `quartermaster.dev/capacity-reservation-id` label), while it has a free slot and is
+    /// active; a block's instances are reclaimed 30 minutes before its end. Default: none.
+    pub reservations: Vec<ReservationConfig>,
+}
+
+/// One reservation of the simulated account.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReservationConfig {
+    /// Its id (`cr-…`).
+    pub id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// Instances it holds.
+    pub count: u32,
+    /// `default` (an ODCR) or `capacity-block`.
+    #[serde(rename = "type", default = "default_reservation_type")]
+    pub kind: String,
+    /// Start, from the simulation's start. Default: 0.
+    #[serde(default, deserialize_with = "duration::required")]
+    pub from: Duration,
+    /// End, from the simulation's start; a capacity block needs one. Default: never.
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub until: Option<Duration>,
+    /// Dollars per instance-hour, paid whether used or not (a block's upfront price over its
+    /// window).
+    pub price_per_hour: f64,
+    /// Tags (what NodeClass selector terms may match).
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+fn default_reservation_type() -> String {
+    "default".to_owned()
+}
+
+impl ReservationConfig {
+    /// The reservation, with times from `start`.
+    pub fn reservation(
+        &self,
+        cloud: Cloud,
+        start: DateTime<Utc>,
+    ) -> quartermaster_pricing::Reservation {
+        let at = |d: Duration| start + TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX);
+        quartermaster_pricing::Reservation {
+            id: self.id.clone(),
+            cloud,
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+            count: self.count,
+            kind: self
+                .kind
+                .parse()
+                .unwrap_or(quartermaster_pricing::ReservationKind::Default),
+            price_per_hour: self.price_per_hour,
+            start: Some(at(self.from)),
+            end: self.until.map(at),
+            tags: self.tags.clone(),
+        }
+    }
 }
 
 impl SimConfig {
@@ -112,6 +176,46 @@ impl SimConfig {
         }
         for (i, l) in self.capacity.iter().enumerate() {
             selector(&format!("capacity[{i}]"), &l.instance_type, &l.family)?;
+        }
+        for (i, r) in self.reservations.iter().enumerate() {
+            let at = format!("reservations[{i}]");
+            let kind: Result<quartermaster_pricing::ReservationKind, String> = r.kind.parse();
+            if let Err(e) = kind {
+                return Err(SimError::config(format!("{at}.type"), e));
+            }
+            if r.count == 0 {
+                return Err(SimError::config(
+                    format!("{at}.count"),
+                    "must be at least 1",
+                ));
+            }
+            if !(r.price_per_hour.is_finite() && r.price_per_hour >= 0.0) {
+                return Err(SimError::config(
+                    format!("{at}.pricePerHour"),
+                    format!("must be a finite number >= 0, got {}", r.price_per_hour),
+                ));
+            }
+            match r.until {
+                Some(until) if until <= r.from => {
+                    return Err(SimError::config(
+                        format!("{at}.until"),
+                        format!("must be after from ({until:?} <= {:?})", r.from),
+                    ));
+                }
+                None if r.kind == "capacity-block" => {
+                    return Err(SimError::config(
+                        format!("{at}.until"),
+                        "a capacity block has an end",
+                    ));
+                }
+                _ => {}
+            }
+            if self.reservations[..i].iter().any(|o| o.id == r.id) {
+                return Err(SimError::config(
+                    format!("{at}.id"),
+                    format!("duplicate id {:?}", r.id),
+                ));
+            }
         }
         for (i, o) in self.insufficient_capacity.iter().enumerate() {
             let at = format!("insufficientCapacity[{i}]");
@@ -168,6 +272,7 @@ impl Default for SimConfig {
             insufficient_capacity: Vec::new(),
             interruptions: InterruptionConfig::default(),
             api: ApiBehaviour::default(),
+            reservations: Vec::new(),
         }
     }
 }

@@ -125,6 +125,8 @@ pub(crate) struct SimInstance {
     pub(crate) timeline: Timeline,
     /// Indices of the `SimConfig::capacity` limits it counts against.
     pub(crate) limits: Vec<usize>,
+    /// Index of the `SimConfig::reservations` entry it was launched into.
+    pub(crate) reservation: Option<usize>,
 }
 
 impl SimInstance {

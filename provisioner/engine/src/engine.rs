@@ -1738,10 +1738,16 @@ impl Engine {
 
     // ---------------------------------------------------------------- empty nodes
 
-    /// When an empty claim may go: `consolidateAfter` after it emptied, and never within
+    /// When an empty claim may go: `consolidateAfter` after it emptied (never, in a
+    /// reservation), and never within
     /// [`EngineConfig::binding_grace`] of its initialization or of its last nomination (the
     /// kube-scheduler may not have seen the node, or bound the pods, yet).
     fn empty_deadline(&self, c: &Claim) -> Option<DateTime<Utc>> {
+        // A node in a reservation costs nothing more than the reservation, used or not: kept
+        // up for the next pod (it goes when its reservation ends).
+        if c.reservation.is_some() {
+            return None;
+        }
         let after = self.setup.pools[c.pool].consolidate_after?;
         let since = c.empty_since?;
         let grace = self.config.binding_grace;

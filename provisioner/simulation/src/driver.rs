@@ -279,7 +279,13 @@ impl<'s> Driver<'s> {
             .map_err(|e| SimulationError::scenario(&scenario.file, "spec.cloud", e.to_string()))?;
             clouds.insert(cloud, sim);
         }
-        let engine = Engine::new(world.setup.clone(), scenario.engine.clone());
+        let mut engine = Engine::new(world.setup.clone(), scenario.engine.clone());
+        if !world.reservations.is_empty() {
+            engine.handle(
+                scenario.start,
+                Event::ReservationsChanged(world.reservations.clone()),
+            );
+        }
         let trace = generate(scenario, seed);
         Ok(Driver {
             scenario,

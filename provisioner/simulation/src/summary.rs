@@ -56,6 +56,10 @@ pub struct EngineCounters {
     pub repairs_held: u64,
     /// Solves that placed CapacityBuffer placeholders.
     pub headroom_solves: u64,
+    /// NodeClaims launched into a reservation.
+    pub reserved_launches: u64,
+    /// Nodes drained because their Capacity Block was ending.
+    pub reservation_drains: u64,
 }
 
 impl From<&EngineStats> for EngineCounters {
@@ -81,6 +85,8 @@ impl From<&EngineStats> for EngineCounters {
             repairs: s.repairs,
             repairs_held: s.repairs_held,
             headroom_solves: s.headroom_solves,
+            reserved_launches: s.reserved_launches,
+            reservation_drains: s.reservation_drains,
         }
     }
 }
@@ -182,7 +188,7 @@ pub struct Summary {
     pub total_cost: f64,
     /// Dollars billed when the same trace is run with every NodePool restricted to on-demand.
     pub on_demand_only_cost: f64,
-    /// `on_demand_only_cost - total_cost`.
+    /// `on_demand_only_cost - total_cost - reserved_cost` (reservations are spent used or not).
     pub savings: f64,
     /// `savings / on_demand_only_cost` (0 when that is 0).
     pub savings_fraction: f64,
@@ -215,6 +221,15 @@ pub struct Summary {
     pub headroom_cost: f64,
     /// Accelerator-hours their placeholders held.
     pub headroom_gpu_hours: f64,
+    /// What the account's reservations (`spec.cloud.reservations`) cost over the run, used or
+    /// not (not in `total_cost`: instances launched into them bill nothing more).
+    pub reserved_cost: f64,
+    /// Instance-hours reservations offered during the run.
+    pub reserved_hours_available: f64,
+    /// Instance-hours nodes ran in reservations.
+    pub reserved_hours_used: f64,
+    /// `reserved_hours_used / reserved_hours_available`; null without reservations.
+    pub reservation_utilisation: Option<f64>,
     /// Launches retried on another offering after a capacity error.
     pub fallbacks: u64,
     /// Engine counters.
@@ -434,9 +449,34 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         (achievable >= 0.01).then(|| round6((consolidation_saving / achievable).clamp(0.0, 1.0)));
     let h = &run.hindsight;
     let headroom = crate::report::focus_csv::headroom_cost(scenario, rec);
+    let reservations: Vec<quartermaster_pricing::Reservation> = scenario
+        .cloud
+        .reservations
+        .iter()
+        .map(|r| r.reservation(quartermaster_pricing::Cloud::Aws, scenario.start))
+        .collect();
+    let reserved_available: f64 = reservations
+        .iter()
+        .map(|r| {
+            let a = r.start.map_or(scenario.start, |s| s.max(scenario.start));
+            let b = r.end.map_or(end, |e| e.min(end));
+            (b - a).as_seconds_f64().max(0.0) / 3600.0 * f64::from(r.count)
+        })
+        .sum();
+    let reserved_used: f64 = rec
+        .instances
+        .iter()
+        .filter(|i| i.capacity_type == quartermaster_pricing::CapacityType::Reserved)
+        .map(|i| i.hours(end))
+        .sum();
     let total_cost = round6(total);
     let on_demand_only_cost = round6(baseline_total);
-    let savings = round6(on_demand_only_cost - total_cost);
+    // Reservations are money spent whether used or not: a saving counts them.
+    let reserved_cost: f64 = reservations
+        .iter()
+        .map(|r| r.cost_between(scenario.start, end))
+        .sum();
+    let savings = round6(on_demand_only_cost - total_cost - reserved_cost);
     Summary {
         scenario: scenario.name.clone(),
         seed,
@@ -515,6 +555,11 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
                 .map(|i| i.gpu_hours_lost_to_faults(end))
                 .sum(),
         ),
+        reserved_cost: round6(reserved_cost),
+        reserved_hours_available: round6(reserved_available),
+        reserved_hours_used: round6(reserved_used),
+        reservation_utilisation: (reserved_available > 0.0)
+            .then(|| round6(reserved_used / reserved_available)),
         capacity_buffers: scenario.buffers.len(),
         headroom_cost: round6(headroom.0),
         headroom_gpu_hours: round6(headroom.1),

@@ -214,11 +214,20 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
         ),
         (
             "Cost",
-            format!(
-                "{} ({})",
-                money(s.total_cost),
-                dollars(&s.cost_by_capacity_type)
-            ),
+            if s.reserved_cost > 0.0 {
+                format!(
+                    "{} ({}) + {} of reservations, paid used or not",
+                    money(s.total_cost),
+                    dollars(&s.cost_by_capacity_type),
+                    money(s.reserved_cost)
+                )
+            } else {
+                format!(
+                    "{} ({})",
+                    money(s.total_cost),
+                    dollars(&s.cost_by_capacity_type)
+                )
+            },
         ),
         (
             "On-demand only",
@@ -262,6 +271,20 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
     ];
     if let Some(rollbacks) = s.gang_rollbacks {
         rows.push(("Gangs", format!("{rollbacks} gang rollbacks")));
+    }
+    if let Some(u) = s.reservation_utilisation {
+        rows.push((
+            "Reservations",
+            format!(
+                "${:.2} paid used or not; {:.1} of {:.1} instance-hours ran in them ({:.0}%); {} launched in, {} drained before a block's end",
+                s.reserved_cost,
+                s.reserved_hours_used,
+                s.reserved_hours_available,
+                u * 100.0,
+                s.engine.reserved_launches,
+                s.engine.reservation_drains
+            ),
+        ));
     }
     if s.capacity_buffers > 0 {
         rows.push((

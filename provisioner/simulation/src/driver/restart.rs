@@ -187,6 +187,13 @@ impl Driver<'_> {
         let mut setup = self.world.setup.clone();
         setup.catalog = self.catalog.clone();
         let mut engine = Engine::new(setup, config);
+        // The reservations first: a claim launched into one is adopted with its offering.
+        if !self.world.reservations.is_empty() {
+            engine.handle(
+                now,
+                Event::ReservationsChanged(self.world.reservations.clone()),
+            );
+        }
         for f in found {
             let node = f.node.as_ref().map(|n| n.name.clone());
             engine.handle(now, Event::ClaimFound(f));

@@ -619,3 +619,61 @@ fn a_gpu_that_fails_is_repaired_and_the_job_finishes_elsewhere() {
     }
     assert!(repaired >= 1, "no seed saw a repair");
 }
+
+#[test]
+fn a_capacity_block_is_used_before_any_on_demand_node_and_drained_before_its_end() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/capacity-block-week.yaml");
+    let s = Scenario::load(&path).unwrap();
+    let r = run(&s, s.seed, None).unwrap();
+    let block = s.cloud.reservations[0].reservation(quartermaster_pricing::Cloud::Aws, s.start);
+    let (start, end) = (block.start.unwrap(), block.end.unwrap());
+    let drain = block.drain_at().unwrap();
+    let reserved: Vec<_> = r
+        .record
+        .instances
+        .iter()
+        .filter(|i| i.capacity_type == quartermaster_pricing::CapacityType::Reserved)
+        .collect();
+    assert!(!reserved.is_empty(), "the block is used");
+    assert!(
+        reserved
+            .iter()
+            .all(|i| i.zone == "us-east-1a" && i.start >= start)
+    );
+    // Every reserved node is gone by the reclaim (30 min before the end): drained first.
+    assert!(
+        reserved
+            .iter()
+            .all(|i| i.end.is_some_and(|e| e <= end - TimeDelta::minutes(30))),
+        "{reserved:?}"
+    );
+    // No on-demand p5 was bought while the block had a free slot.
+    let live_reserved_at = |t| {
+        reserved
+            .iter()
+            .filter(|i| i.start <= t && i.end.is_none_or(|e| e > t))
+            .count()
+    };
+    for i in r.record.instances.iter().filter(|i| {
+        i.capacity_type == quartermaster_pricing::CapacityType::OnDemand
+            && i.start >= start
+            && i.start < drain
+    }) {
+        assert_eq!(
+            live_reserved_at(i.start),
+            4,
+            "on-demand {} bought at {} with a block slot free",
+            i.claim,
+            i.start
+        );
+    }
+    // Drained, and no pod lost: every job placed again and finished or still running.
+    assert_eq!(r.engine.reservation_drains, 4);
+    assert!(r.engine.reserved_launches >= 4);
+    assert!(r.waiting.is_empty(), "{:?}", r.waiting);
+    assert_eq!(
+        (r.audit.leaked_instances, r.audit.duplicate_launches),
+        (0, 0)
+    );
+}

@@ -24,6 +24,9 @@ pub struct World {
     /// One chunk per CapacityBuffer (same order as `Scenario::buffers`): its workload's pod,
     /// named `capacitybuffer-<buffer>`, labelled with the buffer.
     pub buffer_chunks: Vec<Pod>,
+    /// The account's reservations (`spec.cloud.reservations`), each with the NodePools whose
+    /// NodeClass selects it (`capacityReservationSelectorTerms`: by id, or by tags).
+    pub reservations: Vec<quartermaster_engine::ReservationOffer>,
 }
 
 impl World {
@@ -236,7 +239,9 @@ pub fn build(s: &Scenario) -> Result<World, SimulationError> {
             chunk
         })
         .collect();
+    let reservations = reservation_offers(s);
     Ok(World {
+        reservations,
         buffer_chunks,
         setup: EngineSetup {
             resources: snapshot.resources,
@@ -245,6 +250,62 @@ pub fn build(s: &Scenario) -> Result<World, SimulationError> {
             catalog: s.catalog.clone(),
         },
         templates,
+    })
+}
+
+/// Every reservation of the scenario's account with the NodePools whose NodeClass selects it.
+/// A reservation's cloud is the one whose catalog has its instance type.
+fn reservation_offers(s: &Scenario) -> Vec<quartermaster_engine::ReservationOffer> {
+    s.cloud
+        .reservations
+        .iter()
+        .filter_map(|config| {
+            let cloud = s
+                .catalog
+                .instance_types()
+                .iter()
+                .find(|t| t.name == config.instance_type)?
+                .cloud;
+            let reservation = config.reservation(cloud, s.start);
+            let pools = s
+                .node_pools
+                .iter()
+                .filter(|pool| {
+                    let (kind, name) = (
+                        str_at(pool, "/spec/template/spec/nodeClassRef/kind"),
+                        str_at(pool, "/spec/template/spec/nodeClassRef/name"),
+                    );
+                    s.node_classes
+                        .iter()
+                        .filter(|c| {
+                            str_at(c, "/kind") == kind && str_at(c, "/metadata/name") == name
+                        })
+                        .any(|c| selects(c, &reservation))
+                })
+                .map(|pool| str_at(pool, "/metadata/name").to_owned())
+                .collect();
+            Some(quartermaster_engine::ReservationOffer { reservation, pools })
+        })
+        .collect()
+}
+
+/// Whether NodeClass `class` selects `r` (a term names its id, or all of a term's tags are
+/// the reservation's).
+fn selects(class: &Value, r: &quartermaster_pricing::Reservation) -> bool {
+    let terms = class
+        .pointer("/spec/capacityReservationSelectorTerms")
+        .and_then(Value::as_array);
+    terms.into_iter().flatten().any(|t| {
+        if let Some(id) = t.get("id").and_then(Value::as_str) {
+            return id == r.id;
+        }
+        let tags = t.get("tags").and_then(Value::as_object);
+        tags.is_some_and(|tags| {
+            !tags.is_empty()
+                && tags
+                    .iter()
+                    .all(|(k, v)| r.tags.get(k).map(String::as_str) == v.as_str())
+        })
     })
 }
 
