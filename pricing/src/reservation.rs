@@ -75,6 +75,9 @@ pub struct Reservation {
     pub zone: String,
     /// Instances it holds in all.
     pub count: u32,
+    /// Instances free now as the cloud counts them (every launch into it, ours or not), when
+    /// the cloud says.
+    pub available: Option<u32>,
     /// ODCR or Capacity Block.
     pub kind: ReservationKind,
     /// What it costs per instance-hour, paid whether used or not (the block's upfront price
@@ -160,6 +163,7 @@ mod tests {
             instance_type: "p5.48xlarge".into(),
             zone: "us-east-1a".into(),
             count: 4,
+            available: None,
             kind: ReservationKind::CapacityBlock,
             price_per_hour: 31.464,
             start: Some(at(24)),

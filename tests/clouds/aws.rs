@@ -824,3 +824,125 @@ async fn ssm_client(moto: std::net::SocketAddr) -> aws_sdk_ssm::Client {
         .await;
     aws_sdk_ssm::Client::new(&config)
 }
+
+/// EC2's answer to DescribeCapacityReservations (moto does not hold reservations; the proxy
+/// answers in EC2's shape): a Capacity Block of 4 p5.48xlarge and an ODCR of 2 g5.xlarge.
+const CAPACITY_RESERVATIONS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<DescribeCapacityReservationsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+  <requestId>r-1</requestId>
+  <capacityReservationSet>
+    <item>
+      <capacityReservationId>cr-0h100block</capacityReservationId>
+      <instanceType>p5.48xlarge</instanceType>
+      <availabilityZone>us-east-1a</availabilityZone>
+      <totalInstanceCount>4</totalInstanceCount>
+      <availableInstanceCount>3</availableInstanceCount>
+      <state>active</state>
+      <startDate>2026-12-05T11:30:00.000Z</startDate>
+      <endDate>2026-12-08T11:30:00.000Z</endDate>
+      <reservationType>capacity-block</reservationType>
+      <instanceMatchCriteria>targeted</instanceMatchCriteria>
+      <tagSet><item><key>team</key><value>research</value></item></tagSet>
+    </item>
+    <item>
+      <capacityReservationId>cr-0odcr</capacityReservationId>
+      <instanceType>g5.xlarge</instanceType>
+      <availabilityZone>us-east-1b</availabilityZone>
+      <totalInstanceCount>2</totalInstanceCount>
+      <availableInstanceCount>2</availableInstanceCount>
+      <state>active</state>
+      <reservationType>default</reservationType>
+      <instanceMatchCriteria>open</instanceMatchCriteria>
+      <tagSet/>
+    </item>
+  </capacityReservationSet>
+</DescribeCapacityReservationsResponse>"#;
+
+#[tokio::test]
+async fn reservations_are_read_through_the_sdk_and_a_reserved_launch_targets_its_block() {
+    use quartermaster_pricing::ReservationKind;
+    use quartermaster_pricing::reservation::{LABEL_RESERVATION_ID, LABEL_RESERVATION_TYPE};
+    let w = world().await;
+    w.proxy.inject(
+        "DescribeCapacityReservations",
+        Fault::XmlReply {
+            status: 200,
+            body: CAPACITY_RESERVATIONS.into(),
+        },
+    );
+    let reservations = w.cloud.reservations().await.expect("DescribeCapacityReservations");
+    assert_eq!(reservations.len(), 2);
+    let block = &reservations[0];
+    assert_eq!(
+        (block.id.as_str(), block.instance_type.as_str(), block.zone.as_str()),
+        ("cr-0h100block", "p5.48xlarge", "us-east-1a")
+    );
+    assert_eq!((block.count, block.available), (4, Some(3)));
+    assert_eq!(block.kind, ReservationKind::CapacityBlock);
+    assert_eq!(
+        block.end.map(|e| e.to_rfc3339()),
+        Some("2026-12-08T11:30:00+00:00".into())
+    );
+    assert_eq!(block.tags.get("team").map(String::as_str), Some("research"));
+    assert_eq!(reservations[1].kind, ReservationKind::Default);
+    assert_eq!(reservations[1].end, None);
+    let asked = w.proxy.bodies("DescribeCapacityReservations");
+    assert!(asked[0].contains("Filter.1.Name=state"), "{asked:?}");
+
+    // Into the ODCR: the template targets it, the fleet uses reservations first; moto launches
+    // it as on-demand, the instance is reported as reserved.
+    let mut r = request(
+        &w,
+        "gpu-reserved1",
+        &[offering("g5.xlarge", "us-east-1b", CapacityType::Reserved)],
+    );
+    r.labels.insert(LABEL_RESERVATION_ID.into(), "cr-0odcr".into());
+    r.labels
+        .insert(LABEL_RESERVATION_TYPE.into(), "default".into());
+    let instance = w.cloud.create(&r).await.expect("reserved launch");
+    assert_eq!(instance.capacity_type, CapacityType::Reserved);
+    assert_eq!(instances_of(&w, "gpu-reserved1").await.len(), 1);
+    let template = w.proxy.bodies("CreateLaunchTemplate").join("\n");
+    assert!(
+        template.contains("CapacityReservationTarget.CapacityReservationId=cr-0odcr"),
+        "{template}"
+    );
+    assert!(!template.contains("MarketType"), "{template}");
+    let fleet = w.proxy.bodies("CreateFleet").join("\n");
+    assert!(
+        fleet.contains("UsageStrategy=use-capacity-reservations-first"),
+        "{fleet}"
+    );
+    // Into the block: market type capacity-block in the template, capacity-block capacity
+    // from the fleet (moto launches no capacity-block fleet: only the request is checked).
+    let mut r = request(
+        &w,
+        "gpu-reserved3",
+        &[offering("p5.48xlarge", "us-east-1a", CapacityType::Reserved)],
+    );
+    r.labels
+        .insert(LABEL_RESERVATION_ID.into(), "cr-0h100block".into());
+    r.labels
+        .insert(LABEL_RESERVATION_TYPE.into(), "capacity-block".into());
+    let _ = w.cloud.create(&r).await;
+    let template = w.proxy.bodies("CreateLaunchTemplate").join("\n");
+    assert!(
+        template.contains("CapacityReservationTarget.CapacityReservationId=cr-0h100block")
+            && template.contains("InstanceMarketOptions.MarketType=capacity-block"),
+        "{template}"
+    );
+    let fleet = w.proxy.bodies("CreateFleet").join("\n");
+    assert!(
+        fleet.contains("DefaultTargetCapacityType=capacity-block"),
+        "{fleet}"
+    );
+    // A reserved request that names no reservation is refused before any call.
+    let mut bare = request(
+        &w,
+        "gpu-reserved2",
+        &[offering("g5.xlarge", "us-east-1a", CapacityType::Reserved)],
+    );
+    bare.labels.clear();
+    let err = w.cloud.create(&bare).await.expect_err("no reservation named");
+    assert!(err.to_string().contains("names no capacity reservation"), "{err}");
+}

@@ -295,7 +295,33 @@ impl AwsCloud {
             .iter()
             .map(|o| self.image_key(&o.instance_type))
             .collect();
-        let (subnets, templates) = self.resolve(&request.node_class, spec, &needed).await?;
+        // A reserved launch targets the reservation its NodeClaim names.
+        let reservation = (request.capacity_type == CapacityType::Reserved)
+            .then(|| {
+                let labels = &request.labels;
+                let id = labels.get(quartermaster_pricing::reservation::LABEL_RESERVATION_ID)?;
+                let block = labels
+                    .get(quartermaster_pricing::reservation::LABEL_RESERVATION_TYPE)
+                    .is_some_and(|t| t == "capacity-block");
+                Some(crate::port::ReservationTarget {
+                    id: id.clone(),
+                    capacity_block: block,
+                })
+            })
+            .flatten();
+        if request.capacity_type == CapacityType::Reserved && reservation.is_none() {
+            return Err(CloudError::InvalidRequest {
+                message: format!(
+                    "NodeClaim {}: a reserved launch names no capacity reservation (label {})",
+                    request.claim_name,
+                    quartermaster_pricing::reservation::LABEL_RESERVATION_ID
+                ),
+            });
+        }
+        let capacity_block = reservation.as_ref().is_some_and(|r| r.capacity_block);
+        let (subnets, templates) = self
+            .resolve(&request.node_class, spec, &needed, reservation)
+            .await?;
         let tags = self.instance_tags(request, spec);
         let inputs = FleetInputs {
             cluster: &self.cluster.name,
@@ -304,6 +330,7 @@ impl AwsCloud {
             templates: &templates,
             tags: &tags,
             context: spec.context.as_deref(),
+            capacity_block,
         };
         let fleet_plan = plan(&inputs, &offerings, |t| self.image_key(t));
         if fleet_plan.attempts.is_empty() {
@@ -347,7 +374,11 @@ impl AwsCloud {
                             tracing::warn!(error = %e.message, "could not terminate extra fleet instances");
                         }
                     }
-                    let capacity_type = instance.capacity_type.unwrap_or(offering.capacity_type);
+                    // A reserved launch is reserved capacity, whatever market the fleet names.
+                    let capacity_type = match offering.capacity_type {
+                        CapacityType::Reserved => CapacityType::Reserved,
+                        asked => instance.capacity_type.unwrap_or(asked),
+                    };
                     return Ok(Instance {
                         provider_id: provider_id(&offering.zone, &instance.id),
                         claim_name: request.claim_name.clone(),
@@ -386,6 +417,7 @@ impl AwsCloud {
         class_name: &str,
         spec: &AWSNodeClassSpec,
         needed: &BTreeSet<String>,
+        reservation: Option<crate::port::ReservationTarget>,
     ) -> Result<
         (
             BTreeMap<String, crate::port::Subnet>,
@@ -451,6 +483,7 @@ impl AwsCloud {
                         spec,
                         &image.id,
                         group_ids.clone(),
+                        reservation.clone(),
                     )?;
                     let name = template.name.clone();
                     let id = self
@@ -733,6 +766,15 @@ impl CloudProvider for AwsCloud {
                 &types,
                 &offerings,
             ))
+        })
+    }
+
+    fn reservations(&self) -> CloudFuture<'_, Vec<quartermaster_pricing::Reservation>> {
+        Box::pin(async move {
+            self.ec2
+                .describe_capacity_reservations()
+                .await
+                .map_err(|e| map_api_error(&e, None))
         })
     }
 

@@ -57,6 +57,8 @@ pub struct FleetInputs<'a> {
     pub tags: &'a BTreeMap<String, String>,
     /// The EC2 launch context.
     pub context: Option<&'a str>,
+    /// A reserved launch goes into a Capacity Block (else an ODCR).
+    pub capacity_block: bool,
 }
 
 /// The fleets for `offerings` (in order); `architecture` names an instance type's EC2
@@ -125,6 +127,7 @@ pub fn plan(
             templates,
             tags: inputs.tags.clone(),
             context: inputs.context.map(str::to_owned),
+            capacity_block: inputs.capacity_block && capacity_type == CapacityType::Reserved,
         };
         out.attempts.push(FleetAttempt {
             request,

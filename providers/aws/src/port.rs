@@ -137,6 +137,9 @@ pub struct FleetRequest {
     pub tags: BTreeMap<String, String>,
     /// The EC2 launch context, if the NodeClass sets one.
     pub context: Option<String>,
+    /// For a reserved launch: into a Capacity Block (`capacity-block` target capacity) or an
+    /// ODCR (on-demand, reservations first).
+    pub capacity_block: bool,
 }
 
 /// An instance a fleet launched.
@@ -203,6 +206,17 @@ pub struct LaunchTemplateSpec {
     pub monitoring: bool,
     /// Tags of the template itself.
     pub tags: BTreeMap<String, String>,
+    /// The capacity reservation its instances launch into (reserved launches only).
+    pub capacity_reservation: Option<ReservationTarget>,
+}
+
+/// A capacity reservation a launch targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationTarget {
+    /// `cr-…`.
+    pub id: String,
+    /// A Capacity Block (market type `capacity-block`), not an ODCR.
+    pub capacity_block: bool,
 }
 
 /// One EBS block device of a launch template.
@@ -286,6 +300,10 @@ pub trait Ec2: Send + Sync {
     fn describe_instances_by_id(&self, ids: Vec<String>) -> PortFuture<'_, Vec<Ec2Instance>>;
     /// TerminateInstances.
     fn terminate_instances(&self, ids: Vec<String>) -> PortFuture<'_, ()>;
+    /// DescribeCapacityReservations: the account's active and scheduled reservations.
+    fn describe_capacity_reservations(
+        &self,
+    ) -> PortFuture<'_, Vec<quartermaster_pricing::Reservation>>;
     /// CreateFleet `type=instant`.
     fn create_fleet(&self, request: FleetRequest) -> PortFuture<'_, FleetResult>;
     /// The id of the launch template named `name`, if it exists.

@@ -195,6 +195,10 @@ fn instance(i: &t::Instance) -> Result<Ec2Instance, ApiError> {
             .to_owned(),
         capacity_type: match i.instance_lifecycle() {
             Some(t::InstanceLifecycleType::Spot) => CapacityType::Spot,
+            // Launched into an ODCR or a Capacity Block.
+            _ if i.capacity_reservation_id().is_some_and(|r| !r.is_empty()) => {
+                CapacityType::Reserved
+            }
             _ => CapacityType::OnDemand,
         },
         state: i
@@ -285,6 +289,7 @@ impl Ec2 for SdkEc2 {
         Box::pin(async move {
             self.limits.write().await;
             let spot = request.capacity_type == CapacityType::Spot;
+            let reserved = request.capacity_type == CapacityType::Reserved;
             let configs = request
                 .templates
                 .iter()
@@ -324,6 +329,8 @@ impl Ec2 for SdkEc2 {
                         .total_target_capacity(1)
                         .default_target_capacity_type(if spot {
                             t::DefaultTargetCapacityType::Spot
+                        } else if reserved && request.capacity_block {
+                            t::DefaultTargetCapacityType::CapacityBlock
                         } else {
                             t::DefaultTargetCapacityType::OnDemand
                         })
@@ -342,6 +349,22 @@ impl Ec2 for SdkEc2 {
                         .allocation_strategy(t::SpotAllocationStrategy::PriceCapacityOptimized)
                         .build(),
                 )
+            } else if reserved && !request.capacity_block {
+                // An ODCR: the template targets it; the fleet uses reservations first.
+                call.on_demand_options(
+                    t::OnDemandOptionsRequest::builder()
+                        .allocation_strategy(t::FleetOnDemandAllocationStrategy::LowestPrice)
+                        .capacity_reservation_options(
+                            t::CapacityReservationOptionsRequest::builder()
+                                .usage_strategy(
+                                    t::FleetCapacityReservationUsageStrategy::UseCapacityReservationsFirst,
+                                )
+                                .build(),
+                        )
+                        .build(),
+                )
+            } else if reserved {
+                call
             } else {
                 call.on_demand_options(
                     t::OnDemandOptionsRequest::builder()
@@ -400,6 +423,67 @@ impl Ec2 for SdkEc2 {
         })
     }
 
+    fn describe_capacity_reservations(
+        &self,
+    ) -> PortFuture<'_, Vec<quartermaster_pricing::Reservation>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                self.limits.read().await;
+                let page = self
+                    .client
+                    .describe_capacity_reservations()
+                    .set_filters(filters(vec![Filter {
+                        name: "state".into(),
+                        values: vec!["active".into(), "scheduled".into()],
+                    }]))
+                    .set_next_token(token.take())
+                    .send()
+                    .await
+                    .map_err(api_error)?;
+                for r in page.capacity_reservations() {
+                    let (Some(id), Some(instance_type), Some(zone)) = (
+                        r.capacity_reservation_id(),
+                        r.instance_type(),
+                        r.availability_zone(),
+                    ) else {
+                        continue;
+                    };
+                    out.push(quartermaster_pricing::Reservation {
+                        id: id.to_owned(),
+                        cloud: quartermaster_pricing::Cloud::Aws,
+                        instance_type: instance_type.to_owned(),
+                        zone: zone.to_owned(),
+                        count: r
+                            .total_instance_count()
+                            .and_then(|n| u32::try_from(n).ok())
+                            .unwrap_or(0),
+                        available: r
+                            .available_instance_count()
+                            .and_then(|n| u32::try_from(n).ok()),
+                        kind: match r.reservation_type() {
+                            Some(t::CapacityReservationType::CapacityBlock) => {
+                                quartermaster_pricing::ReservationKind::CapacityBlock
+                            }
+                            _ => quartermaster_pricing::ReservationKind::Default,
+                        },
+                        // EC2 does not say; what a reservation costs is the bill's business.
+                        price_per_hour: 0.0,
+                        start: r.start_date().and_then(chrono_time),
+                        end: r.end_date().and_then(chrono_time),
+                        tags: tags_of(r.tags()),
+                    });
+                }
+                match page.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+                    _ => break,
+                }
+            }
+            Ok(out)
+        })
+    }
+
     fn find_launch_template(&self, name: String) -> PortFuture<'_, Option<String>> {
         Box::pin(async move {
             self.limits.read().await;
@@ -453,6 +537,27 @@ impl Ec2 for SdkEc2 {
                     t::LaunchTemplatesMonitoringRequest::builder()
                         .enabled(spec.monitoring)
                         .build(),
+                )
+                .set_capacity_reservation_specification(spec.capacity_reservation.as_ref().map(
+                    |r| {
+                        t::LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                            .capacity_reservation_target(
+                                t::CapacityReservationTarget::builder()
+                                    .capacity_reservation_id(&r.id)
+                                    .build(),
+                            )
+                            .build()
+                    },
+                ))
+                .set_instance_market_options(
+                    spec.capacity_reservation
+                        .as_ref()
+                        .filter(|r| r.capacity_block)
+                        .map(|_| {
+                            t::LaunchTemplateInstanceMarketOptionsRequest::builder()
+                                .market_type(t::MarketType::CapacityBlock)
+                                .build()
+                        }),
                 )
                 .set_block_device_mappings(Some(
                     spec.block_devices

@@ -66,6 +66,7 @@ pub fn launch_template(
     spec: &AWSNodeClassSpec,
     image_id: &str,
     security_group_ids: Vec<String>,
+    capacity_reservation: Option<crate::port::ReservationTarget>,
 ) -> Result<LaunchTemplateSpec, AwsError> {
     if spec.instance_profile.is_none() && spec.role.is_some() {
         return Err(AwsError::NodeClass(
@@ -100,6 +101,7 @@ pub fn launch_template(
             (TAG_CLUSTER.to_owned(), cluster.name.clone()),
             (TAG_NODECLASS.to_owned(), class_name.to_owned()),
         ]),
+        capacity_reservation,
     };
     template.name = format!(
         "quartermaster/{}/{}/{}",

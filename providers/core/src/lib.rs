@@ -64,4 +64,10 @@ pub trait CloudProvider: Send + Sync {
     /// what a NodeClass selects knows every NodeClass, including after a restart and before
     /// any launch from it. Providers that do not need it ignore it.
     fn node_class_observed(&self, _name: &str, _spec: &NodeClassSpec) {}
+
+    /// The capacity reservations (ODCRs, Capacity Blocks) the account holds and may launch
+    /// into, active or scheduled. Providers without them have none.
+    fn reservations(&self) -> CloudFuture<'_, Vec<quartermaster_pricing::Reservation>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }

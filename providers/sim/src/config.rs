@@ -125,6 +125,7 @@ impl ReservationConfig {
             instance_type: self.instance_type.clone(),
             zone: self.zone.clone(),
             count: self.count,
+            available: None,
             kind: self
                 .kind
                 .parse()

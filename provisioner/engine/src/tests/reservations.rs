@@ -34,6 +34,7 @@ fn block(count: u32, start_h: i64, end_h: i64) -> ReservationOffer {
             instance_type: "g5.xlarge".into(),
             zone: "us-east-1b".into(),
             count,
+            available: None,
             kind: ReservationKind::CapacityBlock,
             price_per_hour: 0.8,
             start: Some(t(start_h * 3600)),
