@@ -870,11 +870,19 @@ async fn reservations_are_read_through_the_sdk_and_a_reserved_launch_targets_its
             body: CAPACITY_RESERVATIONS.into(),
         },
     );
-    let reservations = w.cloud.reservations().await.expect("DescribeCapacityReservations");
+    let reservations = w
+        .cloud
+        .reservations()
+        .await
+        .expect("DescribeCapacityReservations");
     assert_eq!(reservations.len(), 2);
     let block = &reservations[0];
     assert_eq!(
-        (block.id.as_str(), block.instance_type.as_str(), block.zone.as_str()),
+        (
+            block.id.as_str(),
+            block.instance_type.as_str(),
+            block.zone.as_str()
+        ),
         ("cr-0h100block", "p5.48xlarge", "us-east-1a")
     );
     assert_eq!((block.count, block.available), (4, Some(3)));
@@ -896,7 +904,8 @@ async fn reservations_are_read_through_the_sdk_and_a_reserved_launch_targets_its
         "gpu-reserved1",
         &[offering("g5.xlarge", "us-east-1b", CapacityType::Reserved)],
     );
-    r.labels.insert(LABEL_RESERVATION_ID.into(), "cr-0odcr".into());
+    r.labels
+        .insert(LABEL_RESERVATION_ID.into(), "cr-0odcr".into());
     r.labels
         .insert(LABEL_RESERVATION_TYPE.into(), "default".into());
     let instance = w.cloud.create(&r).await.expect("reserved launch");
@@ -918,7 +927,11 @@ async fn reservations_are_read_through_the_sdk_and_a_reserved_launch_targets_its
     let mut r = request(
         &w,
         "gpu-reserved3",
-        &[offering("p5.48xlarge", "us-east-1a", CapacityType::Reserved)],
+        &[offering(
+            "p5.48xlarge",
+            "us-east-1a",
+            CapacityType::Reserved,
+        )],
     );
     r.labels
         .insert(LABEL_RESERVATION_ID.into(), "cr-0h100block".into());
@@ -943,6 +956,13 @@ async fn reservations_are_read_through_the_sdk_and_a_reserved_launch_targets_its
         &[offering("g5.xlarge", "us-east-1a", CapacityType::Reserved)],
     );
     bare.labels.clear();
-    let err = w.cloud.create(&bare).await.expect_err("no reservation named");
-    assert!(err.to_string().contains("names no capacity reservation"), "{err}");
+    let err = w
+        .cloud
+        .create(&bare)
+        .await
+        .expect_err("no reservation named");
+    assert!(
+        err.to_string().contains("names no capacity reservation"),
+        "{err}"
+    );
 }

@@ -177,16 +177,37 @@ impl KwokCloud {
                     self.cloud, request.instance_type
                 ))
             })?;
-        let offering = ty
-            .offerings
-            .iter()
-            .find(|o| o.zone == request.zone && o.capacity_type == request.capacity_type)
-            .ok_or_else(|| {
-                invalid(format!(
-                    "{} is not offered as {} in {}",
-                    ty.name, request.capacity_type, request.zone
-                ))
-            })?;
+        // A launch into a reservation is the type's offering in the zone, as capacity type
+        // reserved and priced 0 (the reservation is paid whether used or not; the engine
+        // keeps within its slots).
+        let reserved;
+        let offering = match request.capacity_type {
+            CapacityType::Reserved => {
+                let mut o = ty
+                    .offerings
+                    .iter()
+                    .find(|o| o.zone == request.zone)
+                    .cloned()
+                    .ok_or_else(|| {
+                        invalid(format!("{} is not offered in {}", ty.name, request.zone))
+                    })?;
+                o.capacity_type = CapacityType::Reserved;
+                o.price_per_hour = 0.0;
+                o.available = true;
+                reserved = o;
+                &reserved
+            }
+            _ => ty
+                .offerings
+                .iter()
+                .find(|o| o.zone == request.zone && o.capacity_type == request.capacity_type)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "{} is not offered as {} in {}",
+                        ty.name, request.capacity_type, request.zone
+                    ))
+                })?,
+        };
         let wanted = OfferingRef::new(ty, &offering.zone, offering.capacity_type);
 
         // A new launch into an outage fails at once, before any API call; a retry of a launch

@@ -51,7 +51,17 @@ pub enum Outcome {
         /// NodeClaim name.
         claim: String,
     },
+    /// A cloud's capacity reservations, as it reported them.
+    Reservations {
+        /// The cloud.
+        cloud: quartermaster_pricing::Cloud,
+        /// Its reservations.
+        reservations: Vec<quartermaster_pricing::Reservation>,
+    },
 }
+
+/// How often the clouds' capacity reservations are read.
+const RESERVATIONS_INTERVAL: TimeDelta = TimeDelta::minutes(1);
 
 /// How often the clouds' events (interruptions, instances gone) are polled.
 const EVENTS_INTERVAL: TimeDelta = TimeDelta::seconds(5);
@@ -121,6 +131,10 @@ pub struct Driver {
     requests: crate::provisioning_requests::Requests,
     /// CapacityBuffers: as last read, told to the engine, statuses written.
     buffers: crate::capacity_buffers::Buffers,
+    /// Each cloud's capacity reservations as last read, and the offers last told.
+    reservations: BTreeMap<quartermaster_pricing::Cloud, Vec<quartermaster_pricing::Reservation>>,
+    reservations_told: Option<Vec<quartermaster_engine::ReservationOffer>>,
+    next_reservations: Option<DateTime<Utc>>,
     /// The catalog in use: the context's, until live prices replace it.
     catalog: quartermaster_pricing::Catalog,
     /// New catalogs from the price refresh ([`crate::price_refresh`]).
@@ -170,6 +184,9 @@ impl Driver {
             disruption_inputs: DisruptionInputs::default(),
             requests: Default::default(),
             buffers: Default::default(),
+            reservations: BTreeMap::new(),
+            reservations_told: None,
+            next_reservations: None,
             catalog: ctx.catalog.clone(),
             catalog_rx: None,
             ctx,
@@ -268,6 +285,13 @@ impl Driver {
             Outcome::TerminationDone { claim } => {
                 self.terminating.remove(&claim);
             }
+            Outcome::Reservations {
+                cloud,
+                reservations,
+            } => {
+                self.reservations.insert(cloud, reservations);
+                self.tell_reservations(now);
+            }
         }
     }
 
@@ -308,6 +332,7 @@ impl Driver {
         self.terminations();
         self.collect_garbage(now);
         self.poll_cloud_events(now);
+        self.poll_reservations(now);
         // The fleet gauges: at once when the launched claims change, else every few seconds.
         let fleet = self
             .ctx
@@ -551,6 +576,10 @@ impl Driver {
         let mut engine = Engine::new(observed.setup.clone(), self.config.clone());
         self.table = observed.setup.resources.clone();
         self.buffers.told = None;
+        // The reservations before the claims: a claim in one is adopted with its offering.
+        if let Some(offers) = &self.reservations_told {
+            engine.handle(now, Event::ReservationsChanged(offers.clone()));
+        }
         self.disruption_inputs = DisruptionInputs::default();
         self.reported.clear();
         self.registered.clear();
@@ -1035,6 +1064,65 @@ impl Driver {
                 terminate(ctx, name.clone()).await;
                 let _ = tx.send(Outcome::TerminationDone { claim: name });
             });
+        }
+    }
+
+    /// Each cloud's capacity reservations are read now and then; they reach the engine when
+    /// they (or the pools that select them) change.
+    fn poll_reservations(&mut self, now: DateTime<Utc>) {
+        if !due(&mut self.next_reservations, now, RESERVATIONS_INTERVAL) {
+            return;
+        }
+        for provider in self.ctx.providers.values() {
+            let provider = provider.clone();
+            let tx = self.outcomes_tx.clone();
+            self.ctx.spawn(async move {
+                match provider.reservations().await {
+                    Ok(reservations) => {
+                        let _ = tx.send(Outcome::Reservations {
+                            cloud: provider.cloud(),
+                            reservations,
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(cloud = %provider.cloud(), error = %e, "could not read capacity reservations; the last ones read stand")
+                    }
+                }
+            });
+        }
+    }
+
+    /// Tells the engine the reservation offers when they changed.
+    fn tell_reservations(&mut self, now: DateTime<Utc>) {
+        let Some(engine) = &mut self.engine else {
+            return;
+        };
+        let all: Vec<quartermaster_pricing::Reservation> =
+            self.reservations.values().flatten().cloned().collect();
+        if all.is_empty() && self.reservations_told.is_none() {
+            return;
+        }
+        let mut ours: BTreeMap<String, u32> = BTreeMap::new();
+        for c in engine
+            .claims()
+            .filter(|c| c.provider_id.is_some() && !c.deleting)
+        {
+            if let Some(id) = c
+                .labels
+                .get(quartermaster_pricing::reservation::LABEL_RESERVATION_ID)
+            {
+                *ours.entry(id.clone()).or_default() += 1;
+            }
+        }
+        let offers = crate::reservations::offers(
+            &all,
+            &self.ctx.stores.node_pools.state(),
+            &self.ctx.stores.aws_node_classes.state(),
+            &ours,
+        );
+        if self.reservations_told.as_ref() != Some(&offers) {
+            self.reservations_told = Some(offers.clone());
+            engine.handle(now, Event::ReservationsChanged(offers));
         }
     }
 

@@ -31,12 +31,17 @@ pub fn claim_object(request: &LaunchRequest, pool: &NodePool) -> NodeClaim {
     labels.extend(offering_labels(request));
     // Labels the engine decided and reads back after a restart: the template hash the claim is
     // made from (drift is judged against it), the region, and a gang's name and placement group
-    // (so a restarted controller still knows which claims launch together).
+    // (so a restarted controller still knows which claims launch together), and the
+    // reservation a claim launched into (ours and Karpenter's keys).
     for key in [
         quartermaster_engine::TEMPLATE_HASH_LABEL,
         LABEL_REGION,
         quartermaster_engine::GANG_LABEL,
         quartermaster_engine::PLACEMENT_GROUP_LABEL,
+        quartermaster_pricing::reservation::LABEL_RESERVATION_ID,
+        quartermaster_pricing::reservation::LABEL_RESERVATION_TYPE,
+        quartermaster_pricing::reservation::KARPENTER_RESERVATION_ID,
+        quartermaster_pricing::reservation::KARPENTER_RESERVATION_TYPE,
     ] {
         if let Some(value) = request.labels.get(key) {
             labels.insert(key.to_owned(), value.clone());

@@ -31,6 +31,37 @@ impl Engine {
             .as_ref()
             .and_then(|n| n.labels.get(quartermaster_solver::MIG_CONFIG_LABEL))
             .cloned();
+        // A claim in a reservation the engine was not told about (yet): its reserved offering
+        // is known all the same, so the claim is adopted with it.
+        if found.offering.capacity_type == quartermaster_pricing::CapacityType::Reserved {
+            let cloud = self.setup.pools[pool].spec.cloud;
+            let known = self
+                .setup
+                .catalog
+                .get(cloud, &found.offering.instance_type)
+                .is_some_and(|t| {
+                    t.offerings.iter().any(|o| {
+                        o.zone == found.offering.zone
+                            && o.capacity_type == quartermaster_pricing::CapacityType::Reserved
+                    })
+                });
+            if !known {
+                let slot = quartermaster_pricing::Reservation {
+                    id: String::new(),
+                    cloud,
+                    instance_type: found.offering.instance_type.clone(),
+                    zone: found.offering.zone.clone(),
+                    count: 0,
+                    available: None,
+                    kind: quartermaster_pricing::ReservationKind::Default,
+                    price_per_hour: 0.0,
+                    start: None,
+                    end: None,
+                    tags: Default::default(),
+                };
+                self.setup.catalog = self.setup.catalog.with_reserved_offerings(&[slot]);
+            }
+        }
         let Some(mut claim) = self.new_claim(
             found.created_at,
             &found.name,

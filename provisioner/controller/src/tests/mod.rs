@@ -6,6 +6,7 @@ mod capacity_buffers;
 mod fake_api;
 mod pod_groups;
 mod provisioning_requests;
+mod reservations;
 mod scenarios;
 mod scheduler_disobeys;
 mod secrets;
