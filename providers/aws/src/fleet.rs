@@ -281,6 +281,7 @@ mod tests {
             templates: &templates,
             tags: &tags,
             context: None,
+            capacity_block: false,
         };
         plan(&inputs, offerings, |t| {
             if t.starts_with("g5g") {

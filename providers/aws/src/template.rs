@@ -146,6 +146,7 @@ mod tests {
             &spec(),
             "ami-1",
             vec!["sg-1".into()],
+            None,
         )
         .unwrap();
         assert_eq!(t.http_tokens, "required");
@@ -157,11 +158,34 @@ mod tests {
 
     #[test]
     fn another_ami_is_another_template() {
-        let a = launch_template(&ClusterInfo::default(), "gpu", &spec(), "ami-1", vec![]).unwrap();
-        let b = launch_template(&ClusterInfo::default(), "gpu", &spec(), "ami-2", vec![]).unwrap();
+        let a = launch_template(
+            &ClusterInfo::default(),
+            "gpu",
+            &spec(),
+            "ami-1",
+            vec![],
+            None,
+        )
+        .unwrap();
+        let b = launch_template(
+            &ClusterInfo::default(),
+            "gpu",
+            &spec(),
+            "ami-2",
+            vec![],
+            None,
+        )
+        .unwrap();
         assert_ne!(a.name, b.name);
-        let again =
-            launch_template(&ClusterInfo::default(), "gpu", &spec(), "ami-1", vec![]).unwrap();
+        let again = launch_template(
+            &ClusterInfo::default(),
+            "gpu",
+            &spec(),
+            "ami-1",
+            vec![],
+            None,
+        )
+        .unwrap();
         assert_eq!(a.name, again.name);
     }
 
@@ -170,7 +194,8 @@ mod tests {
         let mut s = spec();
         s.instance_profile = None;
         s.role = Some("KarpenterNodeRole".into());
-        let err = launch_template(&ClusterInfo::default(), "gpu", &s, "ami-1", vec![]).unwrap_err();
+        let err =
+            launch_template(&ClusterInfo::default(), "gpu", &s, "ami-1", vec![], None).unwrap_err();
         assert!(err.to_string().contains("instanceProfile"), "{err}");
     }
 
@@ -181,6 +206,36 @@ mod tests {
             volume_size: Some(Quantity("lots".into())),
             ..EbsVolume::default()
         });
-        assert!(launch_template(&ClusterInfo::default(), "gpu", &s, "ami-1", vec![]).is_err());
+        assert!(
+            launch_template(&ClusterInfo::default(), "gpu", &s, "ami-1", vec![], None).is_err()
+        );
+    }
+
+    #[test]
+    fn a_reserved_launch_gets_a_template_of_its_own_targeting_the_reservation() {
+        let target = crate::port::ReservationTarget {
+            id: "cr-0h100block".into(),
+            capacity_block: true,
+        };
+        let plain = launch_template(
+            &ClusterInfo::default(),
+            "gpu",
+            &spec(),
+            "ami-1",
+            vec![],
+            None,
+        )
+        .unwrap();
+        let reserved = launch_template(
+            &ClusterInfo::default(),
+            "gpu",
+            &spec(),
+            "ami-1",
+            vec![],
+            Some(target.clone()),
+        )
+        .unwrap();
+        assert_eq!(reserved.capacity_reservation, Some(target));
+        assert_ne!(plain.name, reserved.name, "templates are cached by name");
     }
 }
