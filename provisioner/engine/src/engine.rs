@@ -726,7 +726,7 @@ impl Engine {
             // Reserved capacity is used through its free slots only, never bought new.
             unavailable.extend(self.reserved_keys());
             if without.is_empty() {
-                nodes.extend(self.reservation_stand_ins(now));
+                nodes.extend(self.reservation_stand_ins(now, &mut pools));
             }
         }
         let snapshot = ClusterSnapshot {
@@ -849,8 +849,14 @@ impl Engine {
     }
 
     /// One empty in-flight node per free slot of every reservation that takes launches now,
-    /// offered to the first of its pools that allows capacity type `reserved`.
-    fn reservation_stand_ins(&self, now: DateTime<Utc>) -> Vec<ExistingNode> {
+    /// offered to the first of its pools that allows capacity type `reserved`, as far as the
+    /// pool's `limits` (nodes, resources) allow; each stand-in counts against its pool's usage
+    /// in `pools`, so slots and new nodes together never pass a limit.
+    fn reservation_stand_ins(
+        &self,
+        now: DateTime<Utc>,
+        pools: &mut [quartermaster_solver::NodePoolSpec],
+    ) -> Vec<ExistingNode> {
         let mut used: BTreeMap<&str, u32> = BTreeMap::new();
         for c in self.claims.values().filter(|c| !c.deleting) {
             if let Some(id) = &c.reservation {
@@ -878,22 +884,36 @@ impl Engine {
                     .pools
                     .iter()
                     .position(|p| p.spec.name == *name && p.spec.cloud == r.cloud)?;
-                let (mut labels, _, room) = self.offering_room(pool, &choice, None)?;
+                let (mut labels, capacity, room) = self.offering_room(pool, &choice, None)?;
                 self.setup.pools[pool]
                     .spec
                     .requirements
                     .matches(&labels)
                     .then(|| {
                         labels.extend(r.node_labels());
-                        (pool, labels, room)
+                        (pool, labels, capacity, room)
                     })
             });
-            let Some((pool, labels, room)) = usable else {
+            let Some((pool, labels, capacity, room)) = usable else {
                 continue;
             };
             let spec = &self.setup.pools[pool].spec;
+            let usage = &mut pools[pool].usage;
+            let mut slots = 0;
+            while slots < free {
+                let nodes = usage.nodes + 1;
+                let resources = usage.resources + capacity;
+                if spec.limits.nodes.is_some_and(|max| nodes > max)
+                    || resources.first_excess(&spec.limits.resources).is_some()
+                {
+                    break;
+                }
+                usage.nodes = nodes;
+                usage.resources = resources;
+                slots += 1;
+            }
             let labels = Arc::new(labels);
-            for i in 0..free {
+            for i in 0..slots {
                 out.push(ExistingNode {
                     name: crate::reservations::stand_in_name(&r.id, pool, i),
                     in_flight: true,

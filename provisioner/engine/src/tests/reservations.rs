@@ -198,3 +198,28 @@ fn a_capacity_block_is_drained_before_its_end_and_its_pods_run_elsewhere_first()
     );
     assert_eq!(new_claims.len(), 1);
 }
+
+#[test]
+fn slots_and_new_nodes_together_never_pass_a_pool_limit() {
+    let mut setup = setup("5m");
+    let mut requirements = Requirements::default();
+    requirements.add(
+        Requirement::new(
+            "quartermaster.dev/capacity-type",
+            Operator::In,
+            ["spot", "on-demand", "reserved"],
+        )
+        .expect("valid"),
+    );
+    setup.pools[0].spec.requirements = requirements;
+    setup.pools[0].spec.limits.nodes = Some(2);
+    let mut e = Engine::new(setup, EngineConfig::default());
+    e.handle(t(0), Event::ReservationsChanged(vec![block(3, 0, 100)]));
+    let actions = pending_then_poll(&mut e, &["a", "b", "c", "d"], t(10));
+    assert_eq!(launches(&actions).len(), 2, "{actions:?}");
+    assert_eq!(
+        reserved_launches(&actions).len(),
+        2,
+        "the slots first, within the limit"
+    );
+}
