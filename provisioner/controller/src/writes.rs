@@ -113,8 +113,13 @@ impl Writer {
         name: &str,
         status: &NodeClaimStatus,
     ) -> Result<(), ControllerError> {
-        self.apply_status(self.claims(), "NodeClaim", name, status)
-            .await
+        self.apply_status(
+            self.claims(),
+            ("quartermaster.dev/v1", "NodeClaim"),
+            name,
+            status,
+        )
+        .await
     }
 
     /// Writes a NodePool's status (server-side apply).
@@ -125,7 +130,7 @@ impl Writer {
     ) -> Result<(), ControllerError> {
         self.apply_status(
             Api::<NodePool>::all(self.client.clone()),
-            "NodePool",
+            ("quartermaster.dev/v1", "NodePool"),
             name,
             status,
         )
@@ -139,23 +144,11 @@ impl Writer {
         name: &str,
         status: &quartermaster_cluster::provisioning_request::ProvisioningRequestStatus,
     ) -> Result<(), ControllerError> {
-        self.check()?;
-        let body = json!({
-            "apiVersion": quartermaster_cluster::provisioning_request::API_VERSION,
-            "kind": quartermaster_cluster::provisioning_request::KIND,
-            "status": status,
-        });
+        use quartermaster_cluster::provisioning_request::{API_VERSION, KIND};
         let api: Api<crate::provisioning_requests::ProvisioningRequest> =
             Api::namespaced(self.client.clone(), namespace);
-        let r = api
-            .patch_status(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&body),
-            )
+        self.apply_status(api, (API_VERSION, KIND), name, status)
             .await
-            .map(|_| ());
-        ignore_status(r, &[404])
     }
 
     /// Writes a CapacityBuffer's status (server-side apply on the status subresource).
@@ -165,29 +158,19 @@ impl Writer {
         name: &str,
         status: &serde_json::Value,
     ) -> Result<(), ControllerError> {
-        self.check()?;
-        let body = json!({
-            "apiVersion": quartermaster_cluster::capacity_buffer::API_VERSION,
-            "kind": quartermaster_cluster::capacity_buffer::KIND,
-            "status": status,
-        });
+        use quartermaster_cluster::capacity_buffer::{API_VERSION, KIND};
         let api: Api<crate::capacity_buffers::CapacityBuffer> =
             Api::namespaced(self.client.clone(), namespace);
-        let r = api
-            .patch_status(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&body),
-            )
+        self.apply_status(api, (API_VERSION, KIND), name, status)
             .await
-            .map(|_| ());
-        ignore_status(r, &[404])
     }
 
+    /// Server-side apply of `status` on `name`'s status subresource (`kind` in `api_version`);
+    /// an object already gone is no error.
     async fn apply_status<K, S>(
         &self,
         api: Api<K>,
-        kind: &str,
+        (api_version, kind): (&str, &str),
         name: &str,
         status: &S,
     ) -> Result<(), ControllerError>
@@ -197,7 +180,7 @@ impl Writer {
     {
         self.check()?;
         let body = json!({
-            "apiVersion": "quartermaster.dev/v1",
+            "apiVersion": api_version,
             "kind": kind,
             "status": status,
         });

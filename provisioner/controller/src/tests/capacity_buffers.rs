@@ -4,7 +4,6 @@
 use serde_json::json;
 
 use super::*;
-use crate::rbac::{CLUSTER_RULES, KWOK_CLUSTER_RULES, NAMESPACE_RULES, allows};
 
 const GROUP: &str = "autoscaling.x-k8s.io";
 
@@ -102,17 +101,7 @@ async fn a_buffer_buys_room_for_its_chunks_and_says_so_in_its_status() {
     let cost = quartermaster_cost::fleet_cost(&nodes, &pods, env.clock.now());
     assert!(cost.by_namespace.contains_key("ml"), "{cost:?}");
 
-    for r in env.api.log() {
-        let allowed = allows(CLUSTER_RULES, &r.group, &r.resource, r.verb())
-            || allows(KWOK_CLUSTER_RULES, &r.group, &r.resource, r.verb())
-            || allows(NAMESPACE_RULES, &r.group, &r.resource, r.verb());
-        assert!(
-            allowed,
-            "{} ({}) is not in the RBAC tables",
-            r.short(),
-            r.group
-        );
-    }
+    assert_rbac_allows_every_call(&env.api);
 }
 
 #[tokio::test(start_paused = true)]

@@ -227,6 +227,23 @@ pub fn cluster_with_gpu_pool(pods: &[(&str, u32)]) -> FakeApi {
     api
 }
 
+/// Every call the controller made to `api` is one the chart's RBAC (the tables in `rbac.rs`)
+/// allows.
+pub fn assert_rbac_allows_every_call(api: &FakeApi) {
+    use crate::rbac::{CLUSTER_RULES, KWOK_CLUSTER_RULES, NAMESPACE_RULES, allows};
+    for r in api.log() {
+        let allowed = allows(CLUSTER_RULES, &r.group, &r.resource, r.verb())
+            || allows(KWOK_CLUSTER_RULES, &r.group, &r.resource, r.verb())
+            || allows(NAMESPACE_RULES, &r.group, &r.resource, r.verb());
+        assert!(
+            allowed,
+            "{} ({}) is not in the RBAC tables",
+            r.short(),
+            r.group
+        );
+    }
+}
+
 /// A pod the scheduler gave up on, asking for `gpus` GPUs.
 pub fn pending_pod(name: &str, gpus: u32) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",

@@ -4,7 +4,6 @@
 use serde_json::json;
 
 use super::*;
-use crate::rbac::{CLUSTER_RULES, KWOK_CLUSTER_RULES, NAMESPACE_RULES, allows};
 
 /// A pool of 8-GPU machines (on-demand), tolerated by [`pending_pod`]'s pods.
 fn eight_gpu_pool(api: &FakeApi) {
@@ -84,17 +83,7 @@ async fn a_volcano_pod_group_gets_all_its_nodes_in_one_zone_as_a_gang() {
         );
     }
 
-    for r in env.api.log() {
-        let allowed = allows(CLUSTER_RULES, &r.group, &r.resource, r.verb())
-            || allows(KWOK_CLUSTER_RULES, &r.group, &r.resource, r.verb())
-            || allows(NAMESPACE_RULES, &r.group, &r.resource, r.verb());
-        assert!(
-            allowed,
-            "{} ({}) is not in the RBAC tables",
-            r.short(),
-            r.group
-        );
-    }
+    assert_rbac_allows_every_call(&env.api);
 }
 
 #[tokio::test(start_paused = true)]

@@ -6,7 +6,6 @@
 use serde_json::json;
 
 use super::*;
-use crate::rbac::{CLUSTER_RULES, KWOK_CLUSTER_RULES, NAMESPACE_RULES, allows};
 
 const GROUP: &str = "autoscaling.x-k8s.io";
 
@@ -114,17 +113,7 @@ async fn best_effort_atomic_gets_every_node_then_provisioned_and_holds_them() {
     );
     assert_eq!(env.api.list(QM, "nodeclaims").len(), 2);
 
-    for r in env.api.log() {
-        let allowed = allows(CLUSTER_RULES, &r.group, &r.resource, r.verb())
-            || allows(KWOK_CLUSTER_RULES, &r.group, &r.resource, r.verb())
-            || allows(NAMESPACE_RULES, &r.group, &r.resource, r.verb());
-        assert!(
-            allowed,
-            "{} ({}) is not in the RBAC tables",
-            r.short(),
-            r.group
-        );
-    }
+    assert_rbac_allows_every_call(&env.api);
 }
 
 #[tokio::test(start_paused = true)]
