@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use quartermaster_solver::{Pod, PodRef, ResourceTable, Resources};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -133,22 +132,7 @@ pub(crate) fn is_read_here(api_group: &str, kind: &str) -> bool {
 /// Reads a CapacityBuffer into the inventory. One whose spec cannot be read is kept (it gets a
 /// problem, and its status says so).
 pub(crate) fn read(inv: &mut Inventory, value: &Value) -> Result<(), ClusterError> {
-    let name = value
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let namespace = value
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .unwrap_or("default")
-        .to_owned();
-    let id = format!("{KIND}/{namespace}/{name}");
-    if name.is_empty() {
-        return Err(ClusterError::invalid(&id, "metadata.name", "missing"));
-    }
-    let meta: ObjectMeta = part(value, "metadata", &id)?.unwrap_or_default();
+    let (id, namespace, name, meta) = crate::objects::namespaced(value, KIND)?;
     let (spec, malformed) = match part::<CapacityBufferSpec>(value, "spec", &id) {
         Ok(Some(spec)) => (Some(spec), None),
         Ok(None) => (None, Some("spec: missing".to_owned())),

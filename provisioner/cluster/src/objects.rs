@@ -116,6 +116,31 @@ fn skipped_name(group: &str, kind: &str) -> String {
     }
 }
 
+/// A namespaced object's identity: `Kind/namespace/name` (namespace `default` when unset), its
+/// namespace, name and metadata; a missing name is an error.
+pub(crate) fn namespaced(
+    value: &Value,
+    kind: &str,
+) -> Result<(String, String, String, ObjectMeta), ClusterError> {
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let namespace = value
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default")
+        .to_owned();
+    let id = format!("{kind}/{namespace}/{name}");
+    if name.is_empty() {
+        return Err(ClusterError::invalid(&id, "metadata.name", "missing"));
+    }
+    let meta: ObjectMeta = part(value, "metadata", &id)?.unwrap_or_default();
+    Ok((id, namespace, name, meta))
+}
+
 /// Deserialises `value[key]` as `T`; errors carry the field path under `key`.
 pub(crate) fn part<T: DeserializeOwned>(
     value: &Value,

@@ -210,22 +210,7 @@ pub(crate) fn is_read_here(api_group: &str, kind: &str) -> bool {
 /// Reads a ProvisioningRequest or PodTemplate into the inventory. A request whose spec cannot
 /// be read is kept (it gets `Failed`); a malformed PodTemplate is an error naming the field.
 pub(crate) fn read(inv: &mut Inventory, value: &Value, kind: &str) -> Result<(), ClusterError> {
-    let name = value
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let namespace = value
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .unwrap_or("default")
-        .to_owned();
-    let id = format!("{kind}/{namespace}/{name}");
-    if name.is_empty() {
-        return Err(ClusterError::invalid(&id, "metadata.name", "missing"));
-    }
-    let meta: ObjectMeta = part(value, "metadata", &id)?.unwrap_or_default();
+    let (id, namespace, name, meta) = crate::objects::namespaced(value, kind)?;
     if kind == KIND {
         let (spec, malformed) = match part::<ProvisioningRequestSpec>(value, "spec", &id) {
             Ok(Some(spec)) => (Some(spec), None),

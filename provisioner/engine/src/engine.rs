@@ -1000,13 +1000,17 @@ impl Engine {
     /// When a reservation opens, and when the nodes of one must be drained.
     fn reservation_deadlines(&self) -> Vec<DateTime<Utc>> {
         let mut out = Vec::new();
+        if self.reservations.is_empty() {
+            return out;
+        }
+        let in_use: BTreeSet<&str> = self
+            .claims
+            .values()
+            .filter_map(|c| c.reservation.as_deref())
+            .collect();
         for o in &self.reservations {
             out.extend(o.reservation.start);
-            if self
-                .claims
-                .values()
-                .any(|c| c.reservation.as_deref() == Some(o.reservation.id.as_str()))
-            {
+            if in_use.contains(o.reservation.id.as_str()) {
                 out.extend(o.reservation.drain_at());
             }
         }
