@@ -168,7 +168,7 @@ impl Catalog {
         self
     }
 
-    fn merge(&mut self, types: Vec<InstanceType>) {
+    pub(crate) fn merge(&mut self, types: Vec<InstanceType>) {
         self.labels.clear();
         for t in types {
             match self

@@ -59,7 +59,7 @@ pub fn coverage(catalog: &Catalog) -> Vec<Coverage> {
                     match o.capacity_type {
                         CapacityType::OnDemand => c.on_demand += 1,
                         CapacityType::Spot => c.spot += 1,
-                        CapacityType::Reserved => {}
+                        CapacityType::Reserved | CapacityType::FlexStart => {}
                     }
                 }
             }

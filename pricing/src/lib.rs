@@ -145,6 +145,7 @@ pub mod coverage;
 pub mod derived;
 mod error;
 mod file;
+pub mod flex_start;
 pub mod generate;
 pub mod generated;
 pub mod interruption;

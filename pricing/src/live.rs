@@ -277,7 +277,7 @@ impl Work {
                     }
                 }
             }
-            CapacityType::Reserved => {}
+            CapacityType::Reserved | CapacityType::FlexStart => {}
         }
         self.changed += set_price(&mut self.types[index], quote, &zones);
         self.touched.push(index);

@@ -61,14 +61,20 @@ pub enum CapacityType {
     Spot,
     /// Capacity reservations / committed capacity (`reserved`).
     Reserved,
+    /// Queued, discounted capacity that runs for a bounded time (`flex-start`): GCP's
+    /// Dynamic Workload Scheduler flex-start provisioning model. Waits for capacity (up to
+    /// [`crate::flex_start::FLEX_START_MAX_WAIT`]) and runs at most
+    /// [`crate::flex_start::FLEX_START_MAX_RUN`]; only pools that name it use it.
+    FlexStart,
 }
 
 impl CapacityType {
     /// All capacity types.
-    pub const ALL: [CapacityType; 3] = [
+    pub const ALL: [CapacityType; 4] = [
         CapacityType::OnDemand,
         CapacityType::Spot,
         CapacityType::Reserved,
+        CapacityType::FlexStart,
     ];
 
     /// The kebab-case name used in files and labels.
@@ -77,6 +83,7 @@ impl CapacityType {
             CapacityType::OnDemand => "on-demand",
             CapacityType::Spot => "spot",
             CapacityType::Reserved => "reserved",
+            CapacityType::FlexStart => "flex-start",
         }
     }
 }

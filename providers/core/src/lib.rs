@@ -70,4 +70,19 @@ pub trait CloudProvider: Send + Sync {
     fn reservations(&self) -> CloudFuture<'_, Vec<quartermaster_pricing::Reservation>> {
         Box::pin(async { Ok(Vec::new()) })
     }
+
+    /// Reboots an instance in place (node repair's `reboot` action: AWS `RebootInstances`, GCP
+    /// `instances.reset`, Azure `virtualMachines/restart`). The instance keeps its id, disks
+    /// and reservation. A cloud that cannot reboot answers [`CloudError::InvalidRequest`], and
+    /// the node is replaced instead; an instance already gone is [`CloudError::NotFound`].
+    fn reboot<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
+        Box::pin(async move {
+            Err(CloudError::InvalidRequest {
+                message: format!(
+                    "{} cannot reboot {provider_id} in place",
+                    self.cloud().as_str()
+                ),
+            })
+        })
+    }
 }

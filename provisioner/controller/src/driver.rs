@@ -1114,10 +1114,19 @@ impl Driver {
                 *ours.entry(id.clone()).or_default() += 1;
             }
         }
+        let (aws, gcp, azure) = (
+            self.ctx.stores.aws_node_classes.state(),
+            self.ctx.stores.gcp_node_classes.state(),
+            self.ctx.stores.azure_node_classes.state(),
+        );
         let offers = crate::reservations::offers(
             &all,
             &self.ctx.stores.node_pools.state(),
-            &self.ctx.stores.aws_node_classes.state(),
+            crate::reservations::NodeClasses {
+                aws: &aws,
+                gcp: &gcp,
+                azure: &azure,
+            },
             &ours,
         );
         if self.reservations_told.as_ref() != Some(&offers) {

@@ -222,6 +222,8 @@ pub fn pricing_category(capacity_type: CapacityType) -> &'static str {
         CapacityType::Spot => "Dynamic",
         CapacityType::OnDemand => "Standard",
         CapacityType::Reserved => "Committed",
+        // A discounted SKU for queued, time-bounded capacity: neither list price nor commitment.
+        CapacityType::FlexStart => "Other",
     }
 }
 

@@ -1,25 +1,57 @@
 //! Capacity reservations in the cluster: what each cloud reports (`CloudProvider::reservations`,
 //! polled) becomes the engine's [`ReservationOffer`]s, each with the NodePools whose NodeClass
-//! selects it (AWSNodeClass `capacityReservationSelectorTerms`: a term names its id, or all of a
-//! term's tags are the reservation's, and `ownerID` when given). Pure: fed objects in tests.
+//! selects it. Each cloud's NodeClass says which reservations it may launch into in its own
+//! terms (one file per cloud): AWSNodeClass `capacityReservationSelectorTerms` ([`aws`]).
+//! Pure: fed objects in tests.
 //!
 //! A reservation's free slots are what the cloud says is available plus the slots of our own
 //! launched nodes in it (the engine subtracts those itself), so instances launched into an open
-//! ODCR by others are never counted as free.
+//! reservation by others are never counted as free.
+
+mod aws;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use quartermaster_engine::ReservationOffer;
-use quartermaster_policies::nodeclass::aws::CapacityReservationSelectorTerm;
-use quartermaster_policies::{AWSNodeClass, NodePool};
+use quartermaster_policies::{AWSNodeClass, AzureNodeClass, GCPNodeClass, NodePool};
 use quartermaster_pricing::{Cloud, Reservation};
+
+/// The NodeClasses of every cloud, as the cluster has them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeClasses<'a> {
+    /// `AWSNodeClass`es.
+    pub aws: &'a [Arc<AWSNodeClass>],
+    /// `GCPNodeClass`es.
+    pub gcp: &'a [Arc<GCPNodeClass>],
+    /// `AzureNodeClass`es.
+    pub azure: &'a [Arc<AzureNodeClass>],
+}
+
+impl NodeClasses<'_> {
+    /// Whether the NodeClass `kind`/`name` selects `r`.
+    fn selects(&self, kind: &str, name: &str, r: &Reservation) -> bool {
+        fn named<'c, T: kube::Resource>(classes: &'c [Arc<T>], name: &str) -> Option<&'c T> {
+            classes
+                .iter()
+                .find(|c| c.meta().name.as_deref() == Some(name))
+                .map(|c| c.as_ref())
+        }
+        match (r.cloud, kind) {
+            (Cloud::Aws, "AWSNodeClass") => {
+                named(self.aws, name).is_some_and(|c| aws::selects(c, r))
+            }
+            _ => false,
+        }
+    }
+}
 
 /// The offers for `reservations` (as the clouds reported them). `ours` counts our launched
 /// nodes in each reservation (by id).
 pub fn offers(
     reservations: &[Reservation],
-    node_pools: &[std::sync::Arc<NodePool>],
-    aws_classes: &[std::sync::Arc<AWSNodeClass>],
+    node_pools: &[Arc<NodePool>],
+    classes: NodeClasses<'_>,
     ours: &BTreeMap<String, u32>,
 ) -> Vec<ReservationOffer> {
     reservations
@@ -34,32 +66,13 @@ pub fn offers(
                 .iter()
                 .filter(|p| {
                     let class = p.node_class_ref();
-                    r.cloud == Cloud::Aws
-                        && class.kind == "AWSNodeClass"
-                        && aws_classes.iter().any(|c| {
-                            c.metadata.name.as_deref() == Some(class.name.as_str())
-                                && c.spec
-                                    .capacity_reservation_selector_terms
-                                    .iter()
-                                    .any(|t| selects(t, r))
-                        })
+                    classes.selects(&class.kind, &class.name, r)
                 })
                 .filter_map(|p| p.metadata.name.clone())
                 .collect();
             ReservationOffer { reservation, pools }
         })
         .collect()
-}
-
-/// Whether one selector term selects `r`.
-fn selects(t: &CapacityReservationSelectorTerm, r: &Reservation) -> bool {
-    if let Some(id) = &t.id {
-        return *id == r.id;
-    }
-    !t.tags.is_empty()
-        && t.tags
-            .iter()
-            .all(|(k, v)| r.tags.get(k) == Some(v) || (v == "*" && r.tags.contains_key(k)))
 }
 
 #[cfg(test)]
@@ -130,7 +143,15 @@ mod tests {
             class("plain", serde_json::json!([])),
         ];
         let ours = BTreeMap::from([("cr-block".to_owned(), 2)]);
-        let offers = offers(&rs, &pools, &classes, &ours);
+        let offers = offers(
+            &rs,
+            &pools,
+            NodeClasses {
+                aws: &classes,
+                ..Default::default()
+            },
+            &ours,
+        );
         assert_eq!(
             offers[0].pools,
             vec!["h100".to_owned(), "tagged".to_owned()]
