@@ -848,10 +848,9 @@ impl Engine {
         })
     }
 
-    /// One empty in-flight node per free slot of every reservation that takes launches now,
-    /// offered to the first of its pools that allows capacity type `reserved`, as far as the
-    /// pool's `limits` (nodes, resources) allow; each stand-in counts against its pool's usage
-    /// in `pools`, so slots and new nodes together never pass a limit.
+    /// One empty in-flight node per free slot of every reservation that takes launches now
+    /// (see [`crate::reservations::stand_ins`]: the first of its pools that allows capacity
+    /// type `reserved`, within the pool's limits, each stand-in counted in `pools`' usage).
     fn reservation_stand_ins(
         &self,
         now: DateTime<Utc>,
@@ -863,69 +862,16 @@ impl Engine {
                 *used.entry(id.as_str()).or_default() += 1;
             }
         }
-        let mut out = Vec::new();
-        for offer in &self.reservations {
-            let r = &offer.reservation;
-            let free = r
-                .count
-                .saturating_sub(used.get(r.id.as_str()).copied().unwrap_or(0));
-            if free == 0 || !r.accepts_launches(now) {
-                continue;
-            }
-            let choice = OfferingChoice {
-                instance_type: r.instance_type.clone(),
-                zone: r.zone.clone(),
-                capacity_type: CapacityType::Reserved,
-                price_per_hour: 0.0,
-            };
-            let usable = offer.pools.iter().find_map(|name| {
-                let pool = self
-                    .setup
-                    .pools
-                    .iter()
-                    .position(|p| p.spec.name == *name && p.spec.cloud == r.cloud)?;
-                let (mut labels, capacity, room) = self.offering_room(pool, &choice, None)?;
-                self.setup.pools[pool]
-                    .spec
-                    .requirements
-                    .matches(&labels)
-                    .then(|| {
-                        labels.extend(r.node_labels());
-                        (pool, labels, capacity, room)
-                    })
-            });
-            let Some((pool, labels, capacity, room)) = usable else {
-                continue;
-            };
-            let spec = &self.setup.pools[pool].spec;
-            let usage = &mut pools[pool].usage;
-            let mut slots = 0;
-            while slots < free {
-                let nodes = usage.nodes + 1;
-                let resources = usage.resources + capacity;
-                if spec.limits.nodes.is_some_and(|max| nodes > max)
-                    || resources.first_excess(&spec.limits.resources).is_some()
-                {
-                    break;
-                }
-                usage.nodes = nodes;
-                usage.resources = resources;
-                slots += 1;
-            }
-            let labels = Arc::new(labels);
-            for i in 0..slots {
-                out.push(ExistingNode {
-                    name: crate::reservations::stand_in_name(&r.id, pool, i),
-                    in_flight: true,
-                    node_pool: Some(spec.name.clone()),
-                    labels: labels.clone(),
-                    taints: spec.taints.clone(),
-                    allocatable: room,
-                    pods: Vec::new(),
-                });
-            }
-        }
-        out
+        let specs: Vec<&quartermaster_solver::NodePoolSpec> =
+            self.setup.pools.iter().map(|p| &p.spec).collect();
+        crate::reservations::stand_ins(
+            &self.reservations,
+            &used,
+            now,
+            &specs,
+            pools,
+            |pool, choice| self.offering_room(pool, choice, None),
+        )
     }
 
     /// A NodeClaim launched into reservation `id` for pool index `pool`; its name.

@@ -36,7 +36,7 @@ pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeVie
 pub use headroom::{Buffer, HeadroomView};
 pub use pools::{EngineError, PoolPolicy};
 pub use repair::{RepairConfig, RepairOverride, RepairRule};
-pub use reservations::ReservationOffer;
+pub use reservations::{ReservationOffer, SlotShape, parse_stand_in, stand_in_name, stand_ins};
 pub use unavailable::UnavailableOfferings;
 
 #[cfg(test)]
