@@ -547,6 +547,13 @@ fn reject(
             detail: "insufficient capacity recently; avoided for a while".into(),
         });
     }
+    if o.capacity_type == CapacityType::FlexStart && !crate::flex_start::opts_in(pool) {
+        return Err(Rejection::PoolRequirement {
+            detail: "flex-start is opt-in: its requirements do not name capacity type \
+                     flex-start with In"
+                .into(),
+        });
+    }
     let labels = node_labels(pool, it, o);
     if let Some(detail) = first_failure(&pool.requirements, &labels) {
         return Err(Rejection::PoolRequirement { detail });

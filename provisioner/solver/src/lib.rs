@@ -5,6 +5,7 @@
 
 pub mod bound;
 pub mod explain;
+pub mod flex_start;
 mod gang;
 mod pack;
 pub mod plan;

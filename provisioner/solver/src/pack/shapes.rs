@@ -132,6 +132,8 @@ pub fn build_shapes(
 ) -> Vec<Shape> {
     let mut shapes = Vec::new();
     for (pool_index, pool) in snapshot.node_pools.iter().enumerate() {
+        // Flex-start is opt-in (see [`crate::flex_start`]): decided once per pool.
+        let flex_start = crate::flex_start::opts_in(pool);
         // The pool's label layer, per MIG layout.
         let mut pool_labels: BTreeMap<Option<&'static str>, SharedLabels> = BTreeMap::new();
         for (type_index, it) in catalog.instance_types().iter().enumerate() {
@@ -157,6 +159,7 @@ pub fn build_shapes(
                     catalog,
                     pool_index,
                     pool,
+                    flex_start,
                     type_index,
                     it,
                     layout,
@@ -172,13 +175,14 @@ pub fn build_shapes(
 }
 
 /// The shape of `it` in `pool` (in MIG `layout`), its offerings labelled with the pool's
-/// label layer `pool_labels`.
+/// label layer `pool_labels`; flex-start offerings only when the pool opts in (`flex_start`).
 #[allow(clippy::too_many_arguments)]
 fn build_shape(
     snapshot: &ClusterSnapshot,
     catalog: &Catalog,
     pool_index: usize,
     pool: &NodePoolSpec,
+    flex_start: bool,
     type_index: usize,
     it: &InstanceType,
     layout: Option<&'static str>,
@@ -188,7 +192,7 @@ fn build_shape(
     let type_labels = &catalog.labels()[type_index];
     let mut offerings: Vec<ShapeOffering> = Vec::new();
     for (o, offering_labels) in it.offerings.iter().zip(&type_labels.offerings) {
-        if !o.available {
+        if !o.available || (o.capacity_type == CapacityType::FlexStart && !flex_start) {
             continue;
         }
         if !snapshot.unavailable.is_empty()
