@@ -117,6 +117,7 @@ impl Engine {
             .map(|o| o.reservation.clone())
             .collect();
         self.setup.catalog = catalog.with_reserved_offerings(&reservations);
+        self.add_flex_start_offerings();
         for c in self.claims.values_mut() {
             let price = |o: &quartermaster_solver::OfferingChoice| {
                 self.setup

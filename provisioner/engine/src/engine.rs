@@ -21,6 +21,8 @@ mod consolidation;
 mod drift;
 #[path = "explain.rs"]
 mod explain;
+#[path = "flex_start.rs"]
+mod flex_start;
 #[path = "gangs.rs"]
 pub(crate) mod gangs;
 #[path = "provisioning_requests.rs"]
@@ -103,6 +105,8 @@ pub struct EngineStats {
     pub reserved_launches: u64,
     /// Nodes drained because their Capacity Block (or reservation) was ending.
     pub reservation_drains: u64,
+    /// Flex-start nodes drained because their run was ending.
+    pub flex_start_drains: u64,
 }
 
 impl EngineStats {
@@ -134,6 +138,7 @@ impl EngineStats {
             headroom_solves,
             reserved_launches,
             reservation_drains,
+            flex_start_drains,
         } = other;
         self.solves += solves;
         self.claims_created += claims_created;
@@ -159,6 +164,7 @@ impl EngineStats {
         self.headroom_solves += headroom_solves;
         self.reserved_launches += reserved_launches;
         self.reservation_drains += reservation_drains;
+        self.flex_start_drains += flex_start_drains;
     }
 }
 
@@ -262,6 +268,7 @@ pub struct Engine {
 impl Engine {
     /// A new engine with no pods and no nodes.
     pub fn new(setup: EngineSetup, config: EngineConfig) -> Self {
+        let setup = flex_start::with_offerings(setup);
         let static_retry_at = vec![None; setup.pools.len()];
         let repair_configs = setup
             .pools
@@ -458,7 +465,10 @@ impl Engine {
             Event::NodeDoNotDisrupt { node, on } => self.protect_node(node, on),
             Event::DisruptionBudgets(pdbs) => self.disruption.pdbs = pdbs,
             Event::CatalogChanged(catalog) => self.catalog_changed(catalog),
-            Event::PoolsChanged(pools) => self.pools_changed(pools),
+            Event::PoolsChanged(pools) => {
+                self.pools_changed(pools);
+                self.add_flex_start_offerings();
+            }
             Event::CloudDrifted {
                 provider_id,
                 reason,
@@ -500,6 +510,7 @@ impl Engine {
         self.enforce_budgets(now);
         self.repair_nodes(now);
         self.drain_reservations(now);
+        self.drain_flex_start(now);
         self.keep_static_pools(now);
         if self.batch_due(now) {
             self.solve(now);
@@ -537,9 +548,7 @@ impl Engine {
         for c in self.claims.values().filter(|c| !c.deleting) {
             times.extend(c.retry_at);
             match c.phase {
-                Phase::Launched => {
-                    times.extend(c.launched_at.map(|t| t + self.config.registration_budget))
-                }
+                Phase::Launched => times.extend(self.registration_due(c)),
                 Phase::Registered => times.extend(
                     c.registered_at
                         .map(|t| t + self.config.accelerator_ready_budget),
@@ -547,6 +556,7 @@ impl Engine {
                 Phase::Initialized | Phase::Launching => {}
             }
             times.extend(self.empty_deadline(c));
+            times.extend(flex_start::deadline(c));
         }
         // Consolidation counts a nomination the cluster has not bound as settled once the grace
         // is over: wake up then, only for claims that have one (pods bound at once, as the
@@ -1499,10 +1509,7 @@ impl Engine {
                 continue;
             }
             match c.phase {
-                Phase::Launched
-                    if c.launched_at
-                        .is_some_and(|t| now >= t + self.config.registration_budget) =>
-                {
+                Phase::Launched if self.registration_due(c).is_some_and(|t| now >= t) => {
                     expired.push((c.name.clone(), DeleteReason::RegistrationTimeout));
                 }
                 Phase::Registered
@@ -1813,6 +1820,8 @@ impl Engine {
             let c = &self.claims[&name];
             let reason = if c.interrupted_at.is_some() && c.reservation.is_some() {
                 DeleteReason::ReservationEnding
+            } else if let Some(reason) = Self::flex_start_vacated(c) {
+                reason
             } else if c.interrupted_at.is_some() {
                 DeleteReason::Interrupted
             } else if let Some(reason) = c

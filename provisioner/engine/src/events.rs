@@ -210,6 +210,9 @@ pub enum DeleteReason {
     /// Its Capacity Block ends: drained before the cloud reclaims it, its pods placed
     /// elsewhere first.
     ReservationEnding,
+    /// Its flex-start run ends (GCP deletes a flex-start VM at its maximum run duration):
+    /// drained before, its pods placed elsewhere first.
+    FlexStartEnding,
 }
 
 impl std::fmt::Display for DeleteReason {
@@ -226,6 +229,7 @@ impl std::fmt::Display for DeleteReason {
             Self::GangRollback => "gang rollback",
             Self::Unhealthy => "unhealthy",
             Self::ReservationEnding => "reservation ending",
+            Self::FlexStartEnding => "flex-start run ending",
         })
     }
 }

@@ -5,6 +5,7 @@ mod alias_labels;
 mod consolidation;
 mod disruption;
 mod explain;
+mod flex_start;
 mod fixtures;
 mod fleet;
 mod gangs;
