@@ -163,6 +163,15 @@ pub struct RepairPolicySpec {
     /// The status that means broken: `False` (the default), `True` or `Unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition_status: Option<String>,
+    /// Only when the condition has this reason (`NvidiaXID48Error`, as the EKS node monitoring
+    /// agent reports NVIDIA XID codes); unset: any reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_reason: Option<String>,
+    /// `Replace` (the default: a new node, the pods planned again) or `Reboot` (the instance
+    /// is rebooted in place once, and replaced if still broken a toleration later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(Replace|Reboot)$"))]
+    pub action: Option<String>,
     /// How long the node may stay so before it is replaced (`"10m"`).
     #[schemars(regex(pattern = r"^([0-9]+(s|m|h))+$"))]
     pub toleration: String,

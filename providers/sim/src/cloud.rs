@@ -27,6 +27,8 @@ const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 const THROTTLE_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How far away a moment that never comes is put (a Node that never registers).
 const NEVER: Duration = Duration::from_secs(100 * 365 * 86_400);
+/// How long a reboot takes, call to node back (an EC2 reboot of a GPU instance: a few minutes).
+const REBOOT_TIME: Duration = Duration::from_secs(180);
 
 /// The random stream of API behaviour (throttling); instance `seq` uses stream `seq + 1`.
 const API_STREAM: u64 = 0;
@@ -96,12 +98,40 @@ impl State {
                     allocatable: inst.full_allocatable.clone(),
                 }),
                 Kind::GpuFault => {
+                    let reason = if inst.timeline.gpu_fault_resettable {
+                        "NvidiaXID48Error"
+                    } else {
+                        "NvidiaXID79Error"
+                    };
                     self.node_outbox.push(SimNodeEvent::GpuFailed {
                         provider_id: inst.provider_id.clone(),
                         node_name: inst.node.name.clone(),
                         allocatable: inst.node.allocatable.clone(),
+                        reason: reason.to_owned(),
                     });
                     self.stats.gpu_faults += 1;
+                }
+                Kind::Rebooted => {
+                    // A reboot clears a resettable fault (or finds none); the device plugin
+                    // reports the GPUs again if they work.
+                    let faulted = inst.timeline.gpu_fault_at.is_some_and(|f| f <= at);
+                    let healthy = !faulted || inst.timeline.gpu_fault_resettable;
+                    if faulted && healthy {
+                        self.instances[seq].timeline.gpu_fault_at = None;
+                    }
+                    let Some(inst) = self.instances.get(seq) else {
+                        continue;
+                    };
+                    self.node_outbox.push(SimNodeEvent::Rebooted {
+                        provider_id: inst.provider_id.clone(),
+                        node_name: inst.node.name.clone(),
+                        allocatable: if healthy {
+                            inst.full_allocatable.clone()
+                        } else {
+                            inst.node.allocatable.clone()
+                        },
+                        healthy,
+                    });
                 }
                 Kind::Notice => {
                     let terminates_at = inst.timeline.reclaim_at.unwrap_or(at);
@@ -590,6 +620,10 @@ impl SimCloud {
         } else {
             None
         };
+        // Drawn only when asked for, so runs without it keep their random stream.
+        let gpu_fault_resettable = gpu_fault_hours.is_some()
+            && config.gpu_faults_resettable > 0.0
+            && rng::chance(&mut draws, config.gpu_faults_resettable);
 
         let accelerator = ty
             .accelerator
@@ -673,6 +707,7 @@ impl SimCloud {
                             Duration::try_from_secs_f64(h * 3600.0).unwrap_or(Duration::MAX);
                         after(up, after_up)
                     }),
+                gpu_fault_resettable,
                 notice_at,
                 reclaim_at,
                 deleted_at: None,
@@ -691,6 +726,17 @@ impl SimCloud {
             .ok_or_else(|| CloudError::NotFound {
                 provider_id: provider_id.to_owned(),
             })
+    }
+
+    /// Reboots a live instance: it is back [`REBOOT_TIME`] later (the `Rebooted` moment).
+    fn reboot_now(&self, provider_id: &str) -> Result<(), CloudError> {
+        let (mut st, now) = self.state_now();
+        self.throttle(&mut st)?;
+        let i = Self::live_index(&st, provider_id, now)?;
+        let back = now + chrono::TimeDelta::from_std(REBOOT_TIME).unwrap_or_default();
+        st.schedule.push((back, i, Kind::Rebooted));
+        st.stats.reboots += 1;
+        Ok(())
     }
 
     fn delete_now(&self, provider_id: &str) -> Result<(), CloudError> {
@@ -751,6 +797,10 @@ impl CloudProvider for SimCloud {
 
     fn create<'a>(&'a self, request: &'a LaunchRequest) -> CloudFuture<'a, Instance> {
         Box::pin(ready(self.create_now(request)))
+    }
+
+    fn reboot<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
+        Box::pin(async move { self.reboot_now(provider_id) })
     }
 
     fn delete<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {

@@ -61,6 +61,10 @@ pub struct SimConfig {
     /// reports `AcceleratedHardwareReady=False` and loses its accelerators from allocatable;
     /// it stays until node repair replaces it. Default: 0.
     pub gpu_faults_per_hour: f64,
+    /// The share of GPU faults a reboot clears (an XID a GPU reset or driver reload clears:
+    /// `NvidiaXID48Error`, a double-bit ECC error); the others (`NvidiaXID79Error`, fallen off
+    /// the bus) survive a reboot. Default: 0.
+    pub gpu_faults_resettable: f64,
     /// Concurrent-instance limits: a launch that would exceed one fails with
     /// insufficient capacity. Default: none (unlimited).
     pub capacity: Vec<CapacityLimit>,
@@ -161,6 +165,7 @@ impl SimConfig {
             "api.lostResponseProbability",
             self.api.lost_response_probability,
         )?;
+        probability("gpuFaultsResettable", self.gpu_faults_resettable)?;
         let faults = self.gpu_faults_per_hour;
         if !(faults.is_finite() && faults >= 0.0) {
             return Err(SimError::config(
@@ -269,6 +274,7 @@ impl Default for SimConfig {
             accelerators_never_ready: 0.0,
             nodes_never_register: 0.0,
             gpu_faults_per_hour: 0.0,
+            gpu_faults_resettable: 0.0,
             capacity: Vec::new(),
             insufficient_capacity: Vec::new(),
             interruptions: InterruptionConfig::default(),

@@ -54,5 +54,20 @@ pub enum SimNodeEvent {
         node_name: String,
         /// The allocatable without the accelerators.
         allocatable: BTreeMap<String, u64>,
+        /// The condition's reason (`NvidiaXID79Error`, or `NvidiaXID48Error` for a fault a
+        /// reboot clears).
+        reason: String,
+    },
+    /// A reboot (`CloudProvider::reboot`) finished: the node is back, with its accelerators
+    /// when the reboot cleared its GPU fault (or it had none), without them otherwise.
+    Rebooted {
+        /// The instance.
+        provider_id: String,
+        /// The Node.
+        node_name: String,
+        /// Its allocatable now.
+        allocatable: BTreeMap<String, u64>,
+        /// Whether its GPUs work again (`AcceleratedHardwareReady=True`).
+        healthy: bool,
     },
 }

@@ -29,6 +29,8 @@ pub(crate) struct Timeline {
     pub(crate) accelerators_at: Option<DateTime<Utc>>,
     /// A GPU fails (`gpuFaultsPerHour`); `None`: never.
     pub(crate) gpu_fault_at: Option<DateTime<Utc>>,
+    /// Whether that fault is one a reboot clears (`gpuFaultsResettable`).
+    pub(crate) gpu_fault_resettable: bool,
     /// The interruption notice (spot only); `None`: never.
     pub(crate) notice_at: Option<DateTime<Utc>>,
     /// The cloud reclaims the instance, a notice period after `notice_at`.
@@ -83,7 +85,11 @@ impl Timeline {
     /// Whether the moment `(t, kind)` of this instance occurs (see [`Timeline::happens`]).
     pub(crate) fn occurs(&self, t: DateTime<Utc>, kind: Kind) -> bool {
         match kind {
-            Kind::Running | Kind::Registered | Kind::Accelerators | Kind::GpuFault => {
+            Kind::Running
+            | Kind::Registered
+            | Kind::Accelerators
+            | Kind::GpuFault
+            | Kind::Rebooted => {
                 self.happens(t)
             }
             Kind::Notice => self.noticed_at() == Some(t),
@@ -216,6 +222,7 @@ mod tests {
             registered_at: at(70),
             accelerators_at: Some(at(115)),
             gpu_fault_at: None,
+            gpu_fault_resettable: false,
             notice_at: Some(at(100)),
             reclaim_at: Some(at(220)),
             deleted_at: None,

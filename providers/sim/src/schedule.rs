@@ -22,6 +22,8 @@ pub(crate) enum Kind {
     Accelerators,
     /// One of its GPUs fails (an XID error).
     GpuFault,
+    /// A reboot asked for finished.
+    Rebooted,
     /// Its interruption notice is given.
     Notice,
     /// The cloud reclaims it.

@@ -28,6 +28,8 @@ pub struct SimStats {
     pub reclaims: u64,
     /// GPU faults (`gpuFaultsPerHour`) so far.
     pub gpu_faults: u64,
+    /// Instances rebooted (`CloudProvider::reboot`) so far.
+    pub reboots: u64,
     /// Successful `delete` calls.
     pub deletes: u64,
     /// Instances alive (pending or running) now.

@@ -161,6 +161,9 @@ fn carry_out(engine: &mut Engine, fleet: &mut Fleet, now: DateTime<Utc>, action:
             }
         }
         Action::Delete { claim, .. } => engine.handle(now, Event::Deleted { claim }),
-        Action::Cordon { .. } | Action::Uncordon { .. } | Action::Disrupt(_) => {}
+        Action::Cordon { .. }
+        | Action::Uncordon { .. }
+        | Action::Disrupt(_)
+        | Action::Reboot { .. } => {}
     }
 }

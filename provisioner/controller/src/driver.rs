@@ -939,6 +939,29 @@ impl Driver {
             Action::Uncordon { node } => lifecycle::cordon(&self.ctx, node, false),
             // Pods leave a node through its NodeClaim's termination (evictions honour PDBs).
             Action::Drain { .. } => {}
+            Action::Reboot {
+                claim,
+                provider_id,
+                reason,
+            } => {
+                lifecycle::rebooting_event(self, &claim, &reason);
+                let provider = self
+                    .engine
+                    .as_ref()
+                    .and_then(|e| e.claim(&claim))
+                    .and_then(|v| self.ctx.provider(v.cloud).cloned());
+                let tx = self.outcomes_tx.clone();
+                self.ctx.spawn(async move {
+                    let result = match provider {
+                        Some(p) => crate::repair::reboot(p.as_ref(), &provider_id).await,
+                        None => Err(format!("no cloud provider for {provider_id}")),
+                    };
+                    if let Err(error) = result {
+                        tracing::warn!(nodeclaim = %claim, %error, "reboot failed; replacing the node");
+                        let _ = tx.send(Outcome::Engine(Box::new(Event::RebootFailed { claim, error })));
+                    }
+                });
+            }
             Action::Disrupt(command) => {
                 tracing::info!(
                     kind = %command.kind,

@@ -25,6 +25,7 @@ pub mod pod_readings;
 pub mod price_refresh;
 pub mod provisioning_requests;
 pub mod rbac;
+pub mod repair;
 pub mod reservations;
 pub mod run;
 pub mod stores;

@@ -708,6 +708,24 @@ pub fn initialized_event(ctx: &std::sync::Arc<Context>, claim: &ClaimView) {
     );
 }
 
+/// `Repairing` on the claim: node repair reboots its instance in place.
+pub fn rebooting_event(driver: &Driver, claim: &str, why: &str) {
+    let ctx = driver.ctx();
+    let condition = why.split(" for ").next().unwrap_or_default().to_owned();
+    ctx.metrics
+        .repair_reboots
+        .get_or_create(&vec![("condition", condition)])
+        .inc();
+    tracing::warn!(nodeclaim = claim, condition = %why, "repairing: rebooting an unhealthy node");
+    spawn_event(
+        ctx,
+        claim_ref(ctx, claim),
+        true,
+        "Repairing",
+        format!("unhealthy: {why}; rebooting the node in place, it is replaced if still broken"),
+    );
+}
+
 /// `Disrupting` on the claim, with the reason and what it saves.
 pub fn disrupting_event(
     driver: &Driver,

@@ -64,6 +64,8 @@ pub struct Metrics {
     /// Nodes replaced by node repair, by the condition that broke them
     /// (`AcceleratedHardwareReady=False`).
     pub repairs: Family<Labels, Counter>,
+    /// Nodes node repair rebooted in place, by the condition that broke them.
+    pub repair_reboots: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -119,6 +121,12 @@ impl Metrics {
             "repairs",
             "Nodes replaced by node repair, by the condition that broke them",
             repairs.clone(),
+        );
+        let repair_reboots = Family::<Labels, Counter>::default();
+        registry.register(
+            "repair_reboots",
+            "Nodes rebooted in place by node repair, by the condition that broke them",
+            repair_reboots.clone(),
         );
         let traffic = crate::client::client_traffic();
         registry.register(
@@ -227,6 +235,7 @@ impl Metrics {
             batch_window_seconds,
             nodeclaim_create_seconds,
             repairs,
+            repair_reboots,
         }
     }
 
@@ -256,6 +265,12 @@ mod tests {
         m.repairs
             .get_or_create(&vec![("condition", "Ready=False".to_owned())])
             .inc();
+        m.repair_reboots
+            .get_or_create(&vec![(
+                "condition",
+                "AcceleratedHardwareReady=False (NvidiaXID48Error)".to_owned(),
+            )])
+            .inc();
         let disruption = vec![
             ("kind", "multi_delete".to_owned()),
             ("reason", "underutilized".to_owned()),
@@ -282,6 +297,7 @@ mod tests {
             "quartermaster_kube_client_throttled_seconds_total",
             "quartermaster_kube_client_qps_limit",
             "quartermaster_repairs_total{condition=\"Ready=False\"} 1",
+            "quartermaster_repair_reboots_total{condition=\"AcceleratedHardwareReady=False (NvidiaXID48Error)\"} 1",
             "# EOF",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");

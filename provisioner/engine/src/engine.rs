@@ -99,6 +99,8 @@ pub struct EngineStats {
     pub repairs: u64,
     /// Repairs held back because too many of a pool's nodes were unhealthy at once.
     pub repairs_held: u64,
+    /// Nodes node repair rebooted in place (a rule with action `Reboot`).
+    pub repair_reboots: u64,
     /// Solves that placed CapacityBuffer placeholders (after the real pods' solve).
     pub headroom_solves: u64,
     /// NodeClaims launched into a reservation (ODCR or Capacity Block).
@@ -135,6 +137,7 @@ impl EngineStats {
             nominations_released,
             repairs,
             repairs_held,
+            repair_reboots,
             headroom_solves,
             reserved_launches,
             reservation_drains,
@@ -161,6 +164,7 @@ impl EngineStats {
         self.nominations_released += nominations_released;
         self.repairs += repairs;
         self.repairs_held += repairs_held;
+        self.repair_reboots += repair_reboots;
         self.headroom_solves += headroom_solves;
         self.reserved_launches += reserved_launches;
         self.reservation_drains += reservation_drains;
@@ -477,6 +481,7 @@ impl Engine {
                 self.headroom.set(&buffers);
             }
             Event::ReservationsChanged(offers) => self.reservations_changed(now, offers),
+            Event::RebootFailed { claim, error } => self.reboot_failed(now, &claim, &error),
         }
     }
 
@@ -1559,8 +1564,17 @@ impl Engine {
                 *unhealthy_per_pool.entry(c.pool).or_default() += 1;
             }
         }
-        for (name, why) in due {
-            let Some(pool) = self.claims.get(&name).map(|c| c.pool) else {
+        for crate::repair::RepairDue {
+            claim: name,
+            why,
+            action,
+        } in due
+        {
+            let Some((pool, provider_id)) = self
+                .claims
+                .get(&name)
+                .map(|c| (c.pool, c.provider_id.clone()))
+            else {
                 continue;
             };
             let nodes = nodes_per_pool.get(&pool).copied().unwrap_or(0);
@@ -1573,10 +1587,36 @@ impl Engine {
                 self.stats.repairs_held += 1;
                 continue;
             }
+            // A reboot keeps the node and its pods (they restart there); the clock starts
+            // again, and a node still broken a toleration later is replaced.
+            if let (crate::repair::RepairAction::Reboot, Some(provider_id)) = (action, provider_id)
+            {
+                self.stats.repair_reboots += 1;
+                self.repairs.rebooted(&name, now);
+                self.repair_reasons.insert(name.clone(), why.clone());
+                self.actions.push(Action::Reboot {
+                    claim: name,
+                    provider_id,
+                    reason: why,
+                });
+                continue;
+            }
             self.stats.repairs += 1;
             self.repair_reasons.insert(name.clone(), why);
             self.delete(now, &name, DeleteReason::Unhealthy);
         }
+    }
+
+    /// A reboot node repair asked for could not be done: the node is replaced instead.
+    fn reboot_failed(&mut self, now: DateTime<Utc>, claim: &str, error: &str) {
+        if self.claims.get(claim).is_none_or(|c| c.deleting) {
+            return;
+        }
+        let why = self.repair_reasons.get(claim).cloned().unwrap_or_default();
+        self.stats.repairs += 1;
+        self.repair_reasons
+            .insert(claim.to_owned(), format!("{why}; reboot failed: {error}"));
+        self.delete(now, claim, DeleteReason::Unhealthy);
     }
 
     /// Tells node repair what `claim`'s node (of pool `pool`) reports now.

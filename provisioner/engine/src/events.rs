@@ -139,6 +139,14 @@ pub enum Event {
     /// The CapacityBuffers of the cluster, all of them (replaces what was known): room for
     /// their chunks is kept after every real pod is placed.
     BuffersChanged(Vec<crate::headroom::Buffer>),
+    /// A reboot node repair asked for (`Action::Reboot`) could not be done (the cloud cannot
+    /// reboot, or the call failed for good): the node is replaced instead.
+    RebootFailed {
+        /// NodeClaim name.
+        claim: String,
+        /// Why (the cloud's words).
+        error: String,
+    },
     /// The cloud says an instance no longer matches its NodeClass (`CloudProvider::is_drifted`:
     /// its AMI, security groups or subnet): its claim has drifted and is replaced like one
     /// whose template changed.
@@ -279,5 +287,15 @@ pub enum Action {
     Drain {
         /// Node name.
         node: String,
+    },
+    /// Node repair: reboot a broken node's instance in place (`CloudProvider::reboot`); its
+    /// pods stay bound. Report back `RebootFailed` when it cannot be done.
+    Reboot {
+        /// NodeClaim name.
+        claim: String,
+        /// Provider id of the instance.
+        provider_id: String,
+        /// Why (`AcceleratedHardwareReady=False (NvidiaXID48Error) for 10m`).
+        reason: String,
     },
 }

@@ -35,7 +35,7 @@ pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeView};
 pub use headroom::{Buffer, HeadroomView};
 pub use pools::{EngineError, PoolPolicy};
-pub use repair::{RepairConfig, RepairOverride, RepairRule};
+pub use repair::{RepairAction, RepairConfig, RepairOverride, RepairRule};
 pub use reservations::{ReservationOffer, SlotShape, parse_stand_in, stand_in_name, stand_ins};
 pub use unavailable::UnavailableOfferings;
 

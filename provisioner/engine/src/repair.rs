@@ -1,5 +1,5 @@
 //! Node repair, GPU first: a node whose conditions say it is broken for longer than a rule
-//! tolerates is replaced, its pods planned again elsewhere.
+//! tolerates is rebooted in place or replaced, as the rule says.
 //!
 //! Rules match a node condition type and status (`Ready=False`, `AcceleratedHardwareReady=False`)
 //! with a toleration. The defaults are Karpenter's AWS provider's repair policies (kubelet
@@ -8,14 +8,29 @@
 //! `KernelReady` and `ContainerRuntimeReady` False for 30 minutes), read in
 //! `aws/karpenter-provider-aws` `pkg/cloudprovider/cloudprovider.go` `RepairPolicies()`.
 //!
-//! Two holes of the peers are closed here:
+//! A rule's action is `Replace` (a new node, the pods planned again elsewhere) or `Reboot` (the
+//! instance is rebooted in place through the cloud: pods stay bound and restart there, nothing
+//! is bought; the GPU faults a reset clears). A node still broken a whole toleration after its
+//! reboot is replaced; a cloud that cannot reboot (or a reboot that fails) means replace at once.
+//! Rules may name the condition's `reason` (the EKS node monitoring agent reports NVIDIA XID
+//! codes as `NvidiaXID<n>Error`); the first matching rule decides, so reason rules come first.
+//! The default reboot rules are the XIDs NVIDIA says a GPU reset or driver reload clears: XID 48
+//! (double-bit ECC error; NVIDIA Health Validation "Xid checks": `reset_gpu`), XID 63 and 64
+//! (dynamic page retirement: "reload the driver to activate"; NVIDIA "Dynamic Page Retirement —
+//! Visibility"); read 2026-12-04. Everything else (XID 79, "GPU has fallen off the bus",
+//! included) is replaced.
+//!
+//! Holes of the peers closed here:
 //! * a condition that flaps does not restart the clock: a node is unhealthy from the first time
 //!   a rule matched (the condition's `lastTransitionTime`, so a restarted controller agrees) and
 //!   becomes healthy again only after it stayed healthy for the rule's whole toleration;
 //! * the guard against mass repair (a bad driver rollout breaks every node: replacing them all
 //!   helps nobody) is absolute and relative: a pool's nodes are repaired while at most
 //!   `max(max_unhealthy_nodes, max_unhealthy_fraction × nodes)` of them are unhealthy, so a pool
-//!   of two nodes can still have its broken one replaced (Karpenter's 20% alone blocks it).
+//!   of two nodes can still have its broken one replaced (Karpenter's 20% alone blocks it);
+//! * a gang's broken node is replaced in the gang's zone and placement group: its pods are
+//!   planned again while the gang's other members run, and the solver keeps a gang's pending
+//!   members in the zone of its running ones (the replacement carries the gang's labels).
 
 use std::collections::BTreeMap;
 
@@ -23,16 +38,40 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::events::NodeCondition;
 
-/// One repair rule: a node whose condition `condition` has status `status` for longer than
-/// `toleration` is replaced.
+/// What node repair does to a node a rule found broken for too long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RepairAction {
+    /// Replace it: delete the node, its pods planned again elsewhere.
+    #[default]
+    Replace,
+    /// Reboot it in place (once); replace it if it is still broken a toleration later.
+    Reboot,
+}
+
+impl RepairAction {
+    /// `replace` or `reboot`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Replace => "replace",
+            Self::Reboot => "reboot",
+        }
+    }
+}
+
+/// One repair rule: a node whose condition `condition` has status `status` (and reason
+/// `reason`, when the rule names one) for longer than `toleration` is repaired by `action`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepairRule {
     /// The condition type (`Ready`, `AcceleratedHardwareReady`, …).
     pub condition: String,
     /// The unhealthy status (`False`, `Unknown`, or `True` for conditions that report a fault).
     pub status: String,
-    /// How long the node may stay so before it is replaced.
+    /// The condition's reason this rule is for (`NvidiaXID48Error`); `None`: any reason.
+    pub reason: Option<String>,
+    /// How long the node may stay so before it is repaired.
     pub toleration: TimeDelta,
+    /// What is done then.
+    pub action: RepairAction,
 }
 
 impl RepairRule {
@@ -40,14 +79,37 @@ impl RepairRule {
         Self {
             condition: condition.to_owned(),
             status: status.to_owned(),
+            reason: None,
             toleration: TimeDelta::minutes(minutes),
+            action: RepairAction::Replace,
         }
     }
 
-    /// `AcceleratedHardwareReady=False for 10m`.
+    fn reboot_for(condition: &str, status: &str, reason: &str, minutes: i64) -> Self {
+        Self {
+            reason: Some(reason.to_owned()),
+            action: RepairAction::Reboot,
+            ..Self::new(condition, status, minutes)
+        }
+    }
+
+    /// Whether this rule is for the same condition, status and reason as `other`.
+    fn same_match(&self, other: &RepairRule) -> bool {
+        self.condition == other.condition
+            && self.status == other.status
+            && self.reason == other.reason
+    }
+
+    /// `AcceleratedHardwareReady=False for 10m`, `AcceleratedHardwareReady=False
+    /// (NvidiaXID48Error) for 10m`.
     pub fn describe(&self) -> String {
+        let reason = self
+            .reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
         format!(
-            "{}={} for {}m",
+            "{}={}{reason} for {}m",
             self.condition,
             self.status,
             self.toleration.num_minutes()
@@ -70,6 +132,9 @@ impl Default for RepairConfig {
     fn default() -> Self {
         Self {
             rules: vec![
+                RepairRule::reboot_for("AcceleratedHardwareReady", "False", "NvidiaXID48Error", 10),
+                RepairRule::reboot_for("AcceleratedHardwareReady", "False", "NvidiaXID63Error", 10),
+                RepairRule::reboot_for("AcceleratedHardwareReady", "False", "NvidiaXID64Error", 10),
                 RepairRule::new("AcceleratedHardwareReady", "False", 10),
                 RepairRule::new("Ready", "False", 30),
                 RepairRule::new("Ready", "Unknown", 30),
@@ -96,7 +161,14 @@ impl RepairConfig {
         self.rules.iter().enumerate().find_map(|(i, rule)| {
             conditions
                 .iter()
-                .find(|c| c.kind == rule.condition && c.status == rule.status)
+                .find(|c| {
+                    c.kind == rule.condition
+                        && c.status == rule.status
+                        && rule
+                            .reason
+                            .as_ref()
+                            .is_none_or(|r| c.reason.as_ref() == Some(r))
+                })
                 .map(|c| (i, c.since))
         })
     }
@@ -131,13 +203,24 @@ impl RepairOverride {
         };
         let mut rules = Vec::new();
         for (i, p) in spec.policies.iter().enumerate() {
+            let action = match p.action.as_deref() {
+                None | Some("Replace") => RepairAction::Replace,
+                Some("Reboot") => RepairAction::Reboot,
+                Some(other) => {
+                    return Err(format!(
+                        "spec.repair.policies[{i}].action: {other:?} is not Replace or Reboot"
+                    ));
+                }
+            };
             rules.push(RepairRule {
                 condition: p.condition_type.clone(),
                 status: p.condition_status.clone().unwrap_or_else(|| "False".into()),
+                reason: p.condition_reason.clone(),
                 toleration: duration(
                     &p.toleration,
                     &format!("spec.repair.policies[{i}].toleration"),
                 )?,
+                action,
             });
         }
         Ok(Self {
@@ -155,9 +238,12 @@ impl RepairOverride {
         })
     }
 
-    /// `base` with this pool's changes: its policies replace the toleration of the default
-    /// rule of the same condition and status (or are added after the defaults), the default
-    /// toleration applies to the other defaults, and `enabled: false` leaves no rule.
+    /// `base` with this pool's changes: its policies replace the toleration and action of the
+    /// default rule of the same condition, status and reason (a policy without a reason sets
+    /// the toleration of the reason rules of its condition too) (or are added: a rule naming a
+    /// reason before the defaults, so it decides before the generic rule of its condition; any
+    /// other after them), the default toleration applies to the other defaults, and
+    /// `enabled: false` leaves no rule.
     pub fn resolve(&self, base: &RepairConfig) -> RepairConfig {
         if self.disabled {
             return RepairConfig {
@@ -169,27 +255,40 @@ impl RepairOverride {
             .rules
             .iter()
             .map(|r| {
-                let named = self
-                    .rules
-                    .iter()
-                    .find(|o| o.condition == r.condition && o.status == r.status);
+                let named = self.rules.iter().find(|o| o.same_match(r));
+                // A policy without a reason sets the toleration of every default rule of its
+                // condition and status (the reason rules too: "GPU faults within 2m").
+                let general = self.rules.iter().find(|o| {
+                    o.reason.is_none() && o.condition == r.condition && o.status == r.status
+                });
                 RepairRule {
                     toleration: named
+                        .or(general)
                         .map(|o| o.toleration)
                         .or(self.default_toleration)
                         .unwrap_or(r.toleration),
+                    action: named.map_or(r.action, |o| o.action),
                     ..r.clone()
                 }
             })
             .collect();
-        for o in &self.rules {
-            if !rules
+        let added = |o: &&RepairRule| !base.rules.iter().any(|r| r.same_match(o));
+        let mut first: Vec<RepairRule> = self
+            .rules
+            .iter()
+            .filter(added)
+            .filter(|o| o.reason.is_some())
+            .cloned()
+            .collect();
+        first.append(&mut rules);
+        rules = first;
+        rules.extend(
+            self.rules
                 .iter()
-                .any(|r| r.condition == o.condition && r.status == o.status)
-            {
-                rules.push(o.clone());
-            }
-        }
+                .filter(added)
+                .filter(|o| o.reason.is_none())
+                .cloned(),
+        );
         RepairConfig {
             rules,
             max_unhealthy_nodes: self.max_unhealthy_nodes.unwrap_or(base.max_unhealthy_nodes),
@@ -207,10 +306,27 @@ struct Unhealthy {
     rule: String,
     /// Its toleration (the pool's).
     toleration: TimeDelta,
-    /// Since when (the condition's transition time when it has one).
+    /// Its action.
+    action: RepairAction,
+    /// Since when (the condition's transition time when it has one; the reboot's time after a
+    /// reboot).
     since: DateTime<Utc>,
     /// Set while the node looks healthy again; cleared when a rule matches again.
     healthy_since: Option<DateTime<Utc>>,
+    /// Whether it was rebooted already (a node still broken after its reboot is replaced).
+    rebooted: bool,
+}
+
+/// What node repair decided for one node.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RepairDue {
+    /// The claim.
+    pub claim: String,
+    /// Why (`AcceleratedHardwareReady=False (NvidiaXID48Error) for 10m`, with "still broken
+    /// after a reboot" when it was rebooted).
+    pub why: String,
+    /// What to do.
+    pub action: RepairAction,
 }
 
 /// Which claims' nodes are unhealthy, and since when. A plain index: fed conditions, asked
@@ -238,8 +354,10 @@ impl RepairTracker {
                     .or_insert_with(|| Unhealthy {
                         rule: rule.describe(),
                         toleration: rule.toleration,
+                        action: rule.action,
                         since: since.unwrap_or(now).min(now),
                         healthy_since: None,
+                        rebooted: false,
                     });
                 entry.healthy_since = None;
             }
@@ -268,12 +386,36 @@ impl RepairTracker {
             .retain(|_, u| u.healthy_since.is_none_or(|h| now - h < u.toleration));
     }
 
-    /// Every claim due for repair at `now`, with why.
-    pub fn due_all(&self, now: DateTime<Utc>) -> Vec<(String, String)> {
+    /// Every claim due for repair at `now`, with why and what to do.
+    pub fn due_all(&self, now: DateTime<Utc>) -> Vec<RepairDue> {
         self.by_claim
-            .keys()
-            .filter_map(|c| self.due(c, now).map(|why| (c.clone(), why)))
+            .iter()
+            .filter(|(_, u)| u.healthy_since.is_none() && now - u.since >= u.toleration)
+            .map(|(claim, u)| {
+                let (why, action) = if u.rebooted {
+                    (
+                        format!("{}, still broken after a reboot", u.rule),
+                        RepairAction::Replace,
+                    )
+                } else {
+                    (u.rule.clone(), u.action)
+                };
+                RepairDue {
+                    claim: claim.clone(),
+                    why,
+                    action,
+                }
+            })
             .collect()
+    }
+
+    /// `claim`'s node was rebooted at `now`: its clock starts again from the reboot, and if it
+    /// is still broken when the toleration has passed once more it is replaced.
+    pub fn rebooted(&mut self, claim: &str, now: DateTime<Utc>) {
+        if let Some(u) = self.by_claim.get_mut(claim) {
+            u.rebooted = true;
+            u.since = now;
+        }
     }
 
     /// Whether `claim`'s node is unhealthy now.
@@ -285,6 +427,7 @@ impl RepairTracker {
 
     /// Why `claim`'s node is due for repair at `now`, if it is: unhealthy now, and for longer
     /// than its rule tolerates.
+    #[cfg(test)]
     pub fn due(&self, claim: &str, now: DateTime<Utc>) -> Option<String> {
         let u = self.by_claim.get(claim)?;
         (u.healthy_since.is_none() && now - u.since >= u.toleration).then(|| u.rule.clone())

@@ -414,6 +414,35 @@ impl Cluster {
         now: DateTime<Utc>,
         name: &str,
         allocatable: Resources,
+        reason: String,
+    ) -> Option<NodeView> {
+        self.set_gpu_health(now, name, allocatable, Some(reason))
+    }
+
+    /// A node came back from a reboot: its GPUs work again (`healthy`) or still do not.
+    pub fn rebooted(
+        &mut self,
+        now: DateTime<Utc>,
+        name: &str,
+        allocatable: Resources,
+        healthy: bool,
+    ) -> Option<NodeView> {
+        if !healthy {
+            // Still broken: the condition keeps its transition time (node repair replaces it
+            // a toleration after the reboot).
+            return self.nodes.get(name).map(|n| n.view.clone());
+        }
+        self.set_gpu_health(now, name, allocatable, None)
+    }
+
+    /// Sets a node's allocatable and its `AcceleratedHardwareReady` condition: `False` with
+    /// `fault` as its reason, or `True` without one.
+    fn set_gpu_health(
+        &mut self,
+        now: DateTime<Utc>,
+        name: &str,
+        allocatable: Resources,
+        fault: Option<String>,
     ) -> Option<NodeView> {
         let n = self.nodes.get_mut(name)?;
         self.changes += 1;
@@ -423,9 +452,9 @@ impl Cluster {
             .retain(|c| c.kind != "AcceleratedHardwareReady");
         n.view.conditions.push(quartermaster_engine::NodeCondition {
             kind: "AcceleratedHardwareReady".into(),
-            status: "False".into(),
+            status: if fault.is_some() { "False" } else { "True" }.into(),
             since: Some(now),
-            reason: Some("NvidiaXID79Error".into()),
+            reason: fault,
         });
         Some(n.view.clone())
     }

@@ -639,6 +639,7 @@ impl<'s> Driver<'s> {
                 provider_id,
                 node_name,
                 allocatable,
+                reason,
             } => {
                 if let Some(i) = self.rec.instance(&provider_id)
                     && self.rec.instances[i].end.is_none()
@@ -646,7 +647,31 @@ impl<'s> Driver<'s> {
                     self.rec.instances[i].gpu_fault_at.get_or_insert(self.now);
                 }
                 let allocatable = to_resources(table, &allocatable);
-                if let Some(view) = self.cluster.gpu_failed(self.now, &node_name, allocatable) {
+                if let Some(view) =
+                    self.cluster
+                        .gpu_failed(self.now, &node_name, allocatable, reason)
+                {
+                    self.engine
+                        .handle(self.now, Event::NodeUpdated { node: view });
+                }
+            }
+            SimNodeEvent::Rebooted {
+                provider_id,
+                node_name,
+                allocatable,
+                healthy,
+            } => {
+                if healthy
+                    && let Some(i) = self.rec.instance(&provider_id)
+                    && self.rec.instances[i].gpu_fault_at.is_some()
+                {
+                    self.rec.instances[i].gpu_cleared_at.get_or_insert(self.now);
+                }
+                let allocatable = to_resources(table, &allocatable);
+                if let Some(view) =
+                    self.cluster
+                        .rebooted(self.now, &node_name, allocatable, healthy)
+                {
                     self.engine
                         .handle(self.now, Event::NodeUpdated { node: view });
                 }
@@ -948,6 +973,33 @@ impl<'s> Driver<'s> {
                     .map_err(|e| self.inconsistent(e))?;
                 self.report_bound(&pod, &node);
             }
+            Action::Reboot {
+                claim, provider_id, ..
+            } => {
+                // As the controller does: a few tries through throttling and transient errors,
+                // then the node is replaced instead.
+                let Some(i) = self.rec.instance(&provider_id) else {
+                    return Ok(None);
+                };
+                let cloud = self.rec.instances[i].cloud;
+                let mut result = Ok(());
+                for _ in 0..4 {
+                    result = ready("reboot", self.now, self.clouds[&cloud].reboot(&provider_id))?;
+                    if !result.as_ref().is_err_and(CloudError::is_retryable) {
+                        break;
+                    }
+                }
+                match result {
+                    Ok(()) | Err(CloudError::NotFound { .. }) => {}
+                    Err(e) => self.engine.handle(
+                        self.now,
+                        Event::RebootFailed {
+                            claim,
+                            error: e.to_string(),
+                        },
+                    ),
+                }
+            }
             Action::Cordon { node } => self.cluster.cordon(&node),
             Action::Uncordon { node } => {
                 self.tracker.uncordoned(&node);
@@ -1197,6 +1249,7 @@ impl<'s> Driver<'s> {
             end_reason: None,
             interrupted: false,
             gpu_fault_at: None,
+            gpu_cleared_at: None,
         }
     }
 }

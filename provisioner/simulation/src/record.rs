@@ -157,6 +157,8 @@ pub struct InstanceRecord {
     pub interrupted: bool,
     /// When one of its GPUs failed (`gpuFaultsPerHour`), if one did.
     pub gpu_fault_at: Option<DateTime<Utc>>,
+    /// When a reboot cleared that fault, if one did.
+    pub gpu_cleared_at: Option<DateTime<Utc>>,
 }
 
 impl InstanceRecord {
@@ -173,10 +175,12 @@ impl InstanceRecord {
         self.hours(end) * self.price_per_hour
     }
 
-    /// Accelerator-hours paid after a GPU fault, until the node went (or `end`).
+    /// Accelerator-hours paid after a GPU fault, until the node went, a reboot cleared the
+    /// fault, or `end`.
     pub fn gpu_hours_lost_to_faults(&self, end: DateTime<Utc>) -> f64 {
         self.gpu_fault_at.map_or(0.0, |at| {
-            let hours = (self.end.unwrap_or(end) - at).as_seconds_f64().max(0.0) / 3600.0;
+            let until = self.gpu_cleared_at.or(self.end).unwrap_or(end);
+            let hours = (until - at).as_seconds_f64().max(0.0) / 3600.0;
             hours * f64::from(self.accelerators)
         })
     }

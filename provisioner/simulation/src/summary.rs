@@ -54,6 +54,8 @@ pub struct EngineCounters {
     pub repairs: u64,
     /// Repairs held back because too many of a pool's nodes were broken at once.
     pub repairs_held: u64,
+    /// Nodes node repair rebooted in place (a rule with action `Reboot`).
+    pub repair_reboots: u64,
     /// Solves that placed CapacityBuffer placeholders.
     pub headroom_solves: u64,
     /// NodeClaims launched into a reservation.
@@ -84,6 +86,7 @@ impl From<&EngineStats> for EngineCounters {
             gang_claims_rolled_back: s.gang_claims_rolled_back,
             repairs: s.repairs,
             repairs_held: s.repairs_held,
+            repair_reboots: s.repair_reboots,
             headroom_solves: s.headroom_solves,
             reserved_launches: s.reserved_launches,
             reservation_drains: s.reservation_drains,
@@ -211,8 +214,12 @@ pub struct Summary {
     /// it was broken. A decision cut short by a driver crash and taken again after the restart
     /// counts twice.
     pub repairs: u64,
+    /// Nodes rebooted in place by node repair (also `engine.repair_reboots`).
+    pub repair_reboots: u64,
+    /// Of the GPU faults, those a reboot cleared (the node kept, nothing bought).
+    pub gpu_faults_cleared_by_reboot: u64,
     /// Accelerator-hours paid on nodes after one of their GPUs failed, until node repair (or
-    /// the run's end) removed them.
+    /// the run's end) removed them, or a reboot cleared the fault.
     pub gpu_hours_lost_to_faults: f64,
     /// CapacityBuffers in the scenario (`spec.capacityBuffers`).
     pub capacity_buffers: usize,
@@ -549,6 +556,12 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         evictions: rec.pods.iter().map(|p| u64::from(p.evictions)).sum(),
         gpu_faults: run.clouds.iter().map(|(_, s)| s.gpu_faults).sum(),
         repairs: run.engine.repairs,
+        repair_reboots: run.engine.repair_reboots,
+        gpu_faults_cleared_by_reboot: rec
+            .instances
+            .iter()
+            .filter(|i| i.gpu_cleared_at.is_some())
+            .count() as u64,
         gpu_hours_lost_to_faults: round6(
             rec.instances
                 .iter()

@@ -446,3 +446,87 @@ fn a_gang_found_whole_after_a_restart_completes_and_stays() {
     let later = e.poll(t(60 + 11 * 60));
     assert!(deleted(&later).is_empty(), "{later:?}");
 }
+
+#[test]
+fn a_gang_members_broken_node_is_replaced_in_the_gangs_zone_and_placement_group() {
+    let mut e = gang_engine(two_zones());
+    let actions = four_workers(&mut e, true);
+    let claims: Vec<String> = launches(&actions).into_iter().map(|l| l.0).collect();
+    assert_eq!(claims.len(), 4, "{actions:?}");
+    let p5_node = |i: usize| {
+        let mut n = registered_node(&format!("node-{i}"), "us-east-1a", 8, false);
+        n.allocatable.set(CPU, 190_000);
+        n.allocatable.set(MEMORY, 2000 << 30);
+        n
+    };
+    for (i, c) in claims.iter().enumerate() {
+        e.handle(
+            t(12),
+            Event::Launched {
+                claim: c.clone(),
+                instance: p5_instance(c, "us-east-1a", t(12)),
+            },
+        );
+        e.handle(
+            t(60),
+            Event::NodeRegistered {
+                claim: c.clone(),
+                node: p5_node(i),
+            },
+        );
+    }
+    assert_eq!(binds(&e.poll(t(70))).len(), 4);
+    // us-east-1b is now the cheaper zone: a new gang would go there, a repaired member must not.
+    e.handle(
+        t(80),
+        Event::CatalogChanged(p5(vec![
+            offering("us-east-1a", CapacityType::OnDemand, 98.0),
+            offering("us-east-1b", CapacityType::OnDemand, 50.0),
+        ])),
+    );
+    let mut broken = p5_node(2);
+    broken.conditions = vec![crate::NodeCondition {
+        kind: "AcceleratedHardwareReady".into(),
+        status: "False".into(),
+        since: Some(t(100)),
+        reason: Some("NvidiaXID79Error".into()),
+    }];
+    e.handle(t(100), Event::NodeUpdated { node: broken });
+    let mut actions = Vec::new();
+    let mut at = t(100);
+    while at <= t(100 + 11 * 60) {
+        actions.extend(e.poll(at));
+        at += chrono::TimeDelta::seconds(30);
+    }
+    let repaired: Vec<&String> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Delete {
+                claim,
+                reason: DeleteReason::Unhealthy,
+                ..
+            } => Some(claim),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(repaired, [&claims[2]], "{actions:?}");
+    let replacement: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Launch { request, .. } => Some(request),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replacement.len(), 1, "{actions:?}");
+    let r = replacement[0];
+    assert_eq!(r.zone, "us-east-1a", "the gang's zone, not the cheaper one");
+    assert!(r.fallbacks.iter().all(|f| f.zone == "us-east-1a"));
+    assert_eq!(
+        r.labels.get(PLACEMENT_GROUP_LABEL).map(String::as_str),
+        Some("default.train-us-east-1a")
+    );
+    assert_eq!(
+        r.labels.get(GANG_LABEL).map(String::as_str),
+        Some("default.train")
+    );
+}

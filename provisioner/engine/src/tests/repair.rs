@@ -160,3 +160,144 @@ fn a_pool_sets_its_own_tolerations_or_turns_repair_off() {
     let actions = run_until(&mut e, 100, 10_000);
     assert!(repaired(&actions).is_empty(), "{actions:?}");
 }
+
+/// `node-i` now reports a GPU fault with `reason` since `since` seconds.
+fn gpu_fault(e: &mut Engine, i: usize, reason: &str, since: i64, at: i64) {
+    let mut node = registered_node(&format!("node-{i}"), "us-east-1a", 1, false);
+    node.conditions = vec![NodeCondition {
+        kind: "AcceleratedHardwareReady".into(),
+        status: "False".into(),
+        since: Some(t(since)),
+        reason: Some(reason.into()),
+    }];
+    e.handle(t(at), Event::NodeUpdated { node });
+}
+
+/// `node-i` reports its GPUs healthy again at `at`.
+fn gpu_healthy(e: &mut Engine, i: usize, at: i64) {
+    let mut node = registered_node(&format!("node-{i}"), "us-east-1a", 1, false);
+    node.conditions = vec![NodeCondition {
+        kind: "AcceleratedHardwareReady".into(),
+        status: "True".into(),
+        since: Some(t(at)),
+        reason: None,
+    }];
+    e.handle(t(at), Event::NodeUpdated { node });
+}
+
+fn rebooted(actions: &[Action]) -> Vec<(String, String)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Reboot { claim, reason, .. } => Some((claim.clone(), reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_ecc_error_a_reset_clears_is_rebooted_in_place_and_nothing_is_bought() {
+    let mut e = engine();
+    let claims = running(&mut e, 2);
+    gpu_fault(&mut e, 0, "NvidiaXID48Error", 100, 100);
+    let actions = run_until(&mut e, 100, 760);
+    assert_eq!(
+        rebooted(&actions),
+        [(
+            claims[0].clone(),
+            "AcceleratedHardwareReady=False (NvidiaXID48Error) for 10m".to_owned()
+        )],
+        "{actions:?}"
+    );
+    assert!(repaired(&actions).is_empty(), "{actions:?}");
+    assert!(launches(&actions).is_empty(), "a reboot buys nothing");
+    assert_eq!(e.stats().repair_reboots, 1);
+    assert_eq!(e.stats().repairs, 0);
+    // Back healthy after the reboot and healthy for a whole toleration: forgotten.
+    gpu_healthy(&mut e, 0, 900);
+    let later = run_until(&mut e, 900, 5000);
+    assert!(
+        rebooted(&later).is_empty() && repaired(&later).is_empty(),
+        "{later:?}"
+    );
+}
+
+#[test]
+fn a_node_still_broken_after_its_reboot_is_replaced_a_toleration_later() {
+    let mut e = engine();
+    let claims = running(&mut e, 2);
+    gpu_fault(&mut e, 1, "NvidiaXID48Error", 100, 100);
+    let actions = run_until(&mut e, 100, 700);
+    assert_eq!(rebooted(&actions).len(), 1, "{actions:?}");
+    // Still broken (the condition keeps its old transition time): replaced 10 minutes after
+    // the reboot (at 700 s), not at once and not rebooted again.
+    let early = run_until(&mut e, 701, 1299);
+    assert!(
+        rebooted(&early).is_empty() && repaired(&early).is_empty(),
+        "{early:?}"
+    );
+    let actions = run_until(&mut e, 1300, 1360);
+    assert_eq!(repaired(&actions), [claims[1].clone()], "{actions:?}");
+    assert_eq!(
+        e.repair_reason(&claims[1]),
+        Some(
+            "AcceleratedHardwareReady=False (NvidiaXID48Error) for 10m, still broken after a reboot"
+        )
+    );
+    assert_eq!(launches(&actions).len(), 1, "its pod is planned again");
+}
+
+#[test]
+fn a_reboot_the_cloud_refuses_replaces_the_node_at_once() {
+    let mut e = engine();
+    let claims = running(&mut e, 2);
+    gpu_fault(&mut e, 0, "NvidiaXID48Error", 100, 100);
+    let actions = run_until(&mut e, 100, 760);
+    assert_eq!(rebooted(&actions).len(), 1);
+    e.handle(
+        t(761),
+        Event::RebootFailed {
+            claim: claims[0].clone(),
+            error: "kwok cannot reboot".into(),
+        },
+    );
+    let actions = e.poll(t(761));
+    assert_eq!(repaired(&actions), [claims[0].clone()], "{actions:?}");
+    assert!(
+        e.repair_reason(&claims[0])
+            .is_some_and(|r| r.ends_with("reboot failed: kwok cannot reboot"))
+    );
+}
+
+#[test]
+fn a_pool_policy_can_reboot_a_condition_reason_first_or_replace_a_default_reboot() {
+    let spec: quartermaster_policies::RepairSpec = serde_json::from_value(serde_json::json!({
+        "policies": [
+            {"conditionType": "AcceleratedHardwareReady", "conditionReason": "NvidiaXID94Error",
+             "toleration": "1m", "action": "Reboot"},
+            {"conditionType": "AcceleratedHardwareReady", "conditionReason": "NvidiaXID48Error",
+             "toleration": "10m", "action": "Replace"}
+        ]
+    }))
+    .unwrap();
+    let config = crate::RepairOverride::from_spec(Some(&spec))
+        .unwrap()
+        .resolve(&crate::RepairConfig::default());
+    let xid94 = &config.rules[0];
+    assert_eq!(xid94.reason.as_deref(), Some("NvidiaXID94Error"));
+    assert_eq!(xid94.action, crate::RepairAction::Reboot);
+    let xid48 = config
+        .rules
+        .iter()
+        .find(|r| r.reason.as_deref() == Some("NvidiaXID48Error"))
+        .unwrap();
+    assert_eq!(xid48.action, crate::RepairAction::Replace);
+    let bad: quartermaster_policies::RepairSpec = serde_json::from_value(serde_json::json!({
+        "policies": [{"conditionType": "Ready", "toleration": "1m", "action": "Pray"}]
+    }))
+    .unwrap();
+    assert_eq!(
+        crate::RepairOverride::from_spec(Some(&bad)).unwrap_err(),
+        "spec.repair.policies[0].action: \"Pray\" is not Replace or Reboot"
+    );
+}
