@@ -228,6 +228,7 @@ fn ingest_into(
         spec.node_shape.overlays = inventory.overlays.clone();
         snapshot.node_pools.push(spec);
     }
+    provisioning_request::prefer_flex_start(&mut snapshot, &mut provisioning_requests, &mut notes);
 
     // Nodes and claims in flight.
     let mut infos: Vec<NodeInfo> = Vec::new();

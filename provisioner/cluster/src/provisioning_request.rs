@@ -6,6 +6,11 @@
 //! [`LABEL_REQUEST`]):
 //! - `best-effort-atomic-scale-up.autoscaling.x-k8s.io`: pending pods of one gang (all of the
 //!   request's pods or none), so the solver buys every node or none;
+//! - `queued-provisioning.gke.io` (GKE's queued provisioning, served by GCP's Dynamic Workload
+//!   Scheduler): as best-effort-atomic, and its pods prefer flex-start capacity (a preferred
+//!   node-affinity term `quartermaster.dev/capacity-type In [flex-start]`, weight 100) when a
+//!   NodePool they may use opts in to flex-start ([`prefer_flex_start`]); when none does they
+//!   are planned as best-effort-atomic and the request says why ([`RequestPods::note`]);
 //! - `check-capacity.autoscaling.x-k8s.io`: only checked against what exists
 //!   ([`RequestPods::check`]), never pending pods, so nothing is ever bought for them (the
 //!   capacity found is not held against other pods).
@@ -20,7 +25,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use quartermaster_solver::{Gang, Pod, PodRef};
+use quartermaster_policies::labels::LABEL_CAPACITY_TYPE;
+use quartermaster_policies::{Requirement, Requirements};
+use quartermaster_pricing::CapacityType;
+use quartermaster_solver::pod::{PreferredNodeTerm, tolerates_all};
+use quartermaster_solver::{ClusterSnapshot, Gang, Pod, PodRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -40,6 +49,9 @@ pub const KIND: &str = "ProvisioningRequest";
 pub const CLASS_CHECK_CAPACITY: &str = "check-capacity.autoscaling.x-k8s.io";
 /// The class that buys every node of the request or none.
 pub const CLASS_BEST_EFFORT_ATOMIC: &str = "best-effort-atomic-scale-up.autoscaling.x-k8s.io";
+/// GKE's queued provisioning (Dynamic Workload Scheduler): every node or none, on flex-start
+/// capacity where a NodePool opts in to it.
+pub const CLASS_QUEUED_PROVISIONING: &str = "queued-provisioning.gke.io";
 /// The pod annotation naming the request a pod consumes (set by Kueue).
 pub const CONSUME_ANNOTATION: &str = "autoscaling.x-k8s.io/consume-provisioning-request";
 /// The older spelling of [`CONSUME_ANNOTATION`] (Kueue sets both).
@@ -148,6 +160,8 @@ pub enum ProvisioningClass {
     CheckCapacity,
     /// `best-effort-atomic-scale-up.autoscaling.x-k8s.io`.
     BestEffortAtomic,
+    /// `queued-provisioning.gke.io`: best-effort-atomic, preferring flex-start capacity.
+    QueuedProvisioning,
     /// Any other class (not served).
     Other(String),
 }
@@ -158,8 +172,15 @@ impl ProvisioningClass {
         match name {
             CLASS_CHECK_CAPACITY => Self::CheckCapacity,
             CLASS_BEST_EFFORT_ATOMIC => Self::BestEffortAtomic,
+            CLASS_QUEUED_PROVISIONING => Self::QueuedProvisioning,
             other => Self::Other(other.to_owned()),
         }
+    }
+
+    /// Whether the request's pods are one gang the solver places whole or not at all
+    /// (best-effort-atomic and queued provisioning).
+    pub fn is_atomic(&self) -> bool {
+        matches!(self, Self::BestEffortAtomic | Self::QueuedProvisioning)
     }
 }
 
@@ -189,6 +210,9 @@ pub struct RequestPods {
     pub total: usize,
     /// Why the request cannot be served (unknown class, missing PodTemplate, bad count).
     pub problem: Option<String>,
+    /// How it is served when that is not what its class asks for (a queued-provisioning
+    /// request no NodePool serves with flex-start), for its `Accepted` condition's message.
+    pub note: Option<String>,
 }
 
 /// A request read from the input, before its pods are made.
@@ -271,7 +295,7 @@ pub(crate) fn holding(inv: &Inventory) -> BTreeSet<(String, String)> {
                 .spec
                 .as_ref()
                 .map(|s| ProvisioningClass::parse(&s.provisioning_class_name));
-            class == Some(ProvisioningClass::BestEffortAtomic)
+            class.is_some_and(|c| c.is_atomic())
         })
         .map(|r| (r.object.namespace.clone(), r.object.name.clone()))
         .collect()
@@ -344,6 +368,7 @@ pub(crate) fn expand<'a>(
                 .unwrap_or(0),
             total: 0,
             problem: None,
+            note: None,
         };
         let mut expanded = Expanded {
             request,
@@ -357,7 +382,8 @@ pub(crate) fn expand<'a>(
         if let ProvisioningClass::Other(name) = &class {
             expanded.request.problem = Some(format!(
                 "provisioningClassName {name:?} is not served by Quartermaster (it serves \
-                 {CLASS_CHECK_CAPACITY} and {CLASS_BEST_EFFORT_ATOMIC})"
+                 {CLASS_CHECK_CAPACITY}, {CLASS_BEST_EFFORT_ATOMIC} and \
+                 {CLASS_QUEUED_PROVISIONING})"
             ));
             out.push(expanded);
             continue;
@@ -374,7 +400,7 @@ pub(crate) fn expand<'a>(
                 let holds = holding.contains(&(o.namespace.clone(), o.name.clone()));
                 // Consumers on nodes take over the request's pods, first pod set first.
                 let mut taken = expanded.request.consumed;
-                let gang = (class == ProvisioningClass::BestEffortAtomic).then(|| Gang {
+                let gang = class.is_atomic().then(|| Gang {
                     name: format!("{}/provreq-{}", o.namespace, o.name),
                     min_member: 0,
                 });
@@ -488,6 +514,68 @@ fn pod_sets<'a>(
         sets.push((template, count));
     }
     Ok(sets)
+}
+
+/// The weight of the preferred node-affinity term a queued-provisioning request's pods get.
+pub const FLEX_START_PREFERENCE_WEIGHT: i32 = 100;
+
+/// Queued provisioning: the pending pods of every `queued-provisioning.gke.io` request in
+/// `snapshot` prefer flex-start capacity (a preferred node-affinity term
+/// `quartermaster.dev/capacity-type In [flex-start]`, weight
+/// [`FLEX_START_PREFERENCE_WEIGHT`]) when a NodePool they may use (its taints tolerated, its
+/// requirements compatible with theirs) opts in to flex-start. A request none of whose pods
+/// has such a pool is planned as best-effort-atomic: its [`RequestPods::note`] says why, and
+/// so does a line of `notes`.
+pub(crate) fn prefer_flex_start(
+    snapshot: &mut ClusterSnapshot,
+    requests: &mut [RequestPods],
+    notes: &mut Vec<String>,
+) {
+    let queued =
+        |r: &RequestPods| r.class == ProvisioningClass::QueuedProvisioning && r.problem.is_none();
+    if !requests.iter().any(|r| queued(r) && !r.pending.is_empty()) {
+        return;
+    }
+    let preference = PreferredNodeTerm {
+        weight: FLEX_START_PREFERENCE_WEIGHT,
+        requirements: Requirements::from_iter([Requirement::in_values(
+            LABEL_CAPACITY_TYPE,
+            [CapacityType::FlexStart.as_str()],
+        )]),
+    };
+    for r in requests.iter_mut().filter(|r| queued(r)) {
+        let mine: BTreeSet<&PodRef> = r.pending.iter().collect();
+        let mut served = 0;
+        for pod in snapshot.pending.iter_mut().filter(|p| mine.contains(&p.id)) {
+            let opted_in = snapshot.node_pools.iter().any(|pool| {
+                quartermaster_solver::flex_start::opts_in(pool)
+                    && tolerates_all(&pod.tolerations, &pool.taints).is_ok()
+                    && (pod.node_terms.is_empty()
+                        || pod
+                            .node_terms
+                            .iter()
+                            .any(|t| pool.requirements.compatible(t).is_ok()))
+            });
+            if opted_in {
+                served += 1;
+                if !pod.preferred_node_terms.contains(&preference) {
+                    pod.preferred_node_terms.push(preference.clone());
+                }
+            }
+        }
+        if served == 0 && !mine.is_empty() {
+            let note = format!(
+                "no NodePool its pods may use opts in to flex-start (requirement \
+                 {LABEL_CAPACITY_TYPE} In [flex-start]): planned as \
+                 {CLASS_BEST_EFFORT_ATOMIC}, on the capacity types its NodePools allow"
+            );
+            notes.push(format!(
+                "{KIND}/{}/{} ({CLASS_QUEUED_PROVISIONING}): {note}",
+                r.namespace, r.name
+            ));
+            r.note = Some(note);
+        }
+    }
 }
 
 #[cfg(test)]

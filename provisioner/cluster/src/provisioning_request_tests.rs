@@ -185,7 +185,7 @@ fn unknown_classes_and_missing_templates_are_problems_not_errors() {
     let yaml = format!(
         "{}{}{}",
         template("ppt-w"),
-        request("queued", "queued-provisioning.gke.io", &[("ppt-w", 1)], ""),
+        request("queued", "example.com/queued", &[("ppt-w", 1)], ""),
         request("lost", CLASS_BEST_EFFORT_ATOMIC, &[("ppt-gone", 1)], ""),
     );
     let ingested = ingest(&yaml);
@@ -196,8 +196,7 @@ fn unknown_classes_and_missing_templates_are_problems_not_errors() {
         .map(|r| r.problem.as_deref().unwrap_or_default())
         .collect();
     assert!(
-        problems[0]
-            .starts_with("provisioningClassName \"queued-provisioning.gke.io\" is not served"),
+        problems[0].starts_with("provisioningClassName \"example.com/queued\" is not served"),
         "{}",
         problems[0]
     );
@@ -243,4 +242,100 @@ fn a_bound_consumer_handed_over_without_its_node_still_counts() {
         .map(|p| p.id.name.as_str())
         .collect();
     assert_eq!(names, ["w0", "provreq-job-prov-0-1"]);
+}
+
+/// A GCP NodePool `name` of weight `weight` allowing `capacity_types`.
+fn gcp_pool(name: &str, weight: u32, capacity_types: &str) -> String {
+    format!(
+        "---
+apiVersion: quartermaster.dev/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+  weight: {weight}
+  template:
+    spec:
+      nodeClassRef: {{group: quartermaster.dev, kind: GCPNodeClass, name: training}}
+      requirements:
+      - {{key: karpenter.sh/capacity-type, operator: In, values: [{capacity_types}]}}
+      - {{key: node.kubernetes.io/instance-type, operator: In, values: [a2-highgpu-1g]}}
+"
+    )
+}
+
+fn queued_request(pools: &str) -> crate::Ingested {
+    let yaml = format!(
+        "{pools}{}{}",
+        template("ppt-tune"),
+        request("tune", CLASS_QUEUED_PROVISIONING, &[("ppt-tune", 2)], "")
+    );
+    ingest(&yaml)
+}
+
+#[test]
+fn queued_provisioning_is_atomic_and_prefers_flex_start_where_a_pool_opts_in() {
+    assert_eq!(
+        ProvisioningClass::parse("queued-provisioning.gke.io"),
+        ProvisioningClass::QueuedProvisioning
+    );
+    assert!(ProvisioningClass::QueuedProvisioning.is_atomic());
+    let ingested = queued_request(&format!(
+        "{}{}",
+        gcp_pool("on-demand", 50, "on-demand"),
+        gcp_pool("flex", 1, "flex-start, on-demand")
+    ));
+    let r = &ingested.provisioning_requests[0];
+    assert_eq!(r.class, ProvisioningClass::QueuedProvisioning);
+    assert!(r.problem.is_none() && r.note.is_none(), "{r:?}");
+    assert_eq!(r.pending.len(), 2);
+    let pending = &ingested.snapshot.pending;
+    assert_eq!(pending.len(), 2);
+    for pod in pending {
+        assert_eq!(pod.gang.as_ref().map(|g| g.min_member), Some(2));
+        assert_eq!(pod.preferred_node_terms.len(), 1, "{pod:?}");
+        let term = &pod.preferred_node_terms[0];
+        assert_eq!(term.weight, FLEX_START_PREFERENCE_WEIGHT);
+        assert_eq!(
+            term.requirements.to_string(),
+            "quartermaster.dev/capacity-type In [flex-start]"
+        );
+    }
+    // Planned on flex-start in the pool that opts in, though the other one weighs more.
+    let catalog = quartermaster_solver::flex_start::catalog_for(
+        quartermaster_pricing::Catalog::embedded(),
+        &ingested.snapshot.node_pools,
+    );
+    let plan = quartermaster_solver::solve(&ingested.snapshot, &catalog, Default::default());
+    assert!(plan.unschedulable.is_empty(), "{plan:?}");
+    assert!(!plan.new_nodes.is_empty());
+    for node in &plan.new_nodes {
+        assert_eq!(node.node_pool, "flex", "{node:?}");
+        assert_eq!(
+            node.offering.capacity_type,
+            quartermaster_pricing::CapacityType::FlexStart
+        );
+    }
+}
+
+#[test]
+fn queued_provisioning_without_a_flex_start_pool_is_best_effort_atomic_and_says_why() {
+    let ingested = queued_request(&gcp_pool("on-demand", 1, "on-demand, spot"));
+    let r = &ingested.provisioning_requests[0];
+    assert!(r.problem.is_none(), "served, not failed: {r:?}");
+    let note = r.note.as_deref().expect("a note");
+    assert!(
+        note.starts_with("no NodePool its pods may use opts in to flex-start"),
+        "{note}"
+    );
+    assert!(
+        ingested.notes.iter().any(|n| n.starts_with(
+            "ProvisioningRequest/team/tune (queued-provisioning.gke.io): no NodePool"
+        )),
+        "{:?}",
+        ingested.notes
+    );
+    for pod in &ingested.snapshot.pending {
+        assert!(pod.preferred_node_terms.is_empty(), "{pod:?}");
+        assert_eq!(pod.gang.as_ref().map(|g| g.min_member), Some(2));
+    }
 }

@@ -161,7 +161,11 @@ pub fn desired_conditions(
             ACCEPTED,
             true,
             "Accepted",
-            "ProvisioningRequest is accepted by Quartermaster".to_owned(),
+            match &request.note {
+                // How it is served, when that is not what its class asks for.
+                Some(note) => format!("ProvisioningRequest is accepted by Quartermaster; {note}"),
+                None => "ProvisioningRequest is accepted by Quartermaster".to_owned(),
+            },
         );
         let check = request.class == ProvisioningClass::CheckCapacity;
         match verdict {

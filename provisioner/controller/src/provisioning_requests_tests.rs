@@ -21,6 +21,7 @@ fn request(class: &str) -> RequestPods {
         consumed: 0,
         total: 2,
         problem: None,
+        note: None,
     }
 }
 
@@ -148,5 +149,18 @@ fn watched_requests_become_snapshot_objects() {
     assert_eq!(
         ProvisioningRequest::url_path(&(), Some("team")),
         "/apis/autoscaling.x-k8s.io/v1/namespaces/team/provisioningrequests"
+    );
+}
+
+#[test]
+fn a_queued_provisioning_request_without_flex_start_says_why_in_accepted() {
+    let mut r = request(quartermaster_cluster::provisioning_request::CLASS_QUEUED_PROVISIONING);
+    r.note = Some("no NodePool its pods may use opts in to flex-start".into());
+    let conditions = desired_conditions(&r, Some(&RequestVerdict::InProgress), t(5)).unwrap();
+    assert_eq!(shown(&conditions), [row("Accepted", "True", "Accepted")]);
+    assert_eq!(
+        conditions[0].message,
+        "ProvisioningRequest is accepted by Quartermaster; no NodePool its pods may use opts in \
+         to flex-start"
     );
 }

@@ -68,6 +68,7 @@ fn answer(
     let class = match &r.class {
         ProvisioningClass::CheckCapacity => "check-capacity".to_owned(),
         ProvisioningClass::BestEffortAtomic => "best-effort-atomic".to_owned(),
+        ProvisioningClass::QueuedProvisioning => "queued-provisioning".to_owned(),
         ProvisioningClass::Other(name) => name.clone(),
     };
     let mut a = RequestAnswer {
@@ -123,14 +124,18 @@ fn answer(
         .map(|e| e.pods.iter().filter(|p| mine(p)).count())
         .sum();
     a.reason = format!(
-        "{} pod(s): {} new node(s) bought together, {on_existing} pod(s) on existing nodes{}",
+        "{} pod(s): {} new node(s) bought together, {on_existing} pod(s) on existing nodes{}{}",
         r.pending.len(),
         a.new_nodes,
         if r.consumed > 0 {
             format!("; {} pod(s) already consume it", r.consumed)
         } else {
             String::new()
-        }
+        },
+        r.note
+            .as_ref()
+            .map(|n| format!("; {n}"))
+            .unwrap_or_default()
     );
     a
 }
