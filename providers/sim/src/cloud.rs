@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use quartermaster_cloud::{
     Clock, CloudError, CloudEvent, CloudFuture, CloudProvider, Instance, LaunchRequest,
 };
+use quartermaster_pricing::flex_start::{FLEX_START_MAX_RUN, FLEX_START_MAX_WAIT};
 use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType, Offering};
 use rand::Rng as _;
 
@@ -147,6 +148,9 @@ impl State {
                         provider_id: inst.provider_id.clone(),
                     });
                     self.stats.reclaims += 1;
+                    if inst.capacity_type == CapacityType::FlexStart {
+                        self.stats.flex_start_reclaims += 1;
+                    }
                     self.release(seq);
                 }
             }
@@ -394,6 +398,28 @@ impl SimCloud {
         })
     }
 
+    /// Why a flex-start request for `ty` is never fulfilled, if it is not: its queue's wait
+    /// (`flexStart.wait`) is longer than the longest a request waits.
+    fn flex_start_unfulfilled(
+        &self,
+        ty: &InstanceType,
+        capacity_type: CapacityType,
+    ) -> Option<String> {
+        if capacity_type != CapacityType::FlexStart {
+            return None;
+        }
+        let wait = self.config.flex_start.wait.for_family(&ty.family);
+        let max = FLEX_START_MAX_WAIT.to_std().unwrap_or(Duration::MAX);
+        (wait > max).then(|| {
+            format!(
+                "simulated flexStart.wait of {}s: the flex-start request is not fulfilled within \
+                 its maximum wait of {}s",
+                wait.as_secs(),
+                max.as_secs()
+            )
+        })
+    }
+
     /// The cloud's own words for running out of capacity.
     fn capacity_message(&self, instance_type: &str, zone: &str, why: &str) -> String {
         match self.cloud {
@@ -462,6 +488,7 @@ impl SimCloud {
             None
         } else if offering.available {
             self.refusal(&st, ty, &offering.zone, offering.capacity_type, now)
+                .or_else(|| self.flex_start_unfulfilled(ty, offering.capacity_type))
         } else {
             Some("offering marked unavailable in the catalog".to_owned())
         };
@@ -503,6 +530,9 @@ impl SimCloud {
         st.instances.push(instance);
         st.stats.launches += 1;
         st.stats.live += 1;
+        if offering.capacity_type == CapacityType::FlexStart {
+            st.stats.flex_start_launches += 1;
+        }
         if st.instances[seq].timeline.registered_at > after(now, NEVER / 2) {
             st.stats.never_registered += 1;
         }
@@ -630,7 +660,17 @@ impl SimCloud {
             .as_ref()
             .filter(|a| a.count > 0 && !a.is_fractional())
             .map(|a| a.resource.as_str());
-        let running_at = after(now, config.launch_latency.for_family(&ty.family));
+        // A flex-start request first waits in the queue for its VM (never beyond the longest
+        // wait: such a launch is refused before it gets here).
+        let queued = if offering.capacity_type == CapacityType::FlexStart {
+            config.flex_start.wait.for_family(&ty.family)
+        } else {
+            Duration::ZERO
+        };
+        let running_at = after(
+            after(now, queued),
+            config.launch_latency.for_family(&ty.family),
+        );
         let registered_at = if never_registers {
             after(running_at, NEVER)
         } else {
@@ -651,6 +691,16 @@ impl SimCloud {
                 after(running_at, lifetime)
             });
         let reclaim_at = notice_at.map(|n| after(n, config.interruptions.notice_for(self.cloud)));
+        // Compute Engine deletes a flex-start VM at the end of its maximum run, counted from
+        // when it runs.
+        let reclaim_at = reclaim_at.or_else(|| {
+            (offering.capacity_type == CapacityType::FlexStart).then(|| {
+                after(
+                    running_at,
+                    FLEX_START_MAX_RUN.to_std().unwrap_or(Duration::MAX),
+                )
+            })
+        });
 
         let name = node_name(
             self.cloud,

@@ -13,6 +13,7 @@
 //! insufficientCapacity:
 //!   - { instanceType: p5.48xlarge, zone: us-east-1a, from: 0s, until: 30m }
 //! interruptions: { spotRatePerHour: 0.05 }
+//! flexStart: { wait: { default: 5m, families: { a3: 40m } } }   # GCP DWS flex-start queue
 //! gpuFaultsPerHour: 0.01              # XID errors: AcceleratedHardwareReady=False, GPUs gone
 //! api: { throttleProbability: 0.01 }
 //! ```
@@ -80,6 +81,32 @@ pub struct SimConfig {
     /// `quartermaster.dev/capacity-reservation-id` label), while it has a free slot and is
     /// active; a block's instances are reclaimed 30 minutes before its end. Default: none.
     pub reservations: Vec<ReservationConfig>,
+    /// Flex-start capacity (GCP's Dynamic Workload Scheduler, capacity type `flex-start`).
+    pub flex_start: FlexStartConfig,
+}
+
+/// Flex-start launches (GCP's Dynamic Workload Scheduler): a request waits in a queue before
+/// its VM exists, then the VM runs at most
+/// [`FLEX_START_MAX_RUN`](quartermaster_pricing::flex_start::FLEX_START_MAX_RUN) and the
+/// cloud deletes it at the end, as Compute Engine does. A flex-start VM is never interrupted.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct FlexStartConfig {
+    /// How long a flex-start request waits for capacity before its VM is created (then it
+    /// boots with the launch latency). A wait longer than
+    /// [`FLEX_START_MAX_WAIT`](quartermaster_pricing::flex_start::FLEX_START_MAX_WAIT) (2 h)
+    /// is never fulfilled: the launch fails with insufficient capacity (answered at once;
+    /// Compute Engine answers when the wait runs out). Default: 5 min for every family (an
+    /// assumption: Google publishes no typical wait).
+    pub wait: LatencyTable,
+}
+
+impl Default for FlexStartConfig {
+    fn default() -> Self {
+        Self {
+            wait: LatencyTable::uniform(Duration::from_secs(300)),
+        }
+    }
 }
 
 /// One reservation of the simulated account.
@@ -280,6 +307,7 @@ impl Default for SimConfig {
             interruptions: InterruptionConfig::default(),
             api: ApiBehaviour::default(),
             reservations: Vec::new(),
+            flex_start: FlexStartConfig::default(),
         }
     }
 }

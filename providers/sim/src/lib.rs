@@ -19,6 +19,8 @@
 //!   interruption: [`CloudEvent::Interruption`](quartermaster_cloud::CloudEvent::Interruption)
 //!   with the cloud's notice (AWS 2 min, GCP and Azure 30 s), then
 //!   [`CloudEvent::Terminated`](quartermaster_cloud::CloudEvent::Terminated) at the reclaim.
+//!   A flex-start launch waits in a queue before it boots ([`FlexStartConfig::wait`]) and is
+//!   reclaimed (`Terminated`) at the end of its seven-day run.
 //! * **Failures are the real ones, typed.** Capacity limits and outage windows give
 //!   `InsufficientCapacity` (worded as each cloud words it), unknown types or offerings
 //!   `InvalidRequest`, throttling `Throttled { retry_after: 1s }`, deleting or getting an
@@ -56,7 +58,8 @@ mod stats;
 
 pub use cloud::SimCloud;
 pub use config::{
-    ApiBehaviour, CapacityLimit, CapacityOutage, InterruptionConfig, LatencyTable, SimConfig,
+    ApiBehaviour, CapacityLimit, CapacityOutage, FlexStartConfig, InterruptionConfig, LatencyTable,
+    SimConfig,
 };
 pub use error::SimError;
 pub use events::{SimNode, SimNodeEvent};

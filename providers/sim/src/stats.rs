@@ -26,6 +26,11 @@ pub struct SimStats {
     pub interruptions: u64,
     /// Instances the cloud reclaimed so far.
     pub reclaims: u64,
+    /// Flex-start instances launched (after their queue's wait).
+    pub flex_start_launches: u64,
+    /// Of the reclaims, flex-start instances deleted at the end of their maximum run (the
+    /// engine drains them before: should stay 0).
+    pub flex_start_reclaims: u64,
     /// GPU faults (`gpuFaultsPerHour`) so far.
     pub gpu_faults: u64,
     /// Instances rebooted (`CloudProvider::reboot`) so far.

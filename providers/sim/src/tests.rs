@@ -466,7 +466,9 @@ fn never_ready_accelerators_never_report() {
         .iter()
         .filter_map(|e| match e {
             SimNodeEvent::AcceleratorsReady { node_name, .. } => Some(node_name.as_str()),
-            SimNodeEvent::Registered { .. } | SimNodeEvent::GpuFailed { .. } => None,
+            SimNodeEvent::Registered { .. }
+            | SimNodeEvent::GpuFailed { .. }
+            | SimNodeEvent::Rebooted { .. } => None,
         })
         .collect();
     let registered = events
@@ -656,7 +658,8 @@ fn delete_terminates_and_then_reports_not_found() {
     assert!(events.iter().all(|e| match e {
         SimNodeEvent::Registered { provider_id, .. }
         | SimNodeEvent::AcceleratorsReady { provider_id, .. }
-        | SimNodeEvent::GpuFailed { provider_id, .. } => *provider_id == b.provider_id,
+        | SimNodeEvent::GpuFailed { provider_id, .. }
+        | SimNodeEvent::Rebooted { provider_id, .. } => *provider_id == b.provider_id,
     }));
     // Deletion is not an event of the cloud's own.
     assert!(block_on(f.sim.poll_events()).unwrap().is_empty());
@@ -910,5 +913,123 @@ fn an_invalid_config_is_refused() {
             field: "acceleratorsNeverReady".into(),
             reason: "must be a probability between 0 and 1, got 2".into(),
         }
+    );
+}
+
+const FLEX: CapacityType = CapacityType::FlexStart;
+
+/// A3 on GCP, flex-start offerings included.
+fn flex_fixture(config: SimConfig) -> Fixture {
+    Fixture::with(
+        Cloud::Gcp,
+        Catalog::embedded().with_flex_start_offerings(),
+        config,
+        1,
+    )
+}
+
+#[test]
+fn a_flex_start_launch_waits_in_the_queue_then_runs_until_its_maximum_run() {
+    let config = SimConfig {
+        flex_start: crate::FlexStartConfig {
+            wait: crate::LatencyTable::uniform(Duration::from_secs(600))
+                .with_family("g2", Duration::from_secs(60)),
+        },
+        ..SimConfig::default()
+    };
+    let f = flex_fixture(config);
+    let i = f
+        .create("flex", "a3-highgpu-8g", "us-central1-a", FLEX)
+        .unwrap();
+    assert_eq!(i.capacity_type, FLEX);
+    assert_eq!(i.state, InstanceState::Pending, "queued");
+    let od = f
+        .create("od", "a3-highgpu-8g", "us-central1-a", OD)
+        .unwrap();
+    let mut running = Vec::new();
+    let mut terminated = Vec::new();
+    while f.step() {
+        for e in block_on(f.sim.poll_events()).unwrap() {
+            if let CloudEvent::Terminated { provider_id } = e {
+                terminated.push((f.now(), provider_id));
+            }
+        }
+        for e in f.sim.node_events() {
+            if let SimNodeEvent::Registered { provider_id, .. } = e {
+                running.push((f.now(), provider_id));
+            }
+        }
+    }
+    // a3: 10 min in the queue, then 3 min to boot and 30 s to register; on-demand boots at once.
+    assert_eq!(
+        running,
+        [
+            (secs(210), od.provider_id.clone()),
+            (secs(600 + 210), i.provider_id.clone())
+        ]
+    );
+    // Deleted by the cloud seven days after it ran, never interrupted before.
+    assert_eq!(
+        terminated,
+        [(secs(600 + 180) + TimeDelta::days(7), i.provider_id.clone())]
+    );
+    let stats = f.sim.stats();
+    assert_eq!(
+        (
+            stats.flex_start_launches,
+            stats.flex_start_reclaims,
+            stats.reclaims,
+            stats.interruptions
+        ),
+        (1, 1, 1, 0)
+    );
+    let live = block_on(f.sim.list()).unwrap();
+    assert_eq!(live.len(), 1, "the on-demand instance runs on");
+}
+
+#[test]
+fn a_flex_start_wait_beyond_the_longest_is_insufficient_capacity() {
+    let config = SimConfig {
+        flex_start: crate::FlexStartConfig {
+            wait: crate::LatencyTable::uniform(Duration::from_secs(2 * 3600 + 1)),
+        },
+        ..SimConfig::default()
+    };
+    let f = flex_fixture(config);
+    let err = f
+        .create("flex", "a3-highgpu-8g", "us-central1-a", FLEX)
+        .unwrap_err();
+    let CloudError::InsufficientCapacity {
+        capacity_type,
+        message,
+        ..
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(*capacity_type, FLEX);
+    assert!(
+        message.contains("not fulfilled within its maximum wait"),
+        "{message}"
+    );
+    assert_eq!(f.sim.stats().capacity_errors, 1);
+    // Other capacity types are not queued.
+    f.create("od", "a3-highgpu-8g", "us-central1-a", OD)
+        .unwrap();
+    assert_eq!(f.sim.stats().flex_start_launches, 0);
+}
+
+#[test]
+fn flex_start_wait_reads_from_a_file() {
+    let config: SimConfig =
+        serde_norway::from_str("flexStart: { wait: { default: 5m, families: { a3: 40m } } }")
+            .unwrap();
+    assert_eq!(
+        config.flex_start.wait.for_family("a3"),
+        Duration::from_secs(2400)
+    );
+    assert_eq!(
+        SimConfig::default().flex_start.wait.for_family("a2"),
+        Duration::from_secs(300)
     );
 }
