@@ -320,6 +320,45 @@ async fn launch_get_list_and_delete_through_the_sdk() {
 }
 
 #[tokio::test]
+async fn node_repair_reboots_an_instance_in_place_through_the_sdk() {
+    let w = world().await;
+    let r = request(
+        &w,
+        "gpu-reboot1",
+        &[offering("g5.xlarge", "us-east-1a", OD)],
+    );
+    let instance = w.cloud.create(&r).await.expect("launch");
+    w.cloud.reboot(&instance.provider_id).await.expect("reboot");
+    let asked = w.proxy.bodies("RebootInstances");
+    let id = instance.provider_id.rsplit('/').next().unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains(&format!("InstanceId.1={id}")),
+        "{asked:?}"
+    );
+    // The same instance, still there.
+    let got = w.cloud.get(&instance.provider_id).await.expect("get");
+    assert_eq!(got.claim_name, "gpu-reboot1");
+    // A throttled reboot is retried by the SDK and goes through; a gone instance is NotFound.
+    w.proxy.inject(
+        "RebootInstances",
+        Fault::Throttle {
+            retry_after_secs: 1,
+        },
+    );
+    w.cloud
+        .reboot(&instance.provider_id)
+        .await
+        .expect("reboot after throttling");
+    assert_eq!(w.proxy.calls("RebootInstances"), 3);
+    w.cloud.delete(&instance.provider_id).await.expect("delete");
+    assert!(matches!(
+        w.cloud.reboot(&instance.provider_id).await,
+        Err(CloudError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
 async fn a_capacity_error_as_a_500_falls_through_to_the_next_offering_in_the_same_launch() {
     let w = world().await;
     w.proxy.inject("CreateFleet", Fault::CapacityError500);

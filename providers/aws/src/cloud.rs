@@ -716,6 +716,26 @@ impl CloudProvider for AwsCloud {
         })
     }
 
+    fn reboot<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
+        Box::pin(async move {
+            let instance = self.describe_one(provider_id).await?;
+            if instance.state == "shutting-down" {
+                return Err(CloudError::NotFound {
+                    provider_id: provider_id.to_owned(),
+                });
+            }
+            self.ec2
+                .reboot_instances(vec![instance.id])
+                .await
+                .map_err(|e| match map_api_error(&e, None) {
+                    CloudError::NotFound { .. } => CloudError::NotFound {
+                        provider_id: provider_id.to_owned(),
+                    },
+                    other => other,
+                })
+        })
+    }
+
     fn get<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, Instance> {
         Box::pin(async move {
             let i = self.describe_one(provider_id).await?;

@@ -300,6 +300,9 @@ pub trait Ec2: Send + Sync {
     fn describe_instances_by_id(&self, ids: Vec<String>) -> PortFuture<'_, Vec<Ec2Instance>>;
     /// TerminateInstances.
     fn terminate_instances(&self, ids: Vec<String>) -> PortFuture<'_, ()>;
+    /// RebootInstances (node repair's reboot: the instance keeps its id, disks and
+    /// reservation).
+    fn reboot_instances(&self, ids: Vec<String>) -> PortFuture<'_, ()>;
     /// DescribeCapacityReservations: the account's active and scheduled reservations.
     fn describe_capacity_reservations(
         &self,

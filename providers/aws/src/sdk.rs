@@ -285,6 +285,19 @@ impl Ec2 for SdkEc2 {
         })
     }
 
+    fn reboot_instances(&self, ids: Vec<String>) -> PortFuture<'_, ()> {
+        Box::pin(async move {
+            self.limits.write().await;
+            self.client
+                .reboot_instances()
+                .set_instance_ids(Some(ids))
+                .send()
+                .await
+                .map_err(api_error)?;
+            Ok(())
+        })
+    }
+
     fn create_fleet(&self, request: FleetRequest) -> PortFuture<'_, FleetResult> {
         Box::pin(async move {
             self.limits.write().await;

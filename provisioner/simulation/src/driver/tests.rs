@@ -621,6 +621,62 @@ fn a_gpu_that_fails_is_repaired_and_the_job_finishes_elsewhere() {
 }
 
 #[test]
+fn a_gpu_fault_a_reboot_clears_keeps_its_node_and_one_it_does_not_is_replaced() {
+    // Every fault is resettable: node repair reboots (XID 48 rule), the node comes back with
+    // its GPUs three minutes later, and nothing is replaced or bought for it.
+    let resettable = scenario(
+        "2d",
+        "[on-demand]",
+        "{gpuFaultsPerHour: 0.5, gpuFaultsResettable: 1.0}",
+        &gpu_job("train", "[{at: 0s}]", "4h", true),
+    );
+    // None is: the same faults are replaced, as before.
+    let hard = scenario(
+        "2d",
+        "[on-demand]",
+        "{gpuFaultsPerHour: 0.5}",
+        &gpu_job("train", "[{at: 0s}]", "4h", true),
+    );
+    let mut reboots = 0;
+    for seed in 1..=6 {
+        let r = run(&resettable, seed, None).unwrap();
+        let rec = &r.record;
+        assert!(rec.pods[0].completed, "seed {seed}");
+        assert_eq!(
+            r.engine.repairs, 0,
+            "seed {seed}: a reboot cleared every fault"
+        );
+        reboots += r.engine.repair_reboots;
+        for i in rec.instances.iter().filter(|i| i.gpu_fault_at.is_some()) {
+            let (fault, cleared) = (i.gpu_fault_at.unwrap(), i.gpu_cleared_at);
+            if let Some(cleared) = cleared {
+                // Rebooted 10 minutes after the fault, back 3 minutes later.
+                let after = cleared - fault;
+                assert!(
+                    after >= TimeDelta::minutes(13) && after <= TimeDelta::minutes(14),
+                    "seed {seed}: cleared {after} after its fault"
+                );
+            }
+        }
+        let lost_reboot: f64 = rec
+            .instances
+            .iter()
+            .map(|i| i.gpu_hours_lost_to_faults(resettable.start + resettable.duration))
+            .sum();
+        let h = run(&hard, seed, None).unwrap();
+        assert_eq!(
+            h.engine.repair_reboots, 0,
+            "seed {seed}: XID 79 is replaced"
+        );
+        assert!(
+            lost_reboot <= 14.0 / 60.0 * f64::from(r.engine.repair_reboots as u32) + 1e-9,
+            "seed {seed}: {lost_reboot} GPU-hours lost"
+        );
+    }
+    assert!(reboots >= 1, "no seed saw a reboot");
+}
+
+#[test]
 fn a_capacity_block_is_used_before_any_on_demand_node_and_drained_before_its_end() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scenarios/capacity-block-week.yaml");
