@@ -408,6 +408,10 @@ pub struct SimulateArgs {
     /// pending times and cost with and without headroom.
     #[arg(long)]
     pub without_buffers: bool,
+    /// Run with no NodePool opted in to flex-start (`flex-start` taken out of their
+    /// capacity-type requirements), to compare cost and pending times with and without it.
+    #[arg(long)]
+    pub without_flex_start: bool,
     /// Who binds pods: `scheduler`, a stand-in for the kube-scheduler that ignores the
     /// engine's nominations (filters, then LeastAllocated and balanced-allocation scores),
     /// `most-allocated` (the same scoring MostAllocated, a packing profile), or `planned`, every

@@ -270,7 +270,7 @@ impl<'s> Driver<'s> {
             }
             let sim = SimCloud::try_new(
                 cloud,
-                scenario.catalog.clone(),
+                world.setup.catalog.clone(),
                 scenario.cloud.clone(),
                 clock.clone(),
                 scenario.start,
@@ -287,6 +287,7 @@ impl<'s> Driver<'s> {
             );
         }
         let trace = generate(scenario, seed);
+        let catalog = world.setup.catalog.clone();
         Ok(Driver {
             scenario,
             world,
@@ -301,7 +302,7 @@ impl<'s> Driver<'s> {
             retries: Vec::new(),
             now: scenario.start,
             tracker: Tracker::default(),
-            catalog: scenario.catalog.clone(),
+            catalog,
             change_cursor: 0,
             measured: false,
             guarded: BTreeMap::new(),
@@ -1258,6 +1259,8 @@ mod headroom;
 mod limits;
 mod measure;
 mod restart;
+#[cfg(test)]
+mod flex_start_tests;
 #[cfg(test)]
 mod tests;
 

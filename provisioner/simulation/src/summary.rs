@@ -62,6 +62,8 @@ pub struct EngineCounters {
     pub reserved_launches: u64,
     /// Nodes drained because their Capacity Block was ending.
     pub reservation_drains: u64,
+    /// Flex-start nodes drained because their run was ending.
+    pub flex_start_drains: u64,
 }
 
 impl From<&EngineStats> for EngineCounters {
@@ -90,6 +92,7 @@ impl From<&EngineStats> for EngineCounters {
             headroom_solves: s.headroom_solves,
             reserved_launches: s.reserved_launches,
             reservation_drains: s.reservation_drains,
+            flex_start_drains: s.flex_start_drains,
         }
     }
 }
@@ -237,6 +240,14 @@ pub struct Summary {
     pub reserved_hours_used: f64,
     /// `reserved_hours_used / reserved_hours_available`; null without reservations.
     pub reservation_utilisation: Option<f64>,
+    /// Dollars billed for flex-start instances (GCP's Dynamic Workload Scheduler; part of
+    /// `total_cost`, also `cost_by_capacity_type["flex-start"]`).
+    pub flex_start_cost: f64,
+    /// Flex-start instances launched.
+    pub flex_start_launches: u64,
+    /// Flex-start instances the cloud deleted at the end of their maximum run: the engine
+    /// drains them before, so this stays 0.
+    pub flex_start_reclaims: u64,
     /// Launches retried on another offering after a capacity error.
     pub fallbacks: u64,
     /// Engine counters.
@@ -573,6 +584,19 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
         reserved_hours_used: round6(reserved_used),
         reservation_utilisation: (reserved_available > 0.0)
             .then(|| round6(reserved_used / reserved_available)),
+        flex_start_cost: round6(
+            rec.instances
+                .iter()
+                .filter(|i| i.capacity_type == quartermaster_pricing::CapacityType::FlexStart)
+                .map(|i| i.cost(end))
+                .sum(),
+        ),
+        flex_start_launches: rec
+            .instances
+            .iter()
+            .filter(|i| i.capacity_type == quartermaster_pricing::CapacityType::FlexStart)
+            .count() as u64,
+        flex_start_reclaims: run.clouds.iter().map(|(_, s)| s.flex_start_reclaims).sum(),
         capacity_buffers: scenario.buffers.len(),
         headroom_cost: round6(headroom.0),
         headroom_gpu_hours: round6(headroom.1),

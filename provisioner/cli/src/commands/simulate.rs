@@ -36,6 +36,11 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
     } else {
         scenario
     };
+    let scenario = if args.without_flex_start {
+        scenario.without_flex_start()
+    } else {
+        scenario
+    };
     let scenario = scenario.with_binder(match args.binder {
         BinderArg::Scheduler => Binder::Scheduler,
         BinderArg::MostAllocated => Binder::MostAllocated,
@@ -283,6 +288,18 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
                 u * 100.0,
                 s.engine.reserved_launches,
                 s.engine.reservation_drains
+            ),
+        ));
+    }
+    if s.flex_start_launches > 0 {
+        rows.push((
+            "Flex-start",
+            format!(
+                "{} launched, ${:.2}; {} drained before their 7-day run ended, {} deleted by the cloud at its end",
+                s.flex_start_launches,
+                s.flex_start_cost,
+                s.engine.flex_start_drains,
+                s.flex_start_reclaims
             ),
         ));
     }

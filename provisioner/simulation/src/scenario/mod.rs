@@ -345,6 +345,22 @@ impl Scenario {
         s
     }
 
+    /// The same scenario with no NodePool opted in to flex-start (`simulate
+    /// --without-flex-start`: what flex-start saves and what its queue costs in pending time,
+    /// by difference): `flex-start` is taken out of every `In` capacity-type requirement (one
+    /// left without a value allows `on-demand`), later NodePool changes included.
+    pub fn without_flex_start(&self) -> Scenario {
+        let mut s = self.clone();
+        let pools = s
+            .node_pools
+            .iter_mut()
+            .chain(s.changes.iter_mut().flat_map(|c| c.node_pools.iter_mut()));
+        for pool in pools {
+            drop_flex_start(pool);
+        }
+        s
+    }
+
     /// The same scenario with every NodePool restricted to on-demand capacity (the baseline
     /// that `on_demand_only_cost` is measured with).
     pub fn on_demand_only(&self) -> Scenario {
@@ -359,6 +375,45 @@ impl Scenario {
 /// A duration as scenario files spell it (`7d`, `1h30m`).
 pub fn format_duration(d: TimeDelta) -> String {
     Dur(d.to_std().unwrap_or_default()).to_string()
+}
+
+/// Takes `flex-start` out of the `In` capacity-type requirements of a NodePool manifest (and
+/// a template label pinning it), so the pool no longer opts in.
+fn drop_flex_start(pool: &mut Value) {
+    const KEYS: [&str; 2] = [
+        quartermaster_policies::labels::LABEL_CAPACITY_TYPE,
+        "karpenter.sh/capacity-type",
+    ];
+    const FLEX: &str = "flex-start";
+    if let Some(list) = pool
+        .pointer_mut("/spec/template/spec/requirements")
+        .and_then(Value::as_array_mut)
+    {
+        for r in list {
+            let ours = r
+                .get("key")
+                .and_then(Value::as_str)
+                .is_some_and(|k| KEYS.contains(&k))
+                && r.get("operator").and_then(Value::as_str) == Some("In");
+            let Some(values) = r
+                .get_mut("values")
+                .and_then(Value::as_array_mut)
+                .filter(|_| ours)
+            else {
+                continue;
+            };
+            values.retain(|v| v.as_str() != Some(FLEX));
+            if values.is_empty() {
+                values.push(Value::from("on-demand"));
+            }
+        }
+    }
+    if let Some(labels) = pool
+        .pointer_mut("/spec/template/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        labels.retain(|k, v| !(KEYS.contains(&k.as_str()) && v.as_str() == Some(FLEX)));
+    }
 }
 
 /// Replaces every capacity-type requirement of a NodePool manifest with `In [on-demand]`.

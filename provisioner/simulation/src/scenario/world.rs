@@ -240,6 +240,12 @@ pub fn build(s: &Scenario) -> Result<World, SimulationError> {
         })
         .collect();
     let reservations = reservation_offers(s);
+    // Flex-start offerings (GCP's Dynamic Workload Scheduler) only when a pool opts in: the
+    // engine, the driver and the simulated clouds then share them.
+    let catalog = quartermaster_solver::flex_start::catalog_for(
+        s.catalog.clone(),
+        pools.iter().map(|p: &PoolPolicy| &p.spec),
+    );
     Ok(World {
         reservations,
         buffer_chunks,
@@ -247,7 +253,7 @@ pub fn build(s: &Scenario) -> Result<World, SimulationError> {
             resources: snapshot.resources,
             pools,
             daemonsets: snapshot.daemonsets,
-            catalog: s.catalog.clone(),
+            catalog,
         },
         templates,
     })
@@ -329,9 +335,9 @@ pub fn pools_after(
     Ok(build(&changed)?.setup.pools)
 }
 
-/// Whether the catalog has any offering `pool` allows.
-fn has_offering(s: &Scenario, pool: &NodePoolSpec) -> bool {
-    s.catalog.for_cloud(pool.cloud).any(|it| {
+/// Whether `catalog` has any offering `pool` allows.
+fn has_offering(catalog: &quartermaster_pricing::Catalog, pool: &NodePoolSpec) -> bool {
+    catalog.for_cloud(pool.cloud).any(|it| {
         it.offerings.iter().filter(|o| o.available).any(|o| {
             let mut labels = it.offering_labels(o);
             labels.extend(pool.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -361,7 +367,7 @@ pub(super) fn check(s: &Scenario) -> Result<(), SimulationError> {
         let Some(policy) = world.setup.pools.iter().find(|p| p.spec.name == name) else {
             continue;
         };
-        if !has_offering(s, &policy.spec) {
+        if !has_offering(&world.setup.catalog, &policy.spec) {
             return Err(SimulationError::scenario(
                 &s.file,
                 format!("spec.nodePools[{i}]"),
@@ -381,7 +387,7 @@ pub(super) fn check(s: &Scenario) -> Result<(), SimulationError> {
             daemonsets: world.setup.daemonsets.clone(),
             unavailable: Default::default(),
         };
-        let plan = quartermaster_solver::solve(&snapshot, &s.catalog, s.start);
+        let plan = quartermaster_solver::solve(&snapshot, &world.setup.catalog, s.start);
         if let Some(u) = plan.unschedulable.first() {
             return Err(SimulationError::scenario(
                 &s.file,
