@@ -37,7 +37,8 @@ pub async fn reboot(provider: &dyn CloudProvider, provider_id: &str) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quartermaster_cloud::{CloudFuture, Instance, InstanceType, LaunchRequest};
+    use quartermaster_cloud::{CloudFuture, Instance, LaunchRequest};
+    use quartermaster_pricing::InstanceType;
     use std::sync::Mutex;
 
     /// A cloud whose reboots answer from a script.

@@ -552,3 +552,80 @@ async fn a_pool_at_its_node_limit_says_limit_reached_and_its_status_counts_what_
         "{pool}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_gpu_ecc_fault_is_rebooted_first_and_replaced_when_the_cloud_cannot_reboot() {
+    let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
+    let name = only_claim(&env.api);
+    gpu_appears(&env.api, &name);
+    env.passes(4, 6).await;
+    run_on(&env.api, "llm-0", &name);
+    env.passes(7, 8).await;
+    // The node agent reports a double-bit ECC error (XID 48) at 10 s.
+    let since = (t0() + TimeDelta::seconds(10)).to_rfc3339();
+    env.api.modify(
+        "",
+        "nodes",
+        &name,
+        json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady",
+             "lastTransitionTime": t0().to_rfc3339()},
+            {"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaXID48Error",
+             "message": "XID 48: double-bit ECC error", "lastTransitionTime": since}
+        ]}}),
+    );
+    env.passes(10, 12).await;
+    env.pass_at(400).await;
+    assert_eq!(claims(&env.api).len(), 1, "tolerated for 10 minutes");
+    env.pass_at(611).await;
+    env.passes(612, 614).await;
+    let events: Vec<String> = env
+        .api
+        .log()
+        .iter()
+        .filter(|r| r.resource == "events" && r.verb() == "create")
+        .filter(|r| r.body["reason"] == "Repairing")
+        .map(|r| {
+            r.body["note"]
+                .as_str()
+                .or(r.body["message"].as_str())
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|m| m.contains("rebooting the node in place")),
+        "{events:?}"
+    );
+    // The kwok cloud cannot reboot: the node is replaced instead, with the reason.
+    let engine = env.driver.engine().expect("an engine");
+    assert_eq!(
+        (engine.stats().repair_reboots, engine.stats().repairs),
+        (1, 1)
+    );
+    assert!(
+        engine
+            .repair_reason(&name)
+            .is_some_and(|r| r.contains("reboot failed")),
+        "{:?}",
+        engine.repair_reason(&name)
+    );
+    assert_eq!(claims(&env.api).len(), 2, "a replacement for llm-0");
+    let metrics = env.driver.ctx().metrics.encode();
+    assert!(
+        metrics.contains(
+            "quartermaster_repair_reboots_total{condition=\"AcceleratedHardwareReady=False (NvidiaXID48Error)\"} 1"
+        ),
+        "{metrics}"
+    );
+    let claim = env.api.get(QM, "nodeclaims", &name);
+    assert!(
+        claim
+            .as_ref()
+            .is_none_or(|c| !c["metadata"]["deletionTimestamp"].is_null()),
+        "the broken node is being replaced: {claim:?}"
+    );
+    assert_rbac(&env.api);
+}
