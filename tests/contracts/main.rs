@@ -29,6 +29,7 @@ mod page;
 mod plan;
 mod provisioning_request;
 mod report;
+mod reservations;
 mod secrets;
 mod simulate;
 mod spot_expected_cost;

@@ -278,6 +278,11 @@ pub struct CatalogArgs {
     /// give, or gives as nonsense (zero, NaN, absurd next to the catalog), keep the catalog's.
     #[arg(long, requires = "cloud")]
     pub live: bool,
+    /// AWS, with --live: the EC2 and Pricing endpoint (a local test server or a private
+    /// endpoint); default the SDK's (`AWS_ENDPOINT_URL_EC2`, `AWS_ENDPOINT_URL`). A plain
+    /// `http://` endpoint is called with static test credentials.
+    #[arg(long, value_name = "URL", requires = "live")]
+    pub aws_endpoint: Option<String>,
     /// Cloud endpoints and projects for --live.
     #[command(flatten)]
     pub access: CloudAccessArgs,
@@ -357,9 +362,26 @@ pub struct PlanArgs {
     /// `spec.preferencePolicy`, itself `CostBounded` by default).
     #[arg(long, value_name = "POLICY", value_parser = parse_preference_policy)]
     pub preference_policy: Option<quartermaster_solver::PreferencePolicy>,
+    /// Capacity reservations (ODCRs, Capacity Blocks) to use, as the controller uses what the
+    /// clouds report: a YAML or JSON list of `{id, cloud, instanceType, zone, count, available,
+    /// type: default|capacity-block, start, end, pricePerHour, tags}`. A NodePool uses one when
+    /// its NodeClass selects it and its requirements allow capacity type `reserved`.
+    #[arg(long, value_name = "FILE")]
+    pub reservations: Option<PathBuf>,
+    /// Plan as of this time (RFC 3339, e.g. 2027-01-12T00:00:00Z; default now): which
+    /// reservations are open, and the time the solver is given.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
+}
+
+/// `--at`: an RFC 3339 time.
+pub fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2027-01-12T00:00:00Z: {e}"))
 }
 
 /// `--preference-policy`.

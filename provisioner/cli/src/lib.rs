@@ -13,6 +13,7 @@ mod commands;
 pub mod logging;
 mod manifests;
 mod output;
+mod reservations;
 mod static_nodes;
 mod workload;
 

@@ -14,6 +14,9 @@ pub struct Loaded {
     pub ingested: Ingested,
     /// Notes from reading the files (each prefixed with its file).
     pub read_notes: Vec<String>,
+    /// The objects read (Karpenter ones converted), for what the snapshot does not keep (the
+    /// NodeClasses' reservation selectors).
+    pub objects: Vec<serde_json::Value>,
 }
 
 /// How `plan` and `explain` read the cluster the manifests would run in.
@@ -51,6 +54,7 @@ pub fn load(files: &[PathBuf], catalog: &Catalog, reading: Reading<'_>) -> anyho
     Ok(Loaded {
         ingested,
         read_notes,
+        objects,
     })
 }
 

@@ -69,8 +69,26 @@ pub fn settings(args: &ControllerArgs) -> anyhow::Result<quartermaster_aws::AwsS
 /// Settings for `doctor` and `catalog --live`: no cluster, the region given (else the SDK's),
 /// and short timeouts without retries so a dead endpoint fails in seconds.
 fn quick_settings(region: Option<&str>) -> quartermaster_aws::AwsSettings {
+    quick_settings_at(region, None)
+}
+
+/// [`quick_settings`] with `catalog --aws-endpoint`: a plain-`http://` endpoint is a local test
+/// server, called with static test credentials (no secret to find on the machine).
+fn quick_settings_at(
+    region: Option<&str>,
+    endpoint: Option<&str>,
+) -> quartermaster_aws::AwsSettings {
+    let credentials = match endpoint {
+        Some(e) if e.starts_with("http://") => quartermaster_aws::CredentialSource::Static {
+            access_key_id: "quartermaster-local-test".to_owned(),
+            secret_access_key: "quartermaster-local-test".to_owned(),
+        },
+        _ => quartermaster_aws::CredentialSource::default(),
+    };
     quartermaster_aws::AwsSettings {
         region: region.map(str::to_owned),
+        endpoint_url: endpoint.map(str::to_owned),
+        credentials,
         call_limits: quartermaster_aws::CallLimits {
             connect_timeout: std::time::Duration::from_secs(2),
             attempt_timeout: std::time::Duration::from_secs(10),
@@ -107,7 +125,7 @@ pub async fn live_quotes(
     region: &str,
     catalog: &Catalog,
 ) -> anyhow::Result<Vec<PriceQuote>> {
-    let (quotes, failures) = live_quotes_and_failures(access, region, catalog).await?;
+    let (quotes, failures) = live_quotes_and_failures(access, region, None, catalog).await?;
     for failure in &failures {
         tracing::warn!(%failure, "an AWS price API failed; its prices stay as the catalog has them");
     }
@@ -119,10 +137,11 @@ pub async fn live_quotes(
 pub async fn live_quotes_and_failures(
     _access: &CloudAccessArgs,
     region: &str,
+    endpoint: Option<&str>,
     catalog: &Catalog,
 ) -> anyhow::Result<(Vec<PriceQuote>, Vec<String>)> {
     let fetch = quartermaster_aws::live_prices(
-        &quick_settings(Some(region)),
+        &quick_settings_at(Some(region), endpoint),
         region,
         catalog,
         chrono::Utc::now(),
@@ -132,4 +151,24 @@ pub async fn live_quotes_and_failures(
         anyhow::bail!("AWS price APIs failed: {}", fetch.failures.join("; "));
     }
     Ok((fetch.quotes, fetch.failures))
+}
+
+/// The capacity reservations (ODCRs, Capacity Blocks) the account holds in `region`, active or
+/// scheduled: `DescribeCapacityReservations` through the provider the controller uses.
+pub async fn reservations(
+    region: &str,
+    endpoint: Option<&str>,
+    catalog: &Catalog,
+) -> anyhow::Result<Vec<quartermaster_pricing::Reservation>> {
+    let clock: Arc<dyn Clock> = Arc::new(quartermaster_cloud::SystemClock);
+    let cloud = quartermaster_aws::AwsCloud::connect(
+        quick_settings_at(Some(region), endpoint),
+        catalog.clone(),
+        clock,
+    )
+    .await;
+    cloud
+        .reservations()
+        .await
+        .map_err(|e| anyhow::anyhow!("DescribeCapacityReservations: {e}"))
 }

@@ -441,3 +441,43 @@ pub async fn live_quotes(
     )
     .await?)
 }
+
+/// The capacity reservations of the subscription's resource group (`--azure-subscription-id`,
+/// `--azure-resource-group`) in `region`, through the provider the controller uses.
+pub async fn reservations(
+    access: &CloudAccessArgs,
+    region: &str,
+    catalog: &Catalog,
+) -> anyhow::Result<Vec<quartermaster_pricing::Reservation>> {
+    let (Some(subscription), Some(resource_group)) = (
+        access
+            .azure_subscription_id
+            .clone()
+            .filter(|s| !s.is_empty()),
+        access
+            .azure_resource_group
+            .clone()
+            .filter(|s| !s.is_empty()),
+    ) else {
+        anyhow::bail!(
+            "pass --azure-subscription-id and --azure-resource-group to list capacity reservations"
+        );
+    };
+    let clock: Arc<dyn Clock> = Arc::new(quartermaster_cloud::SystemClock);
+    let cloud = AzureCloud::connect(
+        azure_settings(
+            "quartermaster",
+            access,
+            subscription,
+            resource_group,
+            Some(region.to_owned()),
+        ),
+        catalog.clone(),
+        clock,
+    )
+    .context("connecting to Azure Resource Manager")?;
+    cloud
+        .reservations()
+        .await
+        .map_err(|e| anyhow::anyhow!("listing capacity reservations: {e}"))
+}

@@ -397,6 +397,28 @@ fn fetch_skus_blocking(
     Ok(skus)
 }
 
+/// The reservations of the project (`--gcp-project`) through the provider the controller uses.
+pub async fn reservations(
+    access: &CloudAccessArgs,
+    catalog: &Catalog,
+) -> anyhow::Result<Vec<quartermaster_pricing::Reservation>> {
+    if access.gcp_project.as_deref().unwrap_or("").is_empty() {
+        anyhow::bail!("pass --gcp-project (GCP_PROJECT) to list its reservations");
+    }
+    let clock: Arc<dyn Clock> = Arc::new(quartermaster_cloud::SystemClock);
+    let cloud = quartermaster_gcp::GcpCloud::connect(
+        gcp_settings("quartermaster", access),
+        catalog.clone(),
+        clock,
+    )
+    .await
+    .context("connecting to Compute Engine")?;
+    cloud
+        .reservations()
+        .await
+        .map_err(|e| anyhow::anyhow!("listing reservations: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -126,15 +126,39 @@ pub async fn live_quotes_and_failures(
     cloud: Cloud,
     access: &CloudAccessArgs,
     region: &str,
+    aws_endpoint: Option<&str>,
     catalog: &Catalog,
 ) -> anyhow::Result<(Vec<PriceQuote>, Vec<String>)> {
+    let _ = aws_endpoint;
     match cloud {
         #[cfg(feature = "aws")]
-        Cloud::Aws => aws::live_quotes_and_failures(access, region, catalog).await,
+        Cloud::Aws => aws::live_quotes_and_failures(access, region, aws_endpoint, catalog).await,
         _ => Ok((
             live_quotes(cloud, access, region, catalog).await?,
             Vec::new(),
         )),
+    }
+}
+
+/// The capacity reservations `cloud` reports (`CloudProvider::reservations`, through the
+/// provider the controller uses), for `catalog --live`.
+pub async fn live_reservations(
+    cloud: Cloud,
+    access: &CloudAccessArgs,
+    region: &str,
+    aws_endpoint: Option<&str>,
+    catalog: &Catalog,
+) -> anyhow::Result<Vec<quartermaster_pricing::Reservation>> {
+    let _ = (access, region, aws_endpoint, catalog);
+    match cloud {
+        #[cfg(feature = "aws")]
+        Cloud::Aws => aws::reservations(region, aws_endpoint, catalog).await,
+        #[cfg(feature = "gcp")]
+        Cloud::Gcp => gcp::reservations(access, catalog).await,
+        #[cfg(feature = "azure")]
+        Cloud::Azure => azure::reservations(access, region, catalog).await,
+        #[allow(unreachable_patterns)]
+        other => Err(not_built(other)),
     }
 }
 

@@ -39,18 +39,37 @@ struct Row<'a> {
 pub fn run(args: &CatalogArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     let mut catalog = load_catalog(args.catalog.as_deref())?;
     let today = args.live.then(|| Utc::now().date_naive());
+    let mut reservations = None;
     if args.live {
         catalog = with_live_prices(catalog, args, err)?;
+        reservations = Some(live_reservations(&catalog, args, err)?);
     }
     let rows = select(&catalog, args);
     match args.output {
         CatalogFormat::Json => {
-            let array: Vec<Value> = rows.iter().map(|r| to_json(&catalog, r, today)).collect();
+            let mut array: Vec<Value> = rows.iter().map(|r| to_json(&catalog, r, today)).collect();
+            // `--live`: each type lists the reservations the cloud reports for it.
+            if let Some(reservations) = &reservations {
+                let now = Utc::now();
+                for (value, row) in array.iter_mut().zip(&rows) {
+                    let it = row.instance_type;
+                    value["reservations"] = reservations
+                        .iter()
+                        .filter(|r| r.cloud == it.cloud && r.instance_type == it.name)
+                        .map(|r| crate::reservations::summary::live_json(r, now))
+                        .collect();
+                }
+            }
             serde_json::to_writer_pretty(&mut *out, &array).context("writing JSON")?;
             writeln!(out)?;
         }
         CatalogFormat::Csv => write_csv(&catalog, &rows, out)?,
-        CatalogFormat::Table => write_table(&rows, today, out)?,
+        CatalogFormat::Table => {
+            write_table(&rows, today, out)?;
+            if let Some(reservations) = &reservations {
+                crate::reservations::summary::write_live_table(reservations, Utc::now(), out)?;
+            }
+        }
         CatalogFormat::Toml => {
             let types: Vec<(&InstanceType, Vec<&Offering>)> = rows
                 .iter()
@@ -64,11 +83,8 @@ pub fn run(args: &CatalogArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyh
 
 /// `--live`: the catalog merged with the cloud's quotes for the region. When the price APIs
 /// fail the catalog's prices stay, with the reason on standard error.
-fn with_live_prices(
-    catalog: Catalog,
-    args: &CatalogArgs,
-    err: &mut dyn Write,
-) -> anyhow::Result<Catalog> {
+/// `--live`: the cloud, and the region (`--region`, else the catalog's default).
+fn live_region(catalog: &Catalog, args: &CatalogArgs) -> anyhow::Result<(Cloud, String)> {
     let cloud = clouds::cloud_of(args.cloud.context("--live needs --cloud")?);
     let region = match &args.region {
         Some(r) => r.clone(),
@@ -79,10 +95,54 @@ fn with_live_prices(
                 format!("--live: pass --region (the catalog has no default region for {cloud})")
             })?,
     };
+    Ok((cloud, region))
+}
+
+/// `--live`: the capacity reservations the cloud reports in the region
+/// (`CloudProvider::reservations`). When the cloud does not answer there are none, with the
+/// reason on standard error.
+fn live_reservations(
+    catalog: &Catalog,
+    args: &CatalogArgs,
+    err: &mut dyn Write,
+) -> anyhow::Result<Vec<quartermaster_pricing::Reservation>> {
+    let (cloud, region) = live_region(catalog, args)?;
+    match clouds::block_on(clouds::live_reservations(
+        cloud,
+        &args.access,
+        &region,
+        args.aws_endpoint.as_deref(),
+        catalog,
+    )) {
+        Ok(reservations) => {
+            writeln!(
+                err,
+                "reservations for {cloud} {region}: {} reported",
+                reservations.len()
+            )?;
+            Ok(reservations)
+        }
+        Err(e) => {
+            writeln!(
+                err,
+                "warning: reservations for {cloud} {region} unavailable, none are listed: {e:#}"
+            )?;
+            Ok(Vec::new())
+        }
+    }
+}
+
+fn with_live_prices(
+    catalog: Catalog,
+    args: &CatalogArgs,
+    err: &mut dyn Write,
+) -> anyhow::Result<Catalog> {
+    let (cloud, region) = live_region(&catalog, args)?;
     let quotes = match clouds::block_on(clouds::live_quotes_and_failures(
         cloud,
         &args.access,
         &region,
+        args.aws_endpoint.as_deref(),
         &catalog,
     )) {
         Ok((quotes, failures)) => {

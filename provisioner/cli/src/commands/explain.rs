@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use quartermaster_pricing::CapacityType;
 use quartermaster_solver::PodRef;
 use quartermaster_solver::explain::{Explanation, Outcome, Verdict, explain};
 use serde_json::{Value, json};
@@ -14,6 +15,7 @@ use serde_json::{Value, json};
 use super::catalog::load_catalog;
 use crate::cli::PlanFormat;
 use crate::output::{Table, money};
+use crate::reservations;
 use crate::workload::{Reading, load};
 
 /// What `explain` explains.
@@ -55,6 +57,13 @@ pub struct ExplainPodArgs {
     /// `spec.preferencePolicy`, itself `CostBounded` by default).
     #[arg(long, value_name = "POLICY", value_parser = crate::cli::parse_preference_policy)]
     pub preference_policy: Option<quartermaster_solver::PreferencePolicy>,
+    /// Capacity reservations, as for `plan`: the answer says why the pod did or did not use
+    /// each.
+    #[arg(long, value_name = "FILE")]
+    pub reservations: Option<PathBuf>,
+    /// As for `plan`: explain as of this time (RFC 3339; default now).
+    #[arg(long, value_name = "TIME", value_parser = crate::cli::parse_time)]
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,
@@ -71,6 +80,24 @@ pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         extended_resource_toleration: args.extended_resource_toleration,
     };
     let mut loaded = load(&args.files, &catalog, reading)?;
+    let now = args.at.unwrap_or_else(chrono::Utc::now);
+    // Reserved capacity: the same stand-ins as `plan`.
+    let given = match &args.reservations {
+        Some(path) => Some(reservations::file::read(path, &catalog)?),
+        None => None,
+    };
+    let catalog = reservations::catalog_with(catalog, given.as_deref().unwrap_or_default());
+    let reserved = given.map(|given| {
+        let pools = loaded.ingested.snapshot.node_pools.clone();
+        reservations::Reserved::apply(
+            given,
+            &loaded.objects,
+            pools,
+            &mut loaded.ingested.snapshot,
+            &catalog,
+            now,
+        )
+    });
     loaded
         .ingested
         .snapshot
@@ -80,7 +107,7 @@ pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         Some((namespace, name)) => PodRef::new(namespace, name),
         None => PodRef::new("default", args.pod.as_str()),
     };
-    let Some(explanation) = explain(snapshot, &catalog, chrono::Utc::now(), &pod) else {
+    let Some(mut explanation) = explain(snapshot, &catalog, now, &pod) else {
         let pending: Vec<String> = snapshot
             .pending
             .iter()
@@ -103,15 +130,73 @@ pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     };
     let mut notes = loaded.read_notes.clone();
     notes.extend(loaded.ingested.notes.iter().cloned());
+    let verdicts = match &reserved {
+        Some(reserved) => {
+            // The reserved offerings are reached only through free slots, never bought: their
+            // story is the reservations' verdicts, not the candidates'.
+            explanation
+                .candidates
+                .retain(|c| c.capacity_type != CapacityType::Reserved);
+            Some(reservation_verdicts(
+                reserved,
+                &explanation,
+                snapshot,
+                &catalog,
+                now,
+            ))
+        }
+        None => None,
+    };
+    let on = match (&reserved, &explanation.outcome) {
+        (Some(reserved), Outcome::Existing { node }) => reserved.stand_in(node),
+        _ => None,
+    };
     match args.output {
         PlanFormat::Json => {
-            serde_json::to_writer_pretty(&mut *out, &to_json(&explanation, &notes))
-                .context("writing JSON")?;
+            let mut value = to_json(&explanation, &notes);
+            if let Some((offer, _)) = on {
+                value["outcome"]["reservation"] = json!(offer.reservation.id);
+            }
+            value["reservation"] = json!(on.map(|(offer, _)| &offer.reservation.id));
+            value["reservations"] = verdicts
+                .as_deref()
+                .map_or_else(|| json!([]), reservations::explain::to_json);
+            serde_json::to_writer_pretty(&mut *out, &value).context("writing JSON")?;
             writeln!(out)?;
         }
-        PlanFormat::Table => write_table(&explanation, &notes, out)?,
+        PlanFormat::Table => write_table(&explanation, &notes, on, verdicts.as_deref(), out)?,
     }
     Ok(crate::EXIT_OK)
+}
+
+/// Each reservation's verdict for the explained pod, against the same plan `explain` solved.
+fn reservation_verdicts(
+    reserved: &reservations::Reserved,
+    explanation: &Explanation,
+    snapshot: &quartermaster_solver::ClusterSnapshot,
+    catalog: &quartermaster_pricing::Catalog,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<reservations::explain::ReservationVerdict> {
+    let Some(pod) = snapshot.pending.iter().find(|p| p.id == explanation.pod) else {
+        return Vec::new();
+    };
+    let plan = quartermaster_solver::solve_with(
+        snapshot,
+        catalog,
+        now,
+        &quartermaster_solver::SolveOptions {
+            price_preferences: true,
+            ..Default::default()
+        },
+    );
+    reservations::explain::verdicts(
+        reserved,
+        explanation,
+        pod,
+        snapshot,
+        catalog,
+        &plan.existing,
+    )
 }
 
 fn outcome_line(outcome: &Outcome) -> String {
@@ -132,8 +217,43 @@ fn outcome_line(outcome: &Outcome) -> String {
     }
 }
 
-fn write_table(e: &Explanation, notes: &[String], out: &mut dyn Write) -> anyhow::Result<()> {
-    writeln!(out, "Pod {} goes to {}.", e.pod, outcome_line(&e.outcome))?;
+fn write_table(
+    e: &Explanation,
+    notes: &[String],
+    on: Option<(&quartermaster_engine::ReservationOffer, usize)>,
+    verdicts: Option<&[reservations::explain::ReservationVerdict]>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let outcome = match on {
+        // A free slot of a reservation stands in as an in-flight node: say which.
+        Some((offer, _)) => {
+            let r = &offer.reservation;
+            format!(
+                "a free slot of reservation {} ({} {} in {}), at no added cost",
+                r.id,
+                r.kind.as_str(),
+                r.instance_type,
+                r.zone
+            )
+        }
+        None => outcome_line(&e.outcome),
+    };
+    writeln!(out, "Pod {} goes to {outcome}.", e.pod)?;
+    if let Some(verdicts) = verdicts {
+        match on {
+            Some((offer, _)) => writeln!(out, "Reservation: uses {}.", offer.reservation.id)?,
+            None if verdicts.is_empty() => writeln!(out, "Reservation: none given.")?,
+            None => writeln!(
+                out,
+                "Reservation: none used ({}).",
+                verdicts
+                    .iter()
+                    .map(|v| format!("{}: {}", v.id, v.verdict))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )?,
+        }
+    }
     writeln!(out)?;
     let mut table = Table::new(["NODEPOOL", "TYPE", "ZONE", "CAPACITY", "$/HOUR", "VERDICT"]);
     for c in &e.candidates {
@@ -148,6 +268,22 @@ fn write_table(e: &Explanation, notes: &[String], out: &mut dyn Write) -> anyhow
     }
     table.write(out)?;
     super::preferences::write_table(&e.preferences, out)?;
+    if let Some(verdicts) = verdicts.filter(|v| !v.is_empty()) {
+        writeln!(out)?;
+        writeln!(out, "Reservations:")?;
+        let mut table = Table::new(["ID", "TYPE", "ZONE", "INSTANCE TYPE", "VERDICT", "REASON"]);
+        for v in verdicts {
+            table.push([
+                v.id.clone(),
+                v.kind.to_owned(),
+                v.zone.clone(),
+                v.instance_type.clone(),
+                v.verdict.to_owned(),
+                v.reason.clone(),
+            ]);
+        }
+        table.write(out)?;
+    }
     if !notes.is_empty() {
         writeln!(out)?;
         writeln!(out, "Notes:")?;

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::catalog::load_catalog;
 use crate::cli::{PlanArgs, PlanFormat};
 use crate::output::{Table, money};
-use crate::static_nodes;
 use crate::workload::{Reading, load};
+use crate::{reservations, static_nodes};
 
 /// Said when the input holds no pod to place, so an empty plan is not read as "all is well".
 const NO_WORKLOAD: &str = "no workload found: the input holds no pending pod (Pods, Deployments, \
@@ -33,7 +33,12 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
     let mut ingested = loaded.ingested;
     let mut notes = loaded.read_notes;
     notes.append(&mut ingested.notes);
-    let now = chrono::Utc::now();
+    let now = args.at.unwrap_or_else(chrono::Utc::now);
+    let given = match &args.reservations {
+        Some(path) => Some(reservations::file::read(path, &catalog)?),
+        None => None,
+    };
+    let configured_pools = ingested.snapshot.node_pools.clone();
     let reserved = static_nodes::reserve(
         &mut ingested.snapshot,
         &ingested.static_pools,
@@ -41,6 +46,18 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
         now,
         &mut notes,
     );
+    // Reserved capacity: free slots stand in the snapshot as the engine's stand-ins do.
+    let catalog = reservations::catalog_with(catalog, given.as_deref().unwrap_or_default());
+    let reservations = given.map(|given| {
+        reservations::Reserved::apply(
+            given,
+            &loaded.objects,
+            configured_pools,
+            &mut ingested.snapshot,
+            &catalog,
+            now,
+        )
+    });
     ingested
         .snapshot
         .override_preference_policy(args.preference_policy);
@@ -64,6 +81,13 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
         headroom = Some((total, answers));
     }
     static_nodes::fold_into_plan(&mut plan, reserved);
+    let landed = match &reservations {
+        Some(r) => r.fold_into_plan(&mut plan, &ingested.snapshot),
+        None => vec![None; plan.new_nodes.len()],
+    };
+    let reservation_rows = reservations.as_ref().map_or_else(Vec::new, |r| {
+        reservations::summary::plan_rows(r, &plan, &landed, &ingested.snapshot, &catalog)
+    });
     // No pod to place and none running on a given node: the input holds no workload at all.
     let nothing_pending = ingested.snapshot.pending.is_empty()
         && ingested.snapshot.nodes.iter().all(|n| n.pods.is_empty())
@@ -100,6 +124,15 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
                 node["expected_cost_per_hour"] = json!(cost);
             }
             value["provisioning_requests"] = requests.iter().map(|r| r.json()).collect();
+            for (node, id) in value["new_nodes"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+                .zip(&landed)
+            {
+                node["reservation"] = json!(id);
+            }
+            value["reservations"] = reservations::summary::plan_json(&reservation_rows, now);
             if let Some((total, answers)) = &headroom {
                 value["capacity_buffers"] = answers.iter().map(|a| a.json()).collect();
                 value["headroom_cost_per_hour"] = json!(total);
@@ -113,6 +146,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
             &notes,
             nothing_pending,
             headroom.as_ref(),
+            (&landed, &reservation_rows),
             out,
         )?,
     }
@@ -224,6 +258,7 @@ fn write_table(
     notes: &[String],
     nothing_pending: bool,
     headroom: Option<&(f64, Vec<super::plan_buffers::BufferAnswer>)>,
+    (landed, reservation_rows): (&[Option<String>], &[reservations::summary::PlanRow]),
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let placed: usize = plan.new_nodes.iter().map(|n| n.pods.len()).sum::<usize>()
@@ -254,11 +289,16 @@ fn write_table(
                 Some(layout) => format!("{} (mig: {layout})", n.offering.instance_type),
                 None => n.offering.instance_type.clone(),
             };
+            // A node launched into a reservation names it.
+            let capacity = match landed.get(i).and_then(Option::as_deref) {
+                Some(id) => format!("{} ({id})", n.offering.capacity_type),
+                None => n.offering.capacity_type.to_string(),
+            };
             table.push([
                 n.node_pool.clone(),
                 instance_type,
                 n.offering.zone.clone(),
-                n.offering.capacity_type.to_string(),
+                capacity,
                 price,
                 format!("{}: {}", n.pods.len(), pod_list(&n.pods)),
             ]);
@@ -293,6 +333,13 @@ fn write_table(
         money(plan.lower_bound_per_hour),
         plan.unschedulable.len(),
     )?;
+    let in_reservations = landed.iter().filter(|l| l.is_some()).count();
+    if in_reservations > 0 {
+        writeln!(
+            out,
+            "{in_reservations} of the new node(s) launch into reservations, at no added cost."
+        )?;
+    }
     if !plan.unschedulable.is_empty() {
         writeln!(out, "\nUnschedulable:")?;
         let mut table = Table::new(["POD", "REASON"]);
@@ -313,6 +360,7 @@ fn write_table(
     if let Some((total, answers)) = headroom {
         super::plan_buffers::write_table(answers, *total, out)?;
     }
+    reservations::summary::write_plan_table(reservation_rows, out)?;
     if !notes.is_empty() {
         writeln!(out, "\nNotes:")?;
         for note in notes {
