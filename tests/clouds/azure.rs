@@ -2,7 +2,10 @@
 //! test token, no SDK retries) against our local Resource Manager (azure_server.rs): launch,
 //! get, list, delete; `AllocationFailed` inside the finished operation falls through to the
 //! next offering; no second VM after a crash; 429 -> Throttled; a dead endpoint fails as
-//! transient; resource SKUs mark offerings unavailable; Retail Prices replace embedded prices.
+//! transient; resource SKUs mark offerings unavailable; Retail Prices replace embedded prices;
+//! capacity reservations of every group are read across pages, a reserved launch goes into the
+//! reservation's group and reads back reserved; reboot restarts the VM (a missing one is
+//! NotFound).
 
 #[path = "azure_server.rs"]
 pub(crate) mod azure_server;
@@ -600,4 +603,212 @@ async fn azure_a_vm_drifts_when_its_nodeclass_selects_another_image() {
         reason.as_deref().is_some_and(|r| r.contains("azure-linux")),
         "{reason:?}"
     );
+}
+
+const RESERVATION_ID: &str = quartermaster_pricing::reservation::LABEL_RESERVATION_ID;
+const RESERVATION_GROUP: &str = quartermaster_pricing::reservation::TAG_RESERVATION_GROUP;
+
+fn group_id(resource_group: &str, group: &str) -> String {
+    format!(
+        "/subscriptions/{}/resourceGroups/{resource_group}/providers/Microsoft.Compute/capacityReservationGroups/{group}",
+        azure_server::SUBSCRIPTION
+    )
+}
+
+/// A reserved launch request into the reservation `id`.
+fn reserved_request(claim: &str, zone: &str, id: &str) -> LaunchRequest {
+    let mut req = request(claim, &[offering(A100, zone, CapacityType::Reserved)]);
+    req.price_per_hour = 0.0;
+    req.labels.insert(RESERVATION_ID.into(), id.into());
+    req
+}
+
+#[tokio::test]
+async fn azure_capacity_reservations_of_every_group_are_read_across_pages() {
+    let server = AzureServer::start("rg").await;
+    let cloud = cloud(&server);
+    server.set_page_size(1);
+    let z1 = server.add_capacity_reservation(
+        "capacity",
+        "a100",
+        "eastus-1",
+        A100,
+        "1",
+        4,
+        &[("team", "research")],
+    );
+    let z2 = server.add_capacity_reservation("capacity", "a100", "eastus-2", A100, "2", 2, &[]);
+    let other = server.add_capacity_reservation("rg", "training", "z3", A100, "3", 1, &[]);
+    // Someone else's VM holds one slot of the zone 1 reservation; a VM of the group in another
+    // zone holds none of it.
+    let a100 = group_id("capacity", "a100");
+    server.put_reserved_vm("theirs-0", A100, "1", &a100);
+    server.put_reserved_vm("theirs-1", A100, "2", &a100);
+
+    let mut rs = cloud.reservations().await.expect("reservations");
+    rs.sort_by(|a, b| a.zone.cmp(&b.zone));
+    assert_eq!(
+        rs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec![z1.as_str(), z2.as_str(), other.as_str()]
+    );
+    // Every page was read: two groups a page each, two reservations of the first group a page
+    // each, and each group's instance view.
+    assert_eq!(
+        server
+            .calls("GET /subscriptions/sub/providers/Microsoft.Compute/capacityReservationGroups"),
+        2
+    );
+    assert_eq!(server.calls(&format!("GET {a100}/capacityReservations")), 2);
+    assert_eq!(server.calls(&format!("GET {a100}")), 2 + 1);
+
+    let on_demand = Catalog::embedded()
+        .get(Cloud::Azure, A100)
+        .and_then(|t| {
+            t.offerings
+                .iter()
+                .find(|o| o.zone == "eastus-1" && o.capacity_type == CapacityType::OnDemand)
+                .map(|o| o.price_per_hour)
+        })
+        .expect("the catalog prices the A100 size on demand in eastus-1");
+    let r = &rs[0];
+    assert_eq!(r.cloud, Cloud::Azure);
+    assert_eq!(r.instance_type, A100);
+    assert_eq!(r.zone, "eastus-1");
+    assert_eq!(r.count, 4);
+    assert_eq!(r.available, Some(3));
+    assert_eq!(r.kind, quartermaster_pricing::ReservationKind::Default);
+    assert_eq!(r.price_per_hour, on_demand);
+    assert_eq!((r.start, r.end), (None, None));
+    assert_eq!(r.tags["team"], "research");
+    assert_eq!(r.tags[RESERVATION_GROUP], a100);
+    assert_eq!(
+        (rs[1].zone.as_str(), rs[1].available),
+        ("eastus-2", Some(1))
+    );
+    assert_eq!(rs[2].tags[RESERVATION_GROUP], group_id("rg", "training"));
+    assert_eq!(rs[2].available, Some(1));
+
+    // A throttled list is Throttled, as every other call.
+    server.fail_next(Call::ReservationGroups, HttpFault::throttled());
+    assert!(matches!(
+        cloud.reservations().await,
+        Err(CloudError::Throttled { .. })
+    ));
+}
+
+#[tokio::test]
+async fn azure_a_reserved_launch_goes_into_the_reservations_group_and_reads_back_reserved() {
+    let server = AzureServer::start("rg").await;
+    let cloud = cloud(&server);
+    let id = server.add_capacity_reservation("capacity", "a100", "eastus-2", A100, "2", 2, &[]);
+    let group = group_id("capacity", "a100");
+
+    let instance = cloud
+        .create(&reserved_request("gpu-res", "eastus-2", &id))
+        .await
+        .expect("a reserved launch");
+    assert_eq!(instance.capacity_type, CapacityType::Reserved);
+    assert_eq!(instance.zone, "eastus-2");
+    assert_eq!(instance.price_per_hour, 0.0);
+    let vm = server.vm("qm-gpu-res-0").expect("the VM is held");
+    assert_eq!(
+        vm["properties"]["capacityReservation"]["capacityReservationGroup"]["id"],
+        group.as_str()
+    );
+    assert_eq!(vm["properties"]["priority"], "Regular");
+    assert_eq!(vm["zones"], json!(["2"]));
+
+    // Read back (get and list) it is reserved capacity, priced 0 as the reservation is paid.
+    let got = cloud.get(&instance.provider_id).await.expect("get");
+    assert_eq!(got.capacity_type, CapacityType::Reserved);
+    assert_eq!(got.price_per_hour, 0.0);
+    let listed = cloud.list().await.expect("list");
+    assert_eq!(listed[0].capacity_type, CapacityType::Reserved);
+    // It holds one of the reservation's two slots.
+    let rs = cloud.reservations().await.expect("reservations");
+    assert_eq!((rs[0].count, rs[0].available), (2, Some(1)));
+
+    // An on-demand launch of the same class stays out of the group.
+    cloud
+        .create(&request(
+            "gpu-od",
+            &[offering(A100, "eastus-2", CapacityType::OnDemand)],
+        ))
+        .await
+        .expect("an on-demand launch");
+    let vm = server.vm("qm-gpu-od-0").expect("the VM is held");
+    assert!(
+        vm["properties"].get("capacityReservation").is_none(),
+        "{vm}"
+    );
+
+    // A reserved launch naming no reservation, or not an Azure one, is refused before any PUT.
+    let puts = server.calls("PUT");
+    let mut unnamed = reserved_request("gpu-none", "eastus-2", &id);
+    unnamed.labels.clear();
+    for req in [unnamed, reserved_request("gpu-aws", "eastus-2", "cr-0123")] {
+        match cloud.create(&req).await {
+            Err(CloudError::InvalidRequest { message }) => {
+                assert!(message.contains(RESERVATION_ID), "{message}")
+            }
+            other => panic!("expected an invalid request, got {other:?}"),
+        }
+    }
+    assert_eq!(server.calls("PUT"), puts);
+}
+
+#[tokio::test]
+async fn azure_reboot_restarts_the_vm_and_follows_the_operation() {
+    let server = AzureServer::start("rg").await;
+    let cloud = cloud(&server);
+    let instance = cloud
+        .create(&request(
+            "gpu-reboot",
+            &[offering(A100, "eastus-1", CapacityType::OnDemand)],
+        ))
+        .await
+        .expect("launch");
+    let polls = server.calls("GET /subscriptions/sub/providers/Microsoft.Compute/locations");
+    cloud
+        .reboot(&instance.provider_id)
+        .await
+        .expect("the VM restarts");
+    assert_eq!(server.restarts("qm-gpu-reboot-0"), 1);
+    assert_eq!(
+        server.calls("POST /subscriptions/sub/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/qm-gpu-reboot-0/restart"),
+        1
+    );
+    // The operation was followed to its end (one poll in progress, then done).
+    assert_eq!(
+        server.calls("GET /subscriptions/sub/providers/Microsoft.Compute/locations") - polls,
+        2
+    );
+    // The VM keeps its id and is still there.
+    let got = cloud.get(&instance.provider_id).await.expect("get");
+    assert_eq!(got.state, InstanceState::Running);
+
+    server.fail_next(Call::Restart, HttpFault::throttled());
+    assert_eq!(
+        cloud.reboot(&instance.provider_id).await,
+        Err(CloudError::Throttled {
+            retry_after: Some(Duration::from_secs(7))
+        })
+    );
+}
+
+#[tokio::test]
+async fn azure_reboot_of_a_missing_vm_is_not_found() {
+    let server = AzureServer::start("rg").await;
+    let cloud = cloud(&server);
+    let gone = "azure:///subscriptions/sub/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/qm-gone-0";
+    assert_eq!(
+        cloud.reboot(gone).await,
+        Err(CloudError::NotFound {
+            provider_id: gone.to_owned()
+        })
+    );
+    assert!(matches!(
+        cloud.reboot("aws:///us-east-1a/i-0123").await,
+        Err(CloudError::InvalidRequest { .. })
+    ));
 }

@@ -1,9 +1,15 @@
 //! A small Azure Resource Manager of ours on 127.0.0.1: the REST paths `azure_mgmt_compute`
-//! (API 2024-07-01) calls for the Azure provider — VM PUT / GET / DELETE / list, the
-//! `Azure-AsyncOperation` URL a PUT answers with, resource SKUs, a resource group GET — plus the
-//! Retail Prices API, holding VMs in memory, with injectable faults: a PUT whose operation
-//! finishes with `AllocationFailed` for a (size, zone), and HTTP errors (429, 500, ...) queued
-//! per call. ARM calls without a bearer token are answered 401.
+//! (API 2024-07-01) calls for the Azure provider — VM PUT / GET / DELETE / list / restart, the
+//! `Azure-AsyncOperation` URL a PUT or restart answers with, resource SKUs, a resource group GET,
+//! capacity reservation groups (listed by subscription, GET with `$expand=instanceView`) and
+//! their capacity reservations, lists paged by `nextLink` — plus the Retail Prices API, holding
+//! VMs and reservations in memory, with injectable faults: a PUT whose operation finishes with
+//! `AllocationFailed` for a (size, zone), and HTTP errors (429, 500, ...) queued per call. ARM
+//! calls without a bearer token are answered 401.
+//!
+//! A capacity reservation's `virtualMachinesAllocated` (and `virtualMachinesAssociated`) are the
+//! VMs held whose `capacityReservation.capacityReservationGroup.id` is its group and whose size
+//! and zone are its own (a VM is never deallocated here, so both lists are the same).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
@@ -40,7 +46,18 @@ pub enum Call {
     ResourceGroup,
     /// Retail prices.
     Prices,
+    /// Capacity reservation groups of the subscription (a page).
+    ReservationGroups,
+    /// One capacity reservation group.
+    ReservationGroup,
+    /// The capacity reservations of a group (a page).
+    Reservations,
+    /// VM restart.
+    Restart,
 }
+
+/// The subscription every seeded resource is in (the tests' settings use it).
+pub const SUBSCRIPTION: &str = "sub";
 
 /// An HTTP error answered instead of the call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +117,14 @@ struct State {
     /// Operations are `InProgress` for this many polls before they are final.
     polls_before_done: u32,
     next_op: u64,
+    /// Capacity reservation groups: lowercase ARM id -> group JSON (without its instance view).
+    groups: BTreeMap<String, Value>,
+    /// Capacity reservations, in the order seeded (their ids name their groups).
+    reservations: Vec<Value>,
+    /// Items per page of the capacity reservation (group) lists.
+    page_size: usize,
+    /// Restarts asked, per VM name.
+    restarts: BTreeMap<String, u32>,
 }
 
 /// The running server; stops when dropped.
@@ -125,6 +150,7 @@ impl AzureServer {
         let addr = listener.local_addr().expect("server address");
         let state = Arc::new(Mutex::new(State {
             polls_before_done: 1,
+            page_size: 100,
             resource_groups: BTreeSet::from([resource_group.to_ascii_lowercase()]),
             ..State::default()
         }));
@@ -221,6 +247,76 @@ impl AzureServer {
         self.state().vms.insert(name.to_owned(), vm);
     }
 
+    /// Adds a capacity reservation `name` of `capacity` VMs of `size` in zone number `zone` to
+    /// the capacity reservation group `group` of resource group `resource_group` (made when
+    /// missing), in eastus; returns the reservation's ARM id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_capacity_reservation(
+        &self,
+        resource_group: &str,
+        group: &str,
+        name: &str,
+        size: &str,
+        zone: &str,
+        capacity: i64,
+        tags: &[(&str, &str)],
+    ) -> String {
+        let group_id = format!(
+            "/subscriptions/{SUBSCRIPTION}/resourceGroups/{resource_group}/providers/Microsoft.Compute/capacityReservationGroups/{group}"
+        );
+        let id = format!("{group_id}/capacityReservations/{name}");
+        let tags: BTreeMap<&str, &str> = tags.iter().copied().collect();
+        let mut st = self.state();
+        let g = st
+            .groups
+            .entry(group_id.to_ascii_lowercase())
+            .or_insert_with(|| {
+                json!({
+                    "id": group_id, "name": group, "type": "Microsoft.Compute/capacityReservationGroups",
+                    "location": "eastus", "zones": [],
+                    "properties": {"capacityReservations": []},
+                })
+            });
+        g["zones"].as_array_mut().expect("zones").push(json!(zone));
+        g["properties"]["capacityReservations"]
+            .as_array_mut()
+            .expect("reservations")
+            .push(json!({ "id": id }));
+        let n = st.reservations.len();
+        st.reservations.push(json!({
+            "id": id, "name": name,
+            "type": "Microsoft.Compute/capacityReservationGroups/capacityReservations",
+            "location": "eastus", "zones": [zone], "tags": tags,
+            "sku": {"name": size, "capacity": capacity},
+            "properties": {
+                "reservationId": format!("00000000-0000-0000-0000-{n:012}"),
+                "platformFaultDomainCount": 1,
+                "provisioningState": "Succeeded",
+                "timeCreated": "2026-12-01T00:00:00Z",
+            },
+        }));
+        id
+    }
+
+    /// Capacity reservation (group) lists answer `n` items a page.
+    pub fn set_page_size(&self, n: usize) {
+        self.state().page_size = n.max(1);
+    }
+
+    /// Puts a running VM of someone else's in capacity reservation group `group_id`.
+    pub fn put_reserved_vm(&self, name: &str, size: &str, zone: &str, group_id: &str) {
+        self.put_vm(name, size, zone, &[]);
+        if let Some(vm) = self.state().vms.get_mut(name) {
+            vm["properties"]["capacityReservation"] =
+                json!({ "capacityReservationGroup": { "id": group_id } });
+        }
+    }
+
+    /// Restarts asked of VM `name`.
+    pub fn restarts(&self, name: &str) -> u32 {
+        self.state().restarts.get(name).copied().unwrap_or(0)
+    }
+
     /// The VM names held.
     pub fn vm_names(&self) -> Vec<String> {
         self.state().vms.keys().cloned().collect()
@@ -285,7 +381,13 @@ fn error(
 /// What a path asks for.
 enum Route {
     Vm(String),
+    Restart(String),
     Vms,
+    ReservationGroups,
+    /// A group, by lowercase ARM id.
+    ReservationGroup(String),
+    /// A group's reservations, by the group's lowercase ARM id.
+    Reservations(String),
     Operation(String),
     Skus,
     Usages,
@@ -324,6 +426,45 @@ fn route(path: &str) -> Route {
         [
             "subscriptions",
             _,
+            "resourcegroups",
+            _,
+            "providers",
+            "microsoft.compute",
+            "virtualmachines",
+            _,
+            "restart",
+        ] => Route::Restart(parts[7].to_owned()),
+        [
+            "subscriptions",
+            _,
+            "providers",
+            "microsoft.compute",
+            "capacityreservationgroups",
+        ] => Route::ReservationGroups,
+        [
+            "subscriptions",
+            _,
+            "resourcegroups",
+            _,
+            "providers",
+            "microsoft.compute",
+            "capacityreservationgroups",
+            _,
+        ] => Route::ReservationGroup(format!("/{}", l.join("/"))),
+        [
+            "subscriptions",
+            _,
+            "resourcegroups",
+            _,
+            "providers",
+            "microsoft.compute",
+            "capacityreservationgroups",
+            _,
+            "capacityreservations",
+        ] => Route::Reservations(format!("/{}", l[..8].join("/"))),
+        [
+            "subscriptions",
+            _,
             "providers",
             "microsoft.compute",
             "locations",
@@ -353,6 +494,10 @@ async fn handle(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    let query: BTreeMap<String, String> =
+        form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
     let authorized = req
         .headers()
         .get("authorization")
@@ -376,6 +521,10 @@ async fn handle(
         (&Method::GET, Route::Usages) => Some(Call::Usages),
         (&Method::GET, Route::ResourceGroup(_)) => Some(Call::ResourceGroup),
         (&Method::GET, Route::Prices) => Some(Call::Prices),
+        (&Method::GET, Route::ReservationGroups) => Some(Call::ReservationGroups),
+        (&Method::GET, Route::ReservationGroup(_)) => Some(Call::ReservationGroup),
+        (&Method::GET, Route::Reservations(_)) => Some(Call::Reservations),
+        (&Method::POST, Route::Restart(_)) => Some(Call::Restart),
         _ => None,
     };
     let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
@@ -438,6 +587,46 @@ async fn handle(
             &json!({ "BillingCurrency": "USD", "Items": st.prices, "NextPageLink": null, "Count": st.prices.len() }),
             &[],
         ),
+        Route::Restart(name) => restart(&mut st, &name, &path, addr),
+        Route::ReservationGroups => {
+            let groups: Vec<Value> = st.groups.values().cloned().collect();
+            page(&groups, st.page_size, &query, &path, addr)
+        }
+        Route::ReservationGroup(id) => match st.groups.get(&id) {
+            Some(g) => {
+                let mut g = g.clone();
+                if query.get("$expand").map(String::as_str) == Some("instanceView") {
+                    g["properties"]["instanceView"] = instance_view(&st, &id);
+                }
+                reply(200, &g, &[])
+            }
+            None => error(
+                404,
+                "ResourceNotFound",
+                &format!("capacity reservation group {id} not found"),
+                None,
+            ),
+        },
+        Route::Reservations(group) => {
+            if st.groups.contains_key(&group) {
+                let rs: Vec<Value> = reservations_of(&st, &group)
+                    .into_iter()
+                    .map(|r| {
+                        let mut r = r.clone();
+                        r["properties"]["virtualMachinesAssociated"] = json!(allocated(&st, &r));
+                        r
+                    })
+                    .collect();
+                page(&rs, st.page_size, &query, &path, addr)
+            } else {
+                error(
+                    404,
+                    "ResourceNotFound",
+                    &format!("capacity reservation group {group} not found"),
+                    None,
+                )
+            }
+        }
         Route::Unknown => error(404, "NotFound", "no route", None),
     };
     Ok(response)
@@ -494,6 +683,108 @@ fn put_vm(
         &vm,
         &[("azure-asyncoperation", url)],
     )
+}
+
+/// One page of `items` at `$skiptoken` (an offset), with a `nextLink` to the next when there is
+/// one.
+fn page(
+    items: &[Value],
+    size: usize,
+    query: &BTreeMap<String, String>,
+    path: &str,
+    addr: SocketAddr,
+) -> Response<Full<Bytes>> {
+    let from = query
+        .get("$skiptoken")
+        .and_then(|t| t.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(items.len());
+    let to = (from + size).min(items.len());
+    let mut body = json!({ "value": items[from..to] });
+    if to < items.len() {
+        body["nextLink"] = json!(format!(
+            "http://{addr}{path}?api-version=2024-07-01&$skiptoken={to}"
+        ));
+    }
+    reply(200, &body, &[])
+}
+
+/// The reservations of the group with lowercase ARM id `group`.
+fn reservations_of<'a>(st: &'a State, group: &str) -> Vec<&'a Value> {
+    st.reservations
+        .iter()
+        .filter(|r| {
+            r["id"].as_str().is_some_and(|id| {
+                id.to_ascii_lowercase()
+                    .starts_with(&format!("{group}/capacityreservations/"))
+            })
+        })
+        .collect()
+}
+
+/// `[{id}]` of the VMs held in reservation `r`: in its group, of its size and zone, not failed.
+fn allocated(st: &State, r: &Value) -> Vec<Value> {
+    let id = r["id"].as_str().unwrap_or_default().to_ascii_lowercase();
+    let group = id
+        .rsplit_once("/capacityreservations/")
+        .map_or("", |(g, _)| g);
+    st.vms
+        .values()
+        .filter(|vm| {
+            vm["properties"]["capacityReservation"]["capacityReservationGroup"]["id"]
+                .as_str()
+                .is_some_and(|g| g.eq_ignore_ascii_case(group))
+                && vm["properties"]["hardwareProfile"]["vmSize"] == r["sku"]["name"]
+                && vm["zones"][0] == r["zones"][0]
+                && vm["properties"]["provisioningState"] != "Failed"
+        })
+        .map(|vm| json!({ "id": vm["id"] }))
+        .collect()
+}
+
+/// A group's instance view: each reservation's utilisation, by name.
+fn instance_view(st: &State, group: &str) -> Value {
+    let views: Vec<Value> = reservations_of(st, group)
+        .into_iter()
+        .map(|r| {
+            json!({
+                "name": r["name"],
+                "utilizationInfo": {
+                    "currentCapacity": r["sku"]["capacity"],
+                    "virtualMachinesAllocated": allocated(st, r),
+                },
+                "statuses": [{"code": "ProvisioningState/succeeded", "level": "Info"}],
+            })
+        })
+        .collect();
+    json!({ "capacityReservations": views })
+}
+
+/// A VM restart: 202 with an operation to follow, or 404 for a VM not held.
+fn restart(st: &mut State, name: &str, path: &str, addr: SocketAddr) -> Response<Full<Bytes>> {
+    if !st.vms.contains_key(name) {
+        return error(
+            404,
+            "ResourceNotFound",
+            &format!(
+                "The Resource 'Microsoft.Compute/virtualMachines/{name}' under resource group 'rg' was not found."
+            ),
+            None,
+        );
+    }
+    *st.restarts.entry(name.to_owned()).or_default() += 1;
+    st.next_op += 1;
+    let id = format!("op-{}", st.next_op);
+    let polls = st.polls_before_done;
+    st.operations.insert(
+        id.clone(),
+        (name.to_owned(), json!({"status": "Succeeded"}), polls),
+    );
+    let subscription = path.split('/').nth(2).unwrap_or_default();
+    let url = format!(
+        "http://{addr}/subscriptions/{subscription}/providers/Microsoft.Compute/locations/eastus/operations/{id}?api-version=2024-07-01"
+    );
+    reply(202, &Value::Null, &[("azure-asyncoperation", url)])
 }
 
 fn operation(st: &mut State, id: &str) -> Response<Full<Bytes>> {

@@ -75,6 +75,17 @@ pub struct AzureNodeClassSpec {
     /// is always disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_public_key: Option<String>,
+    /// The ARM id of a capacity reservation group
+    /// (`/subscriptions/…/resourceGroups/…/providers/Microsoft.Compute/capacityReservationGroups/…`;
+    /// AKS node pools name it the same). NodePools of this class may launch into the group's
+    /// capacity reservations (when their requirements allow capacity type `reserved`): such a
+    /// VM is created in the group and uses its reserved capacity for its size and zone.
+    #[serde(
+        rename = "capacityReservationGroupID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub capacity_reservation_group_id: Option<String>,
 }
 
 /// Where a VM's bootstrap custom data is: one key of a Secret.

@@ -17,8 +17,8 @@ use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType};
 use crate::config::AzureSettings;
 use crate::error::AzureError;
 use crate::errors::map_api_error;
-use crate::names::{image_tag, split_zone, vm_name};
-use crate::port::{Arm, ImageRef, OperationStatus, Vm, VmSpec};
+use crate::names::{image_tag, reservation_group, split_zone, vm_name};
+use crate::port::{Arm, CapacityReservation, ImageRef, OperationStatus, Vm, VmSpec};
 use crate::sdk::SdkArm;
 
 /// The tag naming the cluster (Azure tag names cannot hold `/`, so `_` stands for it, as
@@ -155,6 +155,9 @@ impl AzureCloud {
         };
         let capacity_type = if vm.priority.as_deref() == Some("Spot") {
             CapacityType::Spot
+        } else if vm.capacity_reservation_group.is_some() {
+            // Created in a capacity reservation group: it runs on the group's reserved capacity.
+            CapacityType::Reserved
         } else {
             CapacityType::OnDemand
         };
@@ -274,6 +277,7 @@ impl AzureCloud {
         let image = image(spec)?;
         let mut tags = self.tags(request, spec);
         tags.insert(TAG_IMAGE.to_owned(), image_tag(&image));
+        let group = reserved_group(request)?;
         let offerings = request.offerings();
         let mut failures: Vec<CloudError> = Vec::new();
         for (i, offering) in offerings.iter().enumerate() {
@@ -290,6 +294,11 @@ impl AzureCloud {
                 custom_data: custom_data.clone(),
                 ssh_public_key: spec.ssh_public_key.clone(),
                 identities: spec.managed_identities.clone(),
+                // Only a reserved offering goes into the group: other VMs of the class are not
+                // reserved (a VM of a size or zone the group does not reserve fails in it).
+                capacity_reservation_group: group
+                    .filter(|_| offering.capacity_type == CapacityType::Reserved)
+                    .map(str::to_owned),
                 tags: tags.clone(),
             };
             let name = vm_spec.name.clone();
@@ -325,61 +334,43 @@ impl AzureCloud {
             .put_vm(spec)
             .await
             .map_err(|e| map_api_error(&e, Some(offering)))?;
-        let limits = self.settings.call_limits;
-        let mut waited = std::time::Duration::ZERO;
-        let mut delay = accepted.retry_after.unwrap_or(limits.poll_interval);
-        loop {
-            let done = match &accepted.operation_url {
-                Some(url) => match self
-                    .arm
-                    .operation(url.clone())
-                    .await
-                    .map_err(|e| map_api_error(&e, Some(offering)))?
-                {
-                    OperationStatus::Succeeded => true,
-                    OperationStatus::Failed(e) => return Err(map_api_error(&e, Some(offering))),
-                    OperationStatus::InProgress { retry_after } => {
-                        if let Some(r) = retry_after {
-                            delay = r;
+        let timed_out = |secs: u64| {
+            format!(
+                "VM {name} was still being created after {secs}s; it is found by name on the next attempt"
+            )
+        };
+        match &accepted.operation_url {
+            Some(url) => {
+                self.follow(url, accepted.retry_after, Some(offering), timed_out)
+                    .await?;
+            }
+            None => {
+                // No operation to follow: the VM's own provisioning state says when it is done.
+                return self
+                    .wait(accepted.retry_after, timed_out, || async {
+                        match self
+                            .arm
+                            .get_vm(name.clone())
+                            .await
+                            .map_err(|e| map_api_error(&e, Some(offering)))?
+                        {
+                            Some(vm) if vm.provisioning_state.as_deref() == Some("Succeeded") => {
+                                Ok(Step::Done(vm))
+                            }
+                            Some(vm) if vm.provisioning_state.as_deref() == Some("Failed") => {
+                                Err(map_api_error(
+                                    &crate::port::ApiError::service(
+                                        "AllocationFailed",
+                                        "the VM's provisioning failed",
+                                    ),
+                                    Some(offering),
+                                ))
+                            }
+                            _ => Ok(Step::Wait(None)),
                         }
-                        false
-                    }
-                },
-                None => match self
-                    .arm
-                    .get_vm(name.clone())
-                    .await
-                    .map_err(|e| map_api_error(&e, Some(offering)))?
-                {
-                    Some(vm) if vm.provisioning_state.as_deref() == Some("Succeeded") => {
-                        return Ok(vm);
-                    }
-                    Some(vm) if vm.provisioning_state.as_deref() == Some("Failed") => {
-                        return Err(map_api_error(
-                            &crate::port::ApiError::service(
-                                "AllocationFailed",
-                                "the VM's provisioning failed",
-                            ),
-                            Some(offering),
-                        ));
-                    }
-                    _ => false,
-                },
-            };
-            if done {
-                break;
+                    })
+                    .await;
             }
-            if waited >= limits.operation_timeout {
-                return Err(CloudError::Transient {
-                    message: format!(
-                        "VM {name} was still being created after {}s; it is found by name on the next attempt",
-                        waited.as_secs()
-                    ),
-                });
-            }
-            tokio::time::sleep(delay).await;
-            waited += delay;
-            delay = limits.poll_interval;
         }
         match self
             .arm
@@ -389,6 +380,62 @@ impl AzureCloud {
         {
             Some(vm) => Ok(vm),
             None => Ok(accepted.vm),
+        }
+    }
+
+    /// Follows the operation at `url` until it succeeds (`Ok`) or fails (its error, about
+    /// `offering` when it is a launch's).
+    async fn follow(
+        &self,
+        url: &str,
+        retry_after: Option<std::time::Duration>,
+        offering: Option<&LaunchOffering>,
+        timed_out: impl Fn(u64) -> String,
+    ) -> Result<(), CloudError> {
+        self.wait(retry_after, timed_out, || async {
+            match self
+                .arm
+                .operation(url.to_owned())
+                .await
+                .map_err(|e| map_api_error(&e, offering))?
+            {
+                OperationStatus::Succeeded => Ok(Step::Done(())),
+                OperationStatus::Failed(e) => Err(map_api_error(&e, offering)),
+                OperationStatus::InProgress { retry_after } => Ok(Step::Wait(retry_after)),
+            }
+        })
+        .await
+    }
+
+    /// Asks `step` until it is done: at once, then after ARM's `Retry-After` (`first`, else the
+    /// poll interval) and every poll interval after that (or as a step's answer asks); after
+    /// the operation timeout the call fails as transient with `timed_out(seconds waited)`.
+    async fn wait<T, F>(
+        &self,
+        first: Option<std::time::Duration>,
+        timed_out: impl Fn(u64) -> String,
+        mut step: impl FnMut() -> F,
+    ) -> Result<T, CloudError>
+    where
+        F: Future<Output = Result<Step<T>, CloudError>>,
+    {
+        let limits = self.settings.call_limits;
+        let mut waited = std::time::Duration::ZERO;
+        let mut delay = first.unwrap_or(limits.poll_interval);
+        loop {
+            match step().await? {
+                Step::Done(done) => return Ok(done),
+                Step::Wait(Some(asked)) => delay = asked,
+                Step::Wait(None) => {}
+            }
+            if waited >= limits.operation_timeout {
+                return Err(CloudError::Transient {
+                    message: timed_out(waited.as_secs()),
+                });
+            }
+            tokio::time::sleep(delay).await;
+            waited += delay;
+            delay = limits.poll_interval;
         }
     }
 
@@ -450,6 +497,81 @@ impl AzureCloud {
             })
             .collect())
     }
+}
+
+/// A capacity reservation as the engine sees it: its ARM id, the VM size, the zone in our
+/// naming (`eastus-1`; the location alone for a regional one, as regional VMs are named), free
+/// slots = what it holds now (`currentCapacity`, else `sku.capacity`) − the VMs allocated
+/// against it, priced `price_per_hour` (Azure bills a capacity reservation at the pay-as-you-go
+/// rate of its size, used or not), tagged with its group's ARM id
+/// ([`TAG_RESERVATION_GROUP`](quartermaster_pricing::reservation::TAG_RESERVATION_GROUP)).
+fn reservation_of(
+    r: &CapacityReservation,
+    price_per_hour: f64,
+) -> quartermaster_pricing::Reservation {
+    // Allocated VMs when the group's instance view names the reservation; else the VMs
+    // associated with it (deallocated ones included: never more free than there is).
+    let used = r.allocated.unwrap_or(r.associated);
+    let held = r.current_capacity.map_or(r.capacity, |c| c.min(r.capacity));
+    let mut tags = r.tags.clone();
+    tags.insert(
+        quartermaster_pricing::reservation::TAG_RESERVATION_GROUP.to_owned(),
+        r.group_id.clone(),
+    );
+    quartermaster_pricing::Reservation {
+        id: r.id.clone(),
+        cloud: Cloud::Azure,
+        instance_type: r.size.clone(),
+        zone: reservation_zone(r),
+        count: r.capacity,
+        available: Some(held.saturating_sub(used)),
+        kind: quartermaster_pricing::ReservationKind::Default,
+        price_per_hour,
+        start: None,
+        end: None,
+        tags,
+    }
+}
+
+/// A capacity reservation's zone in our naming (`eastus-1`; `eastus` when regional).
+fn reservation_zone(r: &CapacityReservation) -> String {
+    match &r.zone {
+        Some(z) => format!("{}-{z}", r.location),
+        None => r.location.clone(),
+    }
+}
+
+/// What one poll of a long-running operation found.
+enum Step<T> {
+    /// Done, with this.
+    Done(T),
+    /// Not yet; ARM asked to wait this long before the next poll, when it said.
+    Wait(Option<std::time::Duration>),
+}
+
+/// The capacity reservation group a reserved launch goes into: the group of the capacity
+/// reservation its NodeClaim names ([`LABEL_RESERVATION_ID`]); `None` for other launches.
+///
+/// [`LABEL_RESERVATION_ID`]: quartermaster_pricing::reservation::LABEL_RESERVATION_ID
+fn reserved_group(request: &LaunchRequest) -> Result<Option<&str>, CloudError> {
+    if request.capacity_type != CapacityType::Reserved {
+        return Ok(None);
+    }
+    let label = quartermaster_pricing::reservation::LABEL_RESERVATION_ID;
+    let Some(id) = request.labels.get(label) else {
+        return Err(CloudError::InvalidRequest {
+            message: format!(
+                "NodeClaim {}: a reserved launch names no capacity reservation (label {label})",
+                request.claim_name
+            ),
+        });
+    };
+    reservation_group(id).map(Some).ok_or_else(|| CloudError::InvalidRequest {
+        message: format!(
+            "NodeClaim {}: {id:?} (label {label}) is not an Azure capacity reservation id (/subscriptions/…/capacityReservationGroups/<group>/capacityReservations/<name>)",
+            request.claim_name
+        ),
+    })
 }
 
 /// The image of a NodeClass: its id, or a family's marketplace image (Ubuntu 22.04 by default).
@@ -605,6 +727,60 @@ impl CloudProvider for AzureCloud {
         })
     }
 
+    fn reservations(&self) -> CloudFuture<'_, Vec<quartermaster_pricing::Reservation>> {
+        Box::pin(async move {
+            let reservations = self
+                .arm
+                .capacity_reservations()
+                .await
+                .map_err(|e| map_api_error(&e, None))?;
+            Ok(reservations
+                .iter()
+                // Being created, deleted or failed: nothing to launch into.
+                .filter(|r| {
+                    r.provisioning_state
+                        .as_deref()
+                        .is_none_or(|s| s == "Succeeded" || s == "Updating")
+                })
+                .filter(|r| {
+                    self.settings
+                        .location
+                        .as_deref()
+                        .is_none_or(|l| r.location.eq_ignore_ascii_case(l))
+                })
+                .map(|r| {
+                    let price = self.price(&r.size, &reservation_zone(r), CapacityType::OnDemand);
+                    reservation_of(r, price)
+                })
+                .collect())
+        })
+    }
+
+    fn reboot<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
+        Box::pin(async move {
+            let name = Self::vm_name_of(provider_id)?;
+            let not_found = |e: CloudError| match e {
+                CloudError::NotFound { .. } => CloudError::NotFound {
+                    provider_id: provider_id.to_owned(),
+                },
+                other => other,
+            };
+            let started = self
+                .arm
+                .restart_vm(name.to_owned())
+                .await
+                .map_err(|e| not_found(map_api_error(&e, None)))?;
+            let Some(url) = started.operation_url else {
+                return Ok(());
+            };
+            self.follow(&url, started.retry_after, None, |secs| {
+                format!("VM {name} was still restarting after {secs}s")
+            })
+            .await
+            .map_err(not_found)
+        })
+    }
+
     fn poll_events(&self) -> CloudFuture<'_, Vec<CloudEvent>> {
         // Azure announces spot evictions through each VM's Scheduled Events (IMDS), which only
         // the node itself can read; a node-side handler is not part of this provider yet.
@@ -651,6 +827,98 @@ mod tests {
             CloudError::QuotaExceeded { .. } => {}
             other => panic!("{other:?}"),
         }
+    }
+
+    fn reservation() -> CapacityReservation {
+        let group = "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100";
+        CapacityReservation {
+            id: format!("{group}/capacityReservations/z2"),
+            name: "z2".into(),
+            group_id: group.into(),
+            location: "eastus".into(),
+            zone: Some("2".into()),
+            size: "Standard_ND96isr_H100_v5".into(),
+            capacity: 4,
+            current_capacity: Some(4),
+            allocated: Some(1),
+            associated: 3,
+            provisioning_state: Some("Succeeded".into()),
+            tags: BTreeMap::from([("team".into(), "research".into())]),
+        }
+    }
+
+    #[test]
+    fn a_capacity_reservation_is_a_reservation_of_its_size_zone_and_group() {
+        let r = reservation_of(&reservation(), 98.32);
+        assert_eq!(r.zone, "eastus-2");
+        assert_eq!((r.count, r.available), (4, Some(3)));
+        assert_eq!(r.price_per_hour, 98.32);
+        assert_eq!(r.kind, quartermaster_pricing::ReservationKind::Default);
+        assert_eq!(
+            r.tags[quartermaster_pricing::reservation::TAG_RESERVATION_GROUP],
+            reservation().group_id
+        );
+        assert_eq!(r.tags["team"], "research");
+    }
+
+    #[test]
+    fn free_slots_count_what_is_held_now_and_fall_back_to_associated_vms() {
+        // Not all of it held yet (a capacity increase under way): only what is held is free.
+        let held = CapacityReservation {
+            current_capacity: Some(2),
+            ..reservation()
+        };
+        assert_eq!(reservation_of(&held, 0.0).available, Some(1));
+        // Without the instance view: every associated VM (deallocated ones too) counts.
+        let unviewed = CapacityReservation {
+            current_capacity: None,
+            allocated: None,
+            ..reservation()
+        };
+        assert_eq!(reservation_of(&unviewed, 0.0).available, Some(1));
+        // Overallocated (more VMs associated than reserved): none free, never negative.
+        let over = CapacityReservation {
+            allocated: Some(6),
+            ..reservation()
+        };
+        assert_eq!(reservation_of(&over, 0.0).available, Some(0));
+        let regional = CapacityReservation {
+            zone: None,
+            ..reservation()
+        };
+        assert_eq!(reservation_of(&regional, 0.0).zone, "eastus");
+    }
+
+    #[test]
+    fn a_reserved_launch_goes_into_the_group_of_the_reservation_it_names() {
+        let o = LaunchOffering {
+            instance_type: "Standard_ND96isr_H100_v5".into(),
+            zone: "eastus-2".into(),
+            capacity_type: CapacityType::Reserved,
+            price_per_hour: 0.0,
+        };
+        let mut request = LaunchRequest {
+            claim_name: "gpu-abc12".into(),
+            node_pool: "gpu".into(),
+            node_class: "default".into(),
+            instance_type: o.instance_type.clone(),
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type,
+            price_per_hour: 0.0,
+            labels: BTreeMap::from([(
+                quartermaster_pricing::reservation::LABEL_RESERVATION_ID.to_owned(),
+                reservation().id,
+            )]),
+            tags: BTreeMap::new(),
+            fallbacks: Vec::new(),
+            node_class_spec: None,
+        };
+        assert_eq!(
+            reserved_group(&request).unwrap(),
+            Some(reservation().group_id.as_str())
+        );
+        request.capacity_type = CapacityType::OnDemand;
+        assert_eq!(reserved_group(&request).unwrap(), None);
     }
 
     #[test]

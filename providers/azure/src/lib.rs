@@ -10,6 +10,12 @@
 //! that joins the VM to the cluster comes from the Secret the AzureNodeClass names, read through
 //! [`BootstrapData`] (the controller's Kubernetes client; this crate stays kube-free).
 //!
+//! Reserved capacity is Azure's capacity reservation groups: `reservations` lists the
+//! subscription's groups and each group's capacity reservations (one per VM size and zone),
+//! with their use from the group's instance view; a reserved launch creates its VM in the group
+//! of the reservation its NodeClaim names, and VMs in a group report capacity type reserved.
+//! `reboot` is `virtualMachines/restart`, its operation followed like a create's.
+//!
 //! Prices come from the Retail Prices API ([`prices`]). SDK types stop in `sdk.rs`: the
 //! provider talks to the [`port::Arm`] trait, so the official `azure_resourcemanager_compute`
 //! can replace the frozen `azure_mgmt_compute` there alone.

@@ -1,5 +1,5 @@
-//! Deterministic VM names from NodeClaim names, and AKS zone names (`eastus-1`) as ARM's
-//! location and zone number.
+//! Deterministic VM names from NodeClaim names, AKS zone names (`eastus-1`) as ARM's location
+//! and zone number, and capacity reservation groups from their reservations' ARM ids.
 
 /// Longest VM name (Linux VMs and their computer names allow 64 characters).
 const MAX_NAME: usize = 64;
@@ -61,6 +61,37 @@ pub fn split_zone(zone: &str, default_location: &str) -> (String, Option<String>
     }
 }
 
+/// The capacity reservation group of a capacity reservation's ARM id
+/// (`…/capacityReservationGroups/G/capacityReservations/R` → `…/capacityReservationGroups/G`),
+/// read case-insensitively as ARM ids are; `None` when `id` is not a capacity reservation's id.
+pub fn reservation_group(id: &str) -> Option<&str> {
+    const CHILD: &str = "/capacityreservations/";
+    let lower = id.to_ascii_lowercase();
+    let at = lower.rfind(CHILD)?;
+    let name = &lower[at + CHILD.len()..];
+    let group = &id[..at];
+    (!name.is_empty() && !name.contains('/') && group_parts(group).is_some()).then_some(group)
+}
+
+/// A capacity reservation group's ARM id as (subscription, resource group, name); `None` for
+/// anything else.
+pub fn group_parts(group_id: &str) -> Option<(&str, &str, &str)> {
+    let parts: Vec<&str> = group_id.split('/').collect();
+    let eq = |i: usize, want: &str| parts[i].eq_ignore_ascii_case(want);
+    let named = |i: usize| !parts[i].is_empty();
+    (parts.len() == 9
+        && parts[0].is_empty()
+        && eq(1, "subscriptions")
+        && named(2)
+        && eq(3, "resourceGroups")
+        && named(4)
+        && eq(5, "providers")
+        && eq(6, "Microsoft.Compute")
+        && eq(7, "capacityReservationGroups")
+        && named(8))
+    .then(|| (parts[2], parts[4], parts[8]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +124,28 @@ mod tests {
             ("westus3".into(), Some("2".into()))
         );
         assert_eq!(split_zone("", "westus3"), ("westus3".into(), None));
+    }
+
+    #[test]
+    fn a_capacity_reservation_id_names_its_group() {
+        let group = "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100";
+        let id = format!("{group}/capacityReservations/eastus-1");
+        assert_eq!(reservation_group(&id), Some(group));
+        // ARM ids are case-insensitive: the group keeps the id's own spelling.
+        let upper = id.replace("capacityReservations", "CAPACITYRESERVATIONS");
+        assert_eq!(reservation_group(&upper), Some(group));
+        assert_eq!(group_parts(group), Some(("s", "capacity", "h100")));
+        assert_eq!(reservation_group(group), None);
+        assert_eq!(
+            reservation_group(&format!("{group}/capacityReservations/")),
+            None
+        );
+        assert_eq!(
+            reservation_group(
+                "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm/capacityReservations/x"
+            ),
+            None
+        );
+        assert_eq!(reservation_group("cr-0123"), None);
     }
 }

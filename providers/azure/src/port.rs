@@ -83,6 +83,9 @@ pub struct Vm {
     pub provisioning_state: Option<String>,
     /// When ARM created it.
     pub time_created: Option<DateTime<Utc>>,
+    /// The ARM id of the capacity reservation group it was created in
+    /// (`properties.capacityReservation.capacityReservationGroup.id`), when it was.
+    pub capacity_reservation_group: Option<String>,
     /// Tags.
     pub tags: BTreeMap<String, String>,
 }
@@ -113,6 +116,9 @@ pub struct VmSpec {
     pub ssh_public_key: Option<String>,
     /// User-assigned managed identities (ARM ids).
     pub identities: Vec<String>,
+    /// The capacity reservation group (ARM id) the VM is created in, so it uses the group's
+    /// reserved capacity of its size and zone (`properties.capacityReservation`).
+    pub capacity_reservation_group: Option<String>,
     /// Tags.
     pub tags: BTreeMap<String, String>,
 }
@@ -130,6 +136,10 @@ impl std::fmt::Debug for VmSpec {
             .field("os_disk_size_gb", &self.os_disk_size_gb)
             .field("custom_data", &self.custom_data.as_ref().map(|_| ".."))
             .field("identities", &self.identities)
+            .field(
+                "capacity_reservation_group",
+                &self.capacity_reservation_group,
+            )
             .field("tags", &self.tags)
             .finish_non_exhaustive()
     }
@@ -159,6 +169,15 @@ pub struct Accepted {
     /// The VM as the PUT's response described it.
     pub vm: Vm,
     /// The `Azure-AsyncOperation` (else `Location`) URL, when the operation is asynchronous.
+    pub operation_url: Option<String>,
+    /// How long ARM asks us to wait before polling.
+    pub retry_after: Option<Duration>,
+}
+
+/// An accepted asynchronous action (a VM restart): where to follow its operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// The `Azure-AsyncOperation` (else `Location`) URL; `None` when ARM finished it at once.
     pub operation_url: Option<String>,
     /// How long ARM asks us to wait before polling.
     pub retry_after: Option<Duration>,
@@ -206,6 +225,39 @@ pub struct Usage {
     pub limit: i64,
 }
 
+/// One capacity reservation (a size in a zone, reserved in a capacity reservation group) as ARM
+/// reports it, with what its group's instance view says of its use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapacityReservation {
+    /// Its ARM id (`/subscriptions/…/capacityReservationGroups/GROUP/capacityReservations/NAME`).
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// The ARM id of its capacity reservation group.
+    pub group_id: String,
+    /// The location (`eastus`).
+    pub location: String,
+    /// The zone number (`1`), when it is zonal.
+    pub zone: Option<String>,
+    /// The VM size it reserves (`sku.name`).
+    pub size: String,
+    /// How many VMs it reserves (`sku.capacity`).
+    pub capacity: u32,
+    /// How many it holds now and bills for (`instanceView.utilizationInfo.currentCapacity`), when
+    /// the group's instance view says.
+    pub current_capacity: Option<u32>,
+    /// VMs allocated against it (`instanceView.utilizationInfo.virtualMachinesAllocated`), when
+    /// the group's instance view names it.
+    pub allocated: Option<u32>,
+    /// VMs associated with it (`properties.virtualMachinesAssociated`: allocated or not; a
+    /// deallocated VM stays associated).
+    pub associated: u32,
+    /// `Creating`, `Succeeded`, `Updating`, `Deleting`, `Failed`.
+    pub provisioning_state: Option<String>,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+}
+
 /// The ARM calls the provider makes, in one subscription and resource group.
 pub trait Arm: Send + Sync {
     /// GET one VM; `None` when it does not exist.
@@ -224,4 +276,10 @@ pub trait Arm: Send + Sync {
     fn usages(&self, location: String) -> PortFuture<'_, Vec<Usage>>;
     /// Whether the resource group exists (doctor).
     fn resource_group_exists(&self) -> PortFuture<'_, bool>;
+    /// Every capacity reservation of every capacity reservation group of the subscription (in
+    /// any resource group; every page), with what each group's instance view says of its use.
+    fn capacity_reservations(&self) -> PortFuture<'_, Vec<CapacityReservation>>;
+    /// POST a VM's restart (the operation is followed with [`Arm::operation`]); a VM that does
+    /// not exist is a 404 error.
+    fn restart_vm(&self, name: String) -> PortFuture<'_, Started>;
 }

@@ -1,7 +1,7 @@
-//! The [`Arm`] port over `azure_mgmt_compute` (API version 2024-07-01): VM PUT with `.send()`
-//! only (the crate's long-running-operation future re-sends the PUT in a loop, so operations
-//! are followed here through their `Azure-AsyncOperation` URL), GET, DELETE, list and resource
-//! SKUs. The pipeline never retries (the engine decides) and a small policy of ours keeps the
+//! The [`Arm`] port over `azure_mgmt_compute` (API version 2024-07-01): VM PUT and restart
+//! with `.send()` only (the crate's long-running-operation future re-sends the PUT in a loop, so
+//! operations are followed here through their `Azure-AsyncOperation` URL), GET, DELETE, list,
+//! resource SKUs, and capacity reservation groups with their reservations. The pipeline never retries (the engine decides) and a small policy of ours keeps the
 //! ARM error code, status and `Retry-After` of every failed response.
 //!
 //! Requests are built from, and responses read as, the REST JSON shapes: the crate's models are
@@ -25,9 +25,10 @@ use futures::StreamExt as _;
 use serde_json::{Value, json};
 
 use crate::config::{AzureSettings, CredentialSource};
+use crate::names::group_parts;
 use crate::port::{
-    Accepted, ApiError, ApiErrorKind, Arm, ImageRef, OperationStatus, PortFuture, Sku, Usage, Vm,
-    VmSpec,
+    Accepted, ApiError, ApiErrorKind, Arm, CapacityReservation, ImageRef, OperationStatus,
+    PortFuture, Sku, Started, Usage, Vm, VmSpec,
 };
 use crate::rate::RateLimits;
 
@@ -349,6 +350,9 @@ pub fn vm_body(spec: &VmSpec) -> Value {
     } else {
         properties["priority"] = json!("Regular");
     }
+    if let Some(group) = &spec.capacity_reservation_group {
+        properties["capacityReservation"] = json!({ "capacityReservationGroup": { "id": group } });
+    }
     let mut body = json!({
         "location": spec.location,
         "tags": spec.tags,
@@ -366,6 +370,18 @@ pub fn vm_body(spec: &VmSpec) -> Value {
         body["identity"] = json!({ "type": "UserAssigned", "userAssignedIdentities": ids });
     }
     body
+}
+
+/// Tags from a resource's REST JSON (string values only).
+fn tags_of(v: &Value) -> BTreeMap<String, String> {
+    v.get("tags")
+        .and_then(Value::as_object)
+        .map(|t| {
+            t.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A VM from its REST JSON.
@@ -391,16 +407,74 @@ pub fn vm_of(v: &Value) -> Vm {
         time_created: text(props, "timeCreated")
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
             .map(|t| t.with_timezone(&chrono::Utc)),
-        tags: v
-            .get("tags")
-            .and_then(Value::as_object)
-            .map(|t| {
-                t.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        capacity_reservation_group: props
+            .pointer("/capacityReservation/capacityReservationGroup/id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned),
+        tags: tags_of(v),
     }
+}
+
+/// The capacity reservations of the group `group_id` from their REST JSON (`reservations`, as
+/// listed) and the group's (`group`, read with `$expand=instanceView`). What a reservation's
+/// use is comes from the group's instance view (`capacityReservations[].utilizationInfo`, by
+/// reservation name): `virtualMachinesAllocated` and `currentCapacity`; a reservation the
+/// instance view does not name has only its `virtualMachinesAssociated`. Entries without an
+/// id, a size or a capacity are left out.
+pub fn capacity_reservations_of(
+    group_id: &str,
+    group: &Value,
+    reservations: &[Value],
+) -> Vec<CapacityReservation> {
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let count = |v: Option<&Value>| v.and_then(Value::as_array).map_or(0, Vec::len);
+    let to_u32 = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+    let views: BTreeMap<String, &Value> = group
+        .pointer("/properties/instanceView/capacityReservations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            Some((
+                text(v, "name")?.to_ascii_lowercase(),
+                v.get("utilizationInfo").unwrap_or(&Value::Null),
+            ))
+        })
+        .collect();
+    reservations
+        .iter()
+        .filter_map(|r| {
+            let props = r.get("properties").unwrap_or(&Value::Null);
+            let name = text(r, "name").unwrap_or_default();
+            let use_of = views.get(&name.to_ascii_lowercase());
+            Some(CapacityReservation {
+                id: text(r, "id").filter(|id| !id.is_empty())?,
+                group_id: group_id.to_owned(),
+                location: text(r, "location").unwrap_or_default(),
+                zone: r
+                    .get("zones")
+                    .and_then(Value::as_array)
+                    .and_then(|z| z.first())
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                size: r.pointer("/sku/name").and_then(Value::as_str)?.to_owned(),
+                capacity: to_u32(r.pointer("/sku/capacity").and_then(Value::as_i64)?),
+                current_capacity: use_of
+                    .and_then(|u| u.get("currentCapacity"))
+                    .and_then(Value::as_i64)
+                    .map(to_u32),
+                allocated: use_of.map(|u| {
+                    u32::try_from(count(u.get("virtualMachinesAllocated"))).unwrap_or(u32::MAX)
+                }),
+                associated: u32::try_from(count(props.get("virtualMachinesAssociated")))
+                    .unwrap_or(u32::MAX),
+                provisioning_state: text(props, "provisioningState"),
+                tags: tags_of(r),
+                name,
+            })
+        })
+        .collect()
 }
 
 /// A resource SKU from its REST JSON; `None` for anything but virtual machines.
@@ -646,6 +720,107 @@ impl Arm for SdkArm {
             }
         })
     }
+
+    fn capacity_reservations(&self) -> PortFuture<'_, Vec<CapacityReservation>> {
+        Box::pin(async move {
+            let groups_client = self.client.capacity_reservation_groups_client();
+            let reservations_client = self.client.capacity_reservations_client();
+            self.limits.read().await;
+            let mut pages = groups_client
+                .list_by_subscription(&self.subscription)
+                .into_stream();
+            let mut groups = Vec::new();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(api_error)?;
+                for group in page.value {
+                    groups.push(to_json(&group)?);
+                }
+            }
+            let mut out = Vec::new();
+            for group in &groups {
+                let Some((id, (subscription, resource_group, name))) = group
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .and_then(|id| Some((id, group_parts(id)?)))
+                else {
+                    continue;
+                };
+                // A group deleted between the list and these calls is skipped (404).
+                self.limits.read().await;
+                let mut pages = reservations_client
+                    .list_by_capacity_reservation_group(resource_group, name, subscription)
+                    .into_stream();
+                let mut reservations = Vec::new();
+                let mut gone = false;
+                while let Some(page) = pages.next().await {
+                    match page.map_err(api_error) {
+                        Ok(page) => {
+                            for r in page.value {
+                                reservations.push(to_json(&r)?);
+                            }
+                        }
+                        Err(e) if e.status == Some(404) => {
+                            gone = true;
+                            break;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                if gone || reservations.is_empty() {
+                    continue;
+                }
+                self.limits.read().await;
+                let sent = groups_client
+                    .get(resource_group, name, subscription)
+                    .expand("instanceView")
+                    .send()
+                    .await
+                    .map_err(api_error);
+                let response = match sent {
+                    Ok(r) => r,
+                    Err(e) if e.status == Some(404) => continue,
+                    Err(e) => return Err(e),
+                };
+                let body = response
+                    .into_raw_response()
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(api_error)?;
+                out.extend(capacity_reservations_of(
+                    id,
+                    &json_or_null(&body),
+                    &reservations,
+                ));
+            }
+            Ok(out)
+        })
+    }
+
+    fn restart_vm(&self, name: String) -> PortFuture<'_, Started> {
+        Box::pin(async move {
+            self.limits.write().await;
+            let response = self
+                .client
+                .virtual_machines_client()
+                .restart(&self.resource_group, &name, &self.subscription)
+                .send()
+                .await
+                .map_err(api_error)?
+                .into_raw_response();
+            let headers = response.headers();
+            Ok(Started {
+                operation_url: header(headers, "azure-asyncoperation")
+                    .or_else(|| header(headers, "location")),
+                retry_after: retry_after(headers),
+            })
+        })
+    }
+}
+
+/// An SDK model as its REST JSON.
+fn to_json(model: &impl serde::Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(model).map_err(|e| ApiError::other(ApiErrorKind::Response, e.to_string()))
 }
 
 #[cfg(test)]
@@ -665,6 +840,7 @@ mod tests {
             custom_data: Some("IyFiYXNo".into()),
             ssh_public_key: Some("ssh-ed25519 AAAA".into()),
             identities: vec!["/subscriptions/s/resourceGroups/rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/kubelet".into()],
+            capacity_reservation_group: None,
             tags: BTreeMap::from([("quartermaster.dev/nodeclaim".into(), "default-abc12".into())]),
         }
     }
@@ -706,6 +882,81 @@ mod tests {
         assert_eq!(body["properties"]["priority"], "Regular");
         assert!(body.get("zones").is_none());
         assert!(body["properties"].get("billingProfile").is_none());
+        assert!(body["properties"].get("capacityReservation").is_none());
+    }
+
+    #[test]
+    fn a_vm_in_a_capacity_reservation_group_names_it_and_reads_back_with_it() {
+        let group = "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100";
+        let body = vm_body(&VmSpec {
+            spot: false,
+            capacity_reservation_group: Some(group.into()),
+            ..spec()
+        });
+        assert_eq!(
+            body["properties"]["capacityReservation"]["capacityReservationGroup"]["id"],
+            group
+        );
+        // The SDK model keeps it, so the PUT sends it.
+        let vm: models::VirtualMachine = serde_json::from_value(body).unwrap();
+        let back = serde_json::to_value(&vm).unwrap();
+        assert_eq!(
+            vm_of(&back).capacity_reservation_group.as_deref(),
+            Some(group)
+        );
+        assert_eq!(
+            vm_of(&json!({"properties": {}})).capacity_reservation_group,
+            None
+        );
+    }
+
+    #[test]
+    fn capacity_reservations_read_size_zone_capacity_and_use_from_the_group_instance_view() {
+        let group_id = "/subscriptions/s/resourceGroups/capacity/providers/Microsoft.Compute/capacityReservationGroups/h100";
+        let vm = |n: &str| json!({"id": format!("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/{n}")});
+        let reservation = |name: &str, zone: &str, capacity: i64, associated: Vec<Value>| {
+            json!({
+                "id": format!("{group_id}/capacityReservations/{name}"), "name": name,
+                "location": "eastus", "zones": [zone], "tags": {"team": "research"},
+                "sku": {"name": "Standard_ND96isr_H100_v5", "capacity": capacity},
+                "properties": {"provisioningState": "Succeeded", "virtualMachinesAssociated": associated}
+            })
+        };
+        let listed = [
+            reservation("z1", "1", 4, vec![vm("a"), vm("b"), vm("c")]),
+            reservation("z2", "2", 2, vec![vm("d")]),
+            // No size: not a reservation we can use.
+            json!({"id": format!("{group_id}/capacityReservations/bad"), "name": "bad", "location": "eastus", "sku": {}}),
+        ];
+        // The group's instance view names z1 only: two of its three associated VMs are
+        // allocated (the third is deallocated), and only 3 of the 4 are held now.
+        let group = json!({
+            "id": group_id, "name": "h100", "location": "eastus",
+            "properties": {"instanceView": {"capacityReservations": [
+                {"name": "Z1", "utilizationInfo": {"currentCapacity": 3,
+                 "virtualMachinesAllocated": [vm("a"), vm("b")]}}
+            ]}}
+        });
+        let rs = capacity_reservations_of(group_id, &group, &listed);
+        assert_eq!(rs.len(), 2, "{rs:?}");
+        assert_eq!(rs[0].id, format!("{group_id}/capacityReservations/z1"));
+        assert_eq!(rs[0].group_id, group_id);
+        assert_eq!(rs[0].size, "Standard_ND96isr_H100_v5");
+        assert_eq!(rs[0].zone.as_deref(), Some("1"));
+        assert_eq!(rs[0].capacity, 4);
+        assert_eq!(rs[0].current_capacity, Some(3));
+        assert_eq!(rs[0].allocated, Some(2));
+        assert_eq!(rs[0].associated, 3);
+        assert_eq!(rs[0].tags["team"], "research");
+        assert_eq!(rs[1].allocated, None);
+        assert_eq!(rs[1].associated, 1);
+        // The SDK's list model keeps what we read.
+        let model: models::CapacityReservation = serde_json::from_value(listed[0].clone()).unwrap();
+        let back = serde_json::to_value(&model).unwrap();
+        assert_eq!(
+            capacity_reservations_of(group_id, &group, &[back])[0],
+            rs[0]
+        );
     }
 
     #[test]
