@@ -23,6 +23,18 @@ pub const LABEL_RESERVATION_TYPE: &str = "quartermaster.dev/capacity-reservation
 pub const KARPENTER_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 /// Karpenter's (AWS provider) spelling of [`LABEL_RESERVATION_TYPE`].
 pub const KARPENTER_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
+/// The key of [`Reservation::tags`] naming the group a reservation belongs to, so a NodeClass can
+/// select a whole group (Azure: the capacity reservation group's ARM id, which the Azure provider
+/// sets on each capacity reservation it reports; clouds without groups leave it out). Not a
+/// cloud tag: Azure tag names cannot hold `/`, so no tag of the reservation's own collides.
+pub const TAG_RESERVATION_GROUP: &str = "quartermaster.dev/capacity-reservation-group";
+/// The key of [`Reservation::tags`] that marks a reservation only launches naming it may use
+/// (value `"true"`; GCP: `specificReservationRequired`, consumed only by `SPECIFIC_RESERVATION`
+/// affinity; without it a GCP reservation is consumed automatically by any matching VM and
+/// cannot be targeted by name). Set by the GCP provider; absent elsewhere. Not a cloud tag:
+/// GCE reservations have no labels.
+pub const TAG_SPECIFIC_RESERVATION_REQUIRED: &str =
+    "quartermaster.dev/specific-reservation-required";
 /// How long before a Capacity Block ends its nodes are drained (Karpenter: 40 minutes; EC2
 /// reclaims the instances 30 minutes before the end).
 pub const CAPACITY_BLOCK_DRAIN_BEFORE: TimeDelta = TimeDelta::minutes(40);

@@ -2,7 +2,8 @@
 //! anonymous credentials, no SDK retries) against our local Compute Engine: launch, get,
 //! list, delete; capacity inside a finished operation falls through to the next offering in
 //! the same launch; no second instance after a crash; throttling; a dead endpoint; leaks
-//! listed by the cluster label; spot preemption as an interruption event.
+//! listed by the cluster label; spot preemption as an interruption event; reservations listed
+//! (every page) and launched into; flex-start launches; reset.
 
 #[path = "gcp_server.rs"]
 pub(crate) mod gcp_server;
@@ -18,7 +19,10 @@ use quartermaster_cloud::{
 use quartermaster_gcp::{GcpCloud, GcpSettings, OperationWait, parse_provider_id};
 use quartermaster_policies::GCPNodeClassSpec;
 use quartermaster_policies::nodeclass::gcp::GcpImage;
-use quartermaster_pricing::{CapacityType, Catalog};
+use quartermaster_pricing::reservation::{
+    LABEL_RESERVATION_ID, LABEL_RESERVATION_TYPE, TAG_SPECIFIC_RESERVATION_REQUIRED,
+};
+use quartermaster_pricing::{CapacityType, Catalog, Cloud, ReservationKind};
 
 use gcp_server::{Call, GcpServer, HttpFault};
 
@@ -71,6 +75,7 @@ fn spec() -> GCPNodeClassSpec {
             "projects/{PROJECT}/global/instanceTemplates/gke-test-cluster-gpu-1234"
         )),
         metadata: BTreeMap::from([("team".into(), "ml".into())]),
+        reservation_affinity: None,
     }
 }
 
@@ -450,4 +455,304 @@ fn doctor_passes_against_the_local_endpoint_and_fails_against_a_dead_one() {
     );
     assert!(dead.stdout.contains("FAIL"), "{}", dead.stdout);
     drop(server);
+}
+
+/// A GCPNodeClass whose pools may use `reservationAffinity` `affinity`.
+fn spec_with(affinity: serde_json::Value) -> GCPNodeClassSpec {
+    GCPNodeClassSpec {
+        reservation_affinity: Some(serde_json::from_value(affinity).expect("an affinity")),
+        ..spec()
+    }
+}
+
+/// A launch into reservation `name` (as the engine asks for one: capacity type `reserved`,
+/// the reservation's labels) from a class with `affinity`.
+fn reserved_request(claim: &str, name: &str, affinity: serde_json::Value) -> LaunchRequest {
+    let mut r = request(
+        claim,
+        offering("a3-highgpu-8g", ZONE_A, CapacityType::Reserved),
+        vec![],
+    );
+    r.price_per_hour = 0.0;
+    r.labels = BTreeMap::from([
+        (LABEL_RESERVATION_ID.to_owned(), name.to_owned()),
+        (LABEL_RESERVATION_TYPE.to_owned(), "default".to_owned()),
+    ]);
+    r.node_class_spec = Some(NodeClassSpec::Gcp(Box::new(spec_with(affinity))));
+    r
+}
+
+/// The embedded catalog's on-demand price of `t` in `zone` (or its first zone).
+fn on_demand(t: &str, zone: &str) -> f64 {
+    let catalog = Catalog::embedded();
+    let it = catalog.get(Cloud::Gcp, t).expect("in the catalog");
+    let od = |o: &&quartermaster_pricing::Offering| o.capacity_type == CapacityType::OnDemand;
+    it.offerings
+        .iter()
+        .filter(od)
+        .find(|o| o.zone == zone)
+        .or_else(|| it.offerings.iter().find(od))
+        .expect("an on-demand offering")
+        .price_per_hour
+}
+
+#[tokio::test]
+async fn reservations_are_listed_from_every_page_with_their_free_slots() {
+    let server = GcpServer::start().await;
+    server.put_reservation(PROJECT, ZONE_A, "h100-block", "a3-highgpu-8g", 4, true);
+    server.put_reservation(PROJECT, ZONE_B, "a100-open", "a2-highgpu-1g", 2, false);
+    server.put_reservation(PROJECT, ZONE_B, "h100-new", "a3-highgpu-8g", 8, true);
+    server.set_reservation_status(PROJECT, ZONE_B, "h100-new", "CREATING");
+    server.put_reservation("other-project", ZONE_A, "theirs", "a3-highgpu-8g", 1, true);
+    server.reservations_per_page(1);
+    let cloud = cloud(server.endpoint()).await;
+    // A VM sent without an affinity (GCE's default: any) consumes the open reservation.
+    cloud
+        .create(&request(
+            "gpu-default",
+            offering("a2-highgpu-1g", ZONE_B, CapacityType::OnDemand),
+            vec![],
+        ))
+        .await
+        .expect("a launch");
+    assert_eq!(server.in_use(PROJECT, ZONE_B, "a100-open"), 1);
+
+    let mut got = cloud.reservations().await.expect("reservations");
+    got.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(
+        server.calls("GET /compute/v1/projects/test-project/aggregated/reservations"),
+        3,
+        "one page per reservation"
+    );
+    let ids: Vec<&str> = got.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["a100-open", "h100-block"],
+        "not the one being created"
+    );
+    let (open, block) = (&got[0], &got[1]);
+    assert_eq!(block.cloud, Cloud::Gcp);
+    assert_eq!(block.instance_type, "a3-highgpu-8g");
+    assert_eq!(block.zone, ZONE_A);
+    assert_eq!((block.count, block.available), (4, Some(4)));
+    assert_eq!(block.kind, ReservationKind::Default);
+    assert_eq!((block.start, block.end), (None, None));
+    assert_eq!(block.tags[TAG_SPECIFIC_RESERVATION_REQUIRED], "true");
+    // Billed at the on-demand rate, used or not.
+    assert_eq!(block.price_per_hour, on_demand("a3-highgpu-8g", ZONE_A));
+    assert!(block.price_per_hour > 0.0);
+    assert_eq!((open.count, open.available), (2, Some(1)));
+    assert!(open.tags.is_empty());
+}
+
+#[tokio::test]
+async fn a_reserved_launch_names_its_reservation_and_takes_a_slot() {
+    let server = GcpServer::start().await;
+    server.put_reservation(PROJECT, ZONE_A, "h100-block", "a3-highgpu-8g", 2, true);
+    let cloud = cloud(server.endpoint()).await;
+    let specific = serde_json::json!({
+        "consumeReservationType": "SPECIFIC_RESERVATION", "values": ["h100-block"],
+    });
+
+    // Launched before any listing: the provider reads the reservation to know how to ask.
+    let launched = cloud
+        .create(&reserved_request("gpu-r1", "h100-block", specific.clone()))
+        .await
+        .expect("a reserved launch");
+    assert_eq!(launched.capacity_type, CapacityType::Reserved);
+    let stored = server
+        .instance(PROJECT, ZONE_A, "qm-gpu-r1")
+        .expect("the instance exists");
+    assert_eq!(
+        stored["reservationAffinity"],
+        serde_json::json!({
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": ["h100-block"],
+        })
+    );
+    assert!(stored["scheduling"].get("provisioningModel").is_none());
+    assert_eq!(stored["labels"]["quartermaster-reservation"], "h100-block");
+    assert_eq!(server.in_use(PROJECT, ZONE_A, "h100-block"), 1);
+    let listed = cloud.reservations().await.expect("reservations");
+    assert_eq!(listed[0].available, Some(1));
+
+    // Read back: reserved, priced 0 (the reservation is paid used or not).
+    let got = cloud.get(&launched.provider_id).await.expect("get");
+    assert_eq!(got.capacity_type, CapacityType::Reserved);
+    assert_eq!(got.price_per_hour, 0.0);
+
+    // An on-demand node of the same class never eats the reservation.
+    let mut plain = request(
+        "gpu-od",
+        offering("a3-highgpu-8g", ZONE_A, CapacityType::OnDemand),
+        vec![],
+    );
+    plain.node_class_spec = Some(NodeClassSpec::Gcp(Box::new(spec_with(specific.clone()))));
+    let od = cloud.create(&plain).await.expect("an on-demand launch");
+    assert_eq!(od.capacity_type, CapacityType::OnDemand);
+    let stored = server.instance(PROJECT, ZONE_A, "qm-gpu-od").unwrap();
+    assert_eq!(
+        stored["reservationAffinity"]["consumeReservationType"],
+        "NO_RESERVATION"
+    );
+    assert_eq!(server.in_use(PROJECT, ZONE_A, "h100-block"), 1);
+    assert_eq!(
+        cloud.get(&od.provider_id).await.expect("get").capacity_type,
+        CapacityType::OnDemand
+    );
+
+    // The second slot, then none: a full reservation is a capacity error of the offering.
+    cloud
+        .create(&reserved_request("gpu-r2", "h100-block", specific.clone()))
+        .await
+        .expect("the second slot");
+    assert_eq!(server.in_use(PROJECT, ZONE_A, "h100-block"), 2);
+    match cloud
+        .create(&reserved_request("gpu-r3", "h100-block", specific.clone()))
+        .await
+    {
+        Err(CloudError::InsufficientCapacity {
+            capacity_type,
+            zone,
+            message,
+            ..
+        }) => {
+            assert_eq!(
+                (capacity_type, zone.as_str()),
+                (CapacityType::Reserved, ZONE_A)
+            );
+            assert!(message.contains("h100-block"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A reservation that is gone is a capacity error too (the engine falls back).
+    assert!(matches!(
+        cloud
+            .create(&reserved_request("gpu-r4", "deleted", specific))
+            .await,
+        Err(CloudError::InsufficientCapacity { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_reserved_launch_into_a_reservation_vms_consume_automatically_asks_for_any() {
+    let server = GcpServer::start().await;
+    server.put_reservation(PROJECT, ZONE_A, "h100-open", "a3-highgpu-8g", 1, false);
+    let cloud = cloud(server.endpoint()).await;
+    let any = serde_json::json!({"consumeReservationType": "ANY_RESERVATION"});
+    assert_eq!(cloud.reservations().await.expect("reservations").len(), 1);
+
+    // An on-demand node of a class with an affinity leaves it alone...
+    let mut plain = request(
+        "gpu-od",
+        offering("a3-highgpu-8g", ZONE_A, CapacityType::OnDemand),
+        vec![],
+    );
+    plain.node_class_spec = Some(NodeClassSpec::Gcp(Box::new(spec_with(any.clone()))));
+    cloud.create(&plain).await.expect("an on-demand launch");
+    assert_eq!(server.in_use(PROJECT, ZONE_A, "h100-open"), 0);
+
+    // ...and the reserved launch takes it. Compute Engine refuses to let a VM name a
+    // reservation that is not specific-only, so the launch asks for any.
+    let launched = cloud
+        .create(&reserved_request("gpu-r1", "h100-open", any))
+        .await
+        .expect("a reserved launch");
+    let stored = server.instance(PROJECT, ZONE_A, "qm-gpu-r1").unwrap();
+    assert_eq!(
+        stored["reservationAffinity"],
+        serde_json::json!({"consumeReservationType": "ANY_RESERVATION"})
+    );
+    assert_eq!(server.in_use(PROJECT, ZONE_A, "h100-open"), 1);
+    let got = cloud.get(&launched.provider_id).await.expect("get");
+    assert_eq!(got.capacity_type, CapacityType::Reserved, "by its label");
+}
+
+#[tokio::test]
+async fn a_flex_start_launch_carries_its_scheduling_and_reads_back_as_flex_start() {
+    let server = GcpServer::start().await;
+    // Flex-start never consumes a reservation, even one it would match.
+    server.put_reservation(PROJECT, ZONE_A, "h100-open", "a3-highgpu-8g", 1, false);
+    let cloud = cloud(server.endpoint()).await;
+    let req = request(
+        "gpu-flex",
+        offering("a3-highgpu-8g", ZONE_A, CapacityType::FlexStart),
+        vec![],
+    );
+    let launched = cloud.create(&req).await.expect("a flex-start launch");
+    assert_eq!(launched.capacity_type, CapacityType::FlexStart);
+    let stored = server.instance(PROJECT, ZONE_A, "qm-gpu-flex").unwrap();
+    let s = &stored["scheduling"];
+    assert_eq!(s["provisioningModel"], "FLEX_START");
+    assert_eq!(
+        s["maxRunDuration"]["seconds"],
+        quartermaster_pricing::flex_start::FLEX_START_MAX_RUN
+            .num_seconds()
+            .to_string()
+    );
+    assert_eq!(s["instanceTerminationAction"], "DELETE");
+    assert_eq!(s["onHostMaintenance"], "TERMINATE");
+    assert_eq!(s["automaticRestart"], false);
+    assert_eq!(
+        stored["reservationAffinity"]["consumeReservationType"],
+        "NO_RESERVATION"
+    );
+    assert_eq!(server.in_use(PROJECT, ZONE_A, "h100-open"), 0);
+
+    // Waiting for Dynamic Workload Scheduler capacity (PENDING) it is still pending.
+    server.set_status(PROJECT, ZONE_A, "qm-gpu-flex", "PENDING");
+    let got = cloud.get(&launched.provider_id).await.expect("get");
+    assert_eq!(got.capacity_type, CapacityType::FlexStart);
+    assert_eq!(got.state, InstanceState::Pending);
+    // Priced as flex-start (the catalog's estimate: half of on-demand for A3).
+    let half = on_demand("a3-highgpu-8g", ZONE_A) * 0.5;
+    assert!(
+        (got.price_per_hour - half).abs() < 1e-6,
+        "{}",
+        got.price_per_hour
+    );
+    let listed = cloud.list().await.expect("list");
+    assert_eq!(listed[0].capacity_type, CapacityType::FlexStart);
+}
+
+#[tokio::test]
+async fn reset_reboots_in_place_and_a_missing_instance_is_not_found() {
+    let server = GcpServer::start().await;
+    let cloud = cloud(server.endpoint()).await;
+    let launched = cloud
+        .create(&request(
+            "gpu-reboot",
+            offering("a2-highgpu-1g", ZONE_A, CapacityType::OnDemand),
+            vec![],
+        ))
+        .await
+        .expect("launch");
+    cloud.reboot(&launched.provider_id).await.expect("reset");
+    assert_eq!(
+        server.calls(
+            "POST /compute/v1/projects/test-project/zones/us-central1-a/instances/qm-gpu-reboot/reset"
+        ),
+        1
+    );
+    assert!(
+        server.calls("GET /compute/v1/projects/test-project/zones/us-central1-a/operations/") >= 1,
+        "the reset's operation is waited for"
+    );
+    assert_eq!(server.instances(), [format!("{ZONE_A}/qm-gpu-reboot")]);
+
+    let missing = "gce://test-project/us-central1-a/qm-gone";
+    match cloud.reboot(missing).await {
+        Err(CloudError::NotFound { provider_id }) => assert_eq!(provider_id, missing),
+        other => panic!("{other:?}"),
+    }
+    server.fail_next(Call::Reset, HttpFault::throttled());
+    assert!(matches!(
+        cloud.reboot(&launched.provider_id).await,
+        Err(CloudError::Throttled { .. })
+    ));
+    assert!(matches!(
+        cloud.reboot("aws:///us-east-1a/i-1").await,
+        Err(CloudError::InvalidRequest { .. })
+    ));
 }

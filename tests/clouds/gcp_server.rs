@@ -1,8 +1,16 @@
 //! A small Compute Engine of ours on 127.0.0.1: the REST paths `google-cloud-compute-v1` calls
-//! for the GCP provider (instances insert / get / aggregatedList / delete, zoneOperations get,
-//! zones get), holding instances in memory, with injectable faults: an insert whose operation
-//! finishes with `ZONE_RESOURCE_POOL_EXHAUSTED` for a (machine type, zone), and HTTP errors
-//! (429, 500, ...) queued per call.
+//! for the GCP provider (instances insert / get / aggregatedList / delete / reset,
+//! reservations aggregatedList, zoneOperations get, zones get), holding instances (as inserted:
+//! `scheduling`, `reservationAffinity` and all) and seeded reservations in memory, with
+//! injectable faults: an insert whose operation finishes with `ZONE_RESOURCE_POOL_EXHAUSTED` for
+//! a (machine type, zone), and HTTP errors (429, 500, ...) queued per call.
+//!
+//! Reservations are consumed as Compute Engine consumes them: an instance whose
+//! `reservationAffinity` is `SPECIFIC_RESERVATION` takes a slot of the reservation it names (which
+//! must exist in its zone, require specific targeting, hold its machine type and have a free
+//! slot), and a standard (not spot, not flex-start) instance with `ANY_RESERVATION` or no
+//! affinity takes a free slot of a matching reservation that VMs consume automatically; the
+//! reservation's `inUseCount` counts them.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
@@ -33,6 +41,19 @@ pub enum Call {
     Operation,
     /// `zones.get`.
     Zone,
+    /// `instances.reset`.
+    Reset,
+    /// `reservations.aggregatedList`.
+    Reservations,
+}
+
+/// A seeded reservation.
+#[derive(Debug, Clone)]
+struct SeededReservation {
+    machine_type: String,
+    count: i64,
+    specific_required: bool,
+    status: String,
 }
 
 /// An HTTP error answered instead of the call.
@@ -85,6 +106,12 @@ struct State {
     /// Operations are `RUNNING` for this many polls before they are `DONE`.
     polls_before_done: u32,
     next_op: u64,
+    /// (project, zone, name) -> reservation.
+    reservations: BTreeMap<(String, String, String), SeededReservation>,
+    /// (project, zone, instance) -> the reservation (in its zone) the instance consumes.
+    consumed: BTreeMap<(String, String, String), String>,
+    /// Reservations per page of `reservations.aggregatedList`.
+    reservations_page_size: usize,
 }
 
 /// The running server; stops when dropped.
@@ -109,6 +136,7 @@ impl GcpServer {
         let addr = listener.local_addr().expect("server address");
         let state = Arc::new(Mutex::new(State {
             polls_before_done: 1,
+            reservations_page_size: 500,
             ..State::default()
         }));
         let s = state.clone();
@@ -199,6 +227,49 @@ impl GcpServer {
         }
     }
 
+    /// Holds a `READY` reservation of `count` `machine_type` in `zone`; with `specific_required`
+    /// only instances naming it may consume it.
+    pub fn put_reservation(
+        &self,
+        project: &str,
+        zone: &str,
+        name: &str,
+        machine_type: &str,
+        count: i64,
+        specific_required: bool,
+    ) {
+        self.state().reservations.insert(
+            (project.to_owned(), zone.to_owned(), name.to_owned()),
+            SeededReservation {
+                machine_type: machine_type.to_owned(),
+                count,
+                specific_required,
+                status: "READY".to_owned(),
+            },
+        );
+    }
+
+    /// Sets a reservation's status (`CREATING`, `DELETING`).
+    pub fn set_reservation_status(&self, project: &str, zone: &str, name: &str, status: &str) {
+        if let Some(r) = self.state().reservations.get_mut(&(
+            project.to_owned(),
+            zone.to_owned(),
+            name.to_owned(),
+        )) {
+            r.status = status.to_owned();
+        }
+    }
+
+    /// `reservations.aggregatedList` answers at most `n` reservations a page.
+    pub fn reservations_per_page(&self, n: usize) {
+        self.state().reservations_page_size = n.max(1);
+    }
+
+    /// A reservation's `inUseCount`.
+    pub fn in_use(&self, project: &str, zone: &str, name: &str) -> i64 {
+        in_use(&self.state(), project, zone, name)
+    }
+
     /// The instances held, `zone/name`.
     pub fn instances(&self) -> Vec<String> {
         self.state()
@@ -223,6 +294,120 @@ impl GcpServer {
             .iter()
             .filter(|c| c.starts_with(prefix))
             .count()
+    }
+}
+
+/// How many instances consume reservation `name` of `project` in `zone`.
+fn in_use(st: &State, project: &str, zone: &str, name: &str) -> i64 {
+    let n = st
+        .consumed
+        .iter()
+        .filter(|((p, z, _), r)| p == project && z == zone && r.as_str() == name)
+        .count();
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A reservation as `reservations.aggregatedList` shows it (int64 fields as strings).
+fn reservation_json(st: &State, (project, zone, name): &(String, String, String)) -> Value {
+    let r = &st.reservations[&(project.clone(), zone.clone(), name.clone())];
+    let base = format!("https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}");
+    json!({
+        "kind": "compute#reservation",
+        "name": name,
+        "zone": base,
+        "selfLink": format!("{base}/reservations/{name}"),
+        "status": r.status,
+        "specificReservationRequired": r.specific_required,
+        "specificReservation": {
+            "instanceProperties": {"machineType": r.machine_type},
+            "count": r.count.to_string(),
+            "inUseCount": in_use(st, project, zone, name).to_string(),
+        },
+    })
+}
+
+/// The reservation an instance inserted with `body` in `zone` consumes: `Ok(None)` for none,
+/// `Err` (HTTP status, reason, message) when Compute Engine refuses the insert at once, and
+/// `Ok(Some(Err(message)))` when the operation fails for want of a slot.
+#[allow(clippy::type_complexity)]
+fn consumption(
+    st: &State,
+    project: &str,
+    zone: &str,
+    machine_type: &str,
+    body: &Value,
+) -> Result<Option<Result<String, String>>, (u16, &'static str, String)> {
+    let affinity = &body["reservationAffinity"];
+    let kind = affinity["consumeReservationType"]
+        .as_str()
+        .unwrap_or("ANY_RESERVATION");
+    let model = body["scheduling"]["provisioningModel"]
+        .as_str()
+        .unwrap_or("STANDARD");
+    let free = |name: &str, r: &SeededReservation| {
+        r.status == "READY"
+            && r.machine_type == machine_type
+            && in_use(st, project, zone, name) < r.count
+    };
+    match kind {
+        "NO_RESERVATION" => Ok(None),
+        "SPECIFIC_RESERVATION" => {
+            let key = affinity["key"].as_str().unwrap_or_default();
+            let name = affinity["values"][0].as_str().unwrap_or_default();
+            if key != "compute.googleapis.com/reservation-name" || name.is_empty() {
+                return Err((
+                    400,
+                    "invalid",
+                    format!("Invalid value for field 'resource.reservationAffinity': key {key:?}"),
+                ));
+            }
+            if model != "STANDARD" {
+                return Err((
+                    400,
+                    "invalid",
+                    format!("{model} instances cannot consume reservations"),
+                ));
+            }
+            let Some(r) =
+                st.reservations
+                    .get(&(project.to_owned(), zone.to_owned(), name.to_owned()))
+            else {
+                return Err((
+                    400,
+                    "invalid",
+                    format!("Could not find the given reservation with the following name: {name}"),
+                ));
+            };
+            if !r.specific_required {
+                return Err((
+                    400,
+                    "invalid",
+                    format!(
+                        "Specified reservations [projects/{project}/reservations/{name}] can not be targeted as specificReservationRequired is not set"
+                    ),
+                ));
+            }
+            if r.machine_type != machine_type {
+                return Err((
+                    400,
+                    "invalid",
+                    format!("Reservation {name} is incorrect for the requested resources"),
+                ));
+            }
+            Ok(Some(if free(name, r) {
+                Ok(name.to_owned())
+            } else {
+                Err(format!(
+                    "Reservation {name} does not have sufficient capacity for the requested resources."
+                ))
+            }))
+        }
+        _ if model != "STANDARD" => Ok(None),
+        _ => Ok(st
+            .reservations
+            .iter()
+            .find(|((p, z, n), r)| p == project && z == zone && !r.specific_required && free(n, r))
+            .map(|((_, _, n), _)| Ok(n.clone()))),
     }
 }
 
@@ -334,6 +519,8 @@ async fn handle(
         (&Method::POST, ["projects", _, "zones", _, "instances"]) => Call::Insert,
         (&Method::GET, ["projects", _, "zones", _, "instances", _]) => Call::Get,
         (&Method::DELETE, ["projects", _, "zones", _, "instances", _]) => Call::Delete,
+        (&Method::POST, ["projects", _, "zones", _, "instances", _, "reset"]) => Call::Reset,
+        (&Method::GET, ["projects", _, "aggregated", "reservations"]) => Call::Reservations,
         (&Method::GET, ["projects", _, "aggregated", "instances"]) => Call::List,
         (&Method::GET, ["projects", _, "zones", _, "operations", _]) => Call::Operation,
         (&Method::GET, ["projects", _, "zones", _]) => Call::Zone,
@@ -378,8 +565,61 @@ async fn handle(
             if st.instances.remove(&key).is_none() {
                 return Ok(error(404, "notFound", "The resource was not found", None));
             }
+            st.consumed.remove(&key);
             let op = new_operation(&mut st, &project, &key.1, "delete", None);
             reply(200, &op, None)
+        }
+        Call::Reset => {
+            let key = (
+                project.clone(),
+                segments[3].to_owned(),
+                segments[5].to_owned(),
+            );
+            if !st.instances.contains_key(&key) {
+                return Ok(error(
+                    404,
+                    "notFound",
+                    &format!(
+                        "The resource 'projects/{project}/zones/{}/instances/{}' was not found",
+                        key.1, key.2
+                    ),
+                    None,
+                ));
+            }
+            let op = new_operation(&mut st, &project, &key.1, "reset", None);
+            reply(200, &op, None)
+        }
+        Call::Reservations => {
+            let keys: Vec<(String, String, String)> = st
+                .reservations
+                .keys()
+                .filter(|(p, _, _)| *p == project)
+                .cloned()
+                .collect();
+            let start: usize = q.get("pageToken").and_then(|t| t.parse().ok()).unwrap_or(0);
+            let end = (start + st.reservations_page_size).min(keys.len());
+            let mut items: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+            for k in keys.get(start..end).unwrap_or_default() {
+                items
+                    .entry(format!("zones/{}", k.1))
+                    .or_default()
+                    .push(reservation_json(&st, k));
+            }
+            let mut items: BTreeMap<String, Value> = items
+                .into_iter()
+                .map(|(k, v)| (k, json!({"reservations": v})))
+                .collect();
+            // A zone without reservations answers a warning instead, as Compute Engine does.
+            items.insert(
+                "zones/us-central1-f".to_owned(),
+                json!({"warning": {"code": "NO_RESULTS_ON_PAGE",
+                                   "message": "There are no results for scope 'zones/us-central1-f' on this page."}}),
+            );
+            let mut page = json!({"kind": "compute#reservationAggregatedList", "items": items});
+            if end < keys.len() {
+                page["nextPageToken"] = json!(end.to_string());
+            }
+            reply(200, &page, None)
         }
         Call::List => {
             let terms = label_terms(q.get("filter").map(String::as_str).unwrap_or_default());
@@ -518,7 +758,20 @@ fn insert(
     let exhausted = st
         .exhausted
         .contains(&(machine_type.clone(), zone.to_owned()));
-    let op = if exhausted {
+    let reservation = match consumption(st, project, zone, &machine_type, &body) {
+        Ok(r) => r,
+        Err((status, reason, message)) => return error(status, reason, &message, None),
+    };
+    let op = if let Some(Err(message)) = &reservation {
+        // The code Compute Engine gives here is not documented; the provider reads the words.
+        new_operation(
+            st,
+            project,
+            zone,
+            "insert",
+            Some(("RESERVATION_UNAVAILABLE", message.as_str())),
+        )
+    } else if exhausted && reservation.is_none() {
         let message = format!(
             "The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill the request. Try a different zone, or try again later."
         );
@@ -533,6 +786,9 @@ fn insert(
         let mut body = body;
         if let Some(t) = q.get("sourceInstanceTemplate") {
             body["sourceInstanceTemplate"] = json!(t);
+        }
+        if let Some(Ok(r)) = reservation {
+            st.consumed.insert(key.clone(), r);
         }
         st.instances
             .insert(key, stored_instance(project, zone, &body, "PROVISIONING"));

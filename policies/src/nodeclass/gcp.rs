@@ -74,6 +74,74 @@ pub struct GCPNodeClassSpec {
     /// Metadata items for the instances (added to the template's; a key given here wins).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
+    /// Which Compute Engine reservations the NodePools of this class may launch into (when
+    /// their requirements allow capacity type `reserved`), in GCE's own terms
+    /// (`ReservationAffinity`). Unset: none, and instances are sent without an affinity, as
+    /// before (GCE's default then lets an on-demand VM consume a matching reservation on its
+    /// own). Set: a launch into a reservation names it (`SPECIFIC_RESERVATION`; a reservation
+    /// without `specificReservationRequired` cannot be named, so a launch into one asks for
+    /// `ANY_RESERVATION`), and every other launch is sent `NO_RESERVATION`, so on-demand,
+    /// spot and flex-start nodes never take a slot Quartermaster counts as free.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_affinity: Option<GcpReservationAffinity>,
+}
+
+/// The reservation key that names a reservation (`compute.googleapis.com/reservation-name`).
+pub const RESERVATION_NAME_KEY: &str = "compute.googleapis.com/reservation-name";
+/// The same key as the Compute Engine API reference spells it (`googleapis.com/reservation-name`);
+/// accepted as [`RESERVATION_NAME_KEY`].
+pub const RESERVATION_NAME_KEY_SHORT: &str = "googleapis.com/reservation-name";
+
+/// Which reservations a GCPNodeClass's nodes may consume (Compute Engine `ReservationAffinity`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GcpReservationAffinity {
+    /// `ANY_RESERVATION` (the default, as in Compute Engine: every reservation of the project
+    /// that VMs consume automatically, not those with `specificReservationRequired`),
+    /// `SPECIFIC_RESERVATION` (the reservations named in `values`) or `NO_RESERVATION`.
+    #[serde(default)]
+    pub consume_reservation_type: ConsumeReservationType,
+    /// The key `values` are of: `compute.googleapis.com/reservation-name` (the default; the only
+    /// key a Compute Engine reservation can be targeted by).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The reservation names (`SPECIFIC_RESERVATION` only; reservations of `spec.project`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+impl GcpReservationAffinity {
+    /// The key (`compute.googleapis.com/reservation-name` unless set).
+    pub fn key_or_default(&self) -> &str {
+        self.key.as_deref().unwrap_or(RESERVATION_NAME_KEY)
+    }
+}
+
+/// Compute Engine's `ReservationAffinity.consumeReservationType`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ConsumeReservationType {
+    /// Any reservation that VMs consume automatically (not `specificReservationRequired`); the
+    /// default.
+    #[default]
+    #[serde(rename = "ANY_RESERVATION")]
+    AnyReservation,
+    /// Only the reservations named in `values`.
+    #[serde(rename = "SPECIFIC_RESERVATION")]
+    SpecificReservation,
+    /// No reservation.
+    #[serde(rename = "NO_RESERVATION")]
+    NoReservation,
+}
+
+impl ConsumeReservationType {
+    /// As Compute Engine spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::AnyReservation => "ANY_RESERVATION",
+            Self::SpecificReservation => "SPECIFIC_RESERVATION",
+            Self::NoReservation => "NO_RESERVATION",
+        }
+    }
 }
 
 /// A boot image: an image family (optionally from another project) or a self link.

@@ -5,6 +5,10 @@ use std::collections::BTreeMap;
 use super::FieldError;
 use super::fields::{self, field, index, key, push};
 use crate::nodeclass::aws::{AMI_ALIAS_FAMILIES, AmiFamily};
+use crate::nodeclass::gcp::{
+    ConsumeReservationType, GcpReservationAffinity, RESERVATION_NAME_KEY,
+    RESERVATION_NAME_KEY_SHORT,
+};
 use crate::nodeclass::{AWSNodeClass, AzureNodeClass, GCPNodeClass};
 use crate::quantity::parse_quantity;
 
@@ -496,7 +500,91 @@ pub fn validate_gcp_node_class(nc: &GCPNodeClass) -> Vec<FieldError> {
             format!("must be at least 10, got {size}"),
         );
     }
+    if let Some(a) = &s.reservation_affinity {
+        gcp_reservation_affinity(a, &mut errs);
+    }
     errs
+}
+
+/// Checks a GCPNodeClass's `reservationAffinity`: `SPECIFIC_RESERVATION` names reservations
+/// (by the reservation-name key), `ANY_RESERVATION` and `NO_RESERVATION` take no key or values.
+fn gcp_reservation_affinity(a: &GcpReservationAffinity, errs: &mut Vec<FieldError>) {
+    const PATH: &str = "spec.reservationAffinity";
+    // Compute Engine's default, so a class that names reservations but no type reads as ANY.
+    let defaulted = |kind: ConsumeReservationType| {
+        if kind == ConsumeReservationType::default() {
+            " (consumeReservationType defaults to ANY_RESERVATION)"
+        } else {
+            ""
+        }
+    };
+    let kind = a.consume_reservation_type;
+    if kind != ConsumeReservationType::SpecificReservation {
+        if !a.values.is_empty() {
+            push(
+                errs,
+                field(PATH, "values"),
+                format!(
+                    "{} takes no values: only SPECIFIC_RESERVATION names reservations{}",
+                    kind.as_str(),
+                    defaulted(kind)
+                ),
+            );
+        }
+        if a.key.is_some() {
+            push(
+                errs,
+                field(PATH, "key"),
+                format!(
+                    "{} takes no key: only SPECIFIC_RESERVATION names reservations{}",
+                    kind.as_str(),
+                    defaulted(kind)
+                ),
+            );
+        }
+        return;
+    }
+    if let Some(k) = &a.key
+        && k != RESERVATION_NAME_KEY
+        && k != RESERVATION_NAME_KEY_SHORT
+    {
+        push(
+            errs,
+            field(PATH, "key"),
+            format!(
+                "unsupported key {k:?}: Compute Engine reservations are named by {RESERVATION_NAME_KEY:?} (the default)"
+            ),
+        );
+    }
+    if a.values.is_empty() {
+        push(
+            errs,
+            field(PATH, "values"),
+            "SPECIFIC_RESERVATION needs values: the names of the reservations to launch into",
+        );
+    }
+    for (i, v) in a.values.iter().enumerate() {
+        let p = index(&field(PATH, "values"), i);
+        if v.starts_with("projects/") {
+            push(
+                errs,
+                &p,
+                format!(
+                    "{v:?} names a reservation of another project: only reservations of spec.project (by name) can be used"
+                ),
+            );
+        } else if !(is_lower_dashed(v) && v.len() <= 63) {
+            push(
+                errs,
+                &p,
+                format!(
+                    "{v:?} is not a reservation name (1-63 lowercase letters, digits or hyphens, starting with a letter and not ending with a hyphen)"
+                ),
+            );
+        } else if a.values[..i].contains(v) {
+            push(errs, &p, format!("reservation {v:?} is listed twice"));
+        }
+    }
 }
 
 /// Whether `s` is a GUID (`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`).
@@ -601,6 +689,17 @@ pub fn validate_azure_node_class(nc: &AzureNodeClass) -> Vec<FieldError> {
                 "must be a user-assigned identity resource id: /subscriptions/<subscription>/resourceGroups/<group>/providers/Microsoft.ManagedIdentity/userAssignedIdentities/<name>",
             );
         }
+    }
+    if let Some(id) = &s.capacity_reservation_group_id
+        && !is_arm_id(id, &["Microsoft.Compute", "capacityReservationGroups"])
+    {
+        push(
+            &mut errs,
+            "spec.capacityReservationGroupID",
+            format!(
+                "{id:?} is not a capacity reservation group resource id: /subscriptions/<subscription>/resourceGroups/<group>/providers/Microsoft.Compute/capacityReservationGroups/<name>"
+            ),
+        );
     }
     fields::cloud_tags(&s.tags, "spec.tags", &mut errs);
     for k in s.tags.keys() {

@@ -1148,6 +1148,73 @@ fn gcp_node_class_checks() {
 }
 
 #[test]
+fn gcp_reservation_affinity_checks() {
+    let with = |affinity: Value| set(yaml(GCP), "/spec/reservationAffinity", affinity);
+    for ok in [
+        json!({"consumeReservationType": "ANY_RESERVATION"}),
+        json!({"consumeReservationType": "NO_RESERVATION"}),
+        json!({"consumeReservationType": "SPECIFIC_RESERVATION", "values": ["h100-a", "h100-b"]}),
+        json!({"consumeReservationType": "SPECIFIC_RESERVATION",
+               "key": "compute.googleapis.com/reservation-name", "values": ["h100-a"]}),
+        json!({"consumeReservationType": "SPECIFIC_RESERVATION",
+               "key": "googleapis.com/reservation-name", "values": ["h100-a"]}),
+    ] {
+        assert!(validate_manifest(&with(ok.clone())).is_ok(), "{ok}");
+    }
+    only_error(
+        &with(json!({"consumeReservationType": "SPECIFIC_RESERVATION"})),
+        "spec.reservationAffinity.values",
+        "SPECIFIC_RESERVATION needs values",
+    );
+    only_error(
+        &with(json!({"consumeReservationType": "ANY_RESERVATION", "values": ["h100-a"]})),
+        "spec.reservationAffinity.values",
+        "ANY_RESERVATION takes no values",
+    );
+    only_error(
+        &with(json!({"consumeReservationType": "NO_RESERVATION",
+                     "key": "compute.googleapis.com/reservation-name"})),
+        "spec.reservationAffinity.key",
+        "NO_RESERVATION takes no key",
+    );
+    only_error(
+        &with(json!({"consumeReservationType": "SPECIFIC_RESERVATION",
+                     "key": "team", "values": ["h100-a"]})),
+        "spec.reservationAffinity.key",
+        "unsupported key \"team\"",
+    );
+    only_error(
+        &with(json!({"consumeReservationType": "SPECIFIC_RESERVATION", "values": ["H100_A"]})),
+        "spec.reservationAffinity.values[0]",
+        "not a reservation name",
+    );
+    only_error(
+        &with(json!({"consumeReservationType": "SPECIFIC_RESERVATION",
+                     "values": ["projects/other/reservations/h100"]})),
+        "spec.reservationAffinity.values[0]",
+        "another project",
+    );
+    only_error(
+        &with(json!({"consumeReservationType": "SPECIFIC_RESERVATION",
+                     "values": ["h100-a", "h100-a"]})),
+        "spec.reservationAffinity.values[1]",
+        "listed twice",
+    );
+    only_error(
+        &with(json!({"consumeReservationType": "SPECIFIC"})),
+        "spec.reservationAffinity.consumeReservationType",
+        "unknown variant `SPECIFIC`",
+    );
+    // Compute Engine's default type is ANY_RESERVATION, and the error says so.
+    only_error(
+        &with(json!({"values": ["h100-a"]})),
+        "spec.reservationAffinity.values",
+        "ANY_RESERVATION takes no values: only SPECIFIC_RESERVATION names reservations (consumeReservationType defaults to ANY_RESERVATION)",
+    );
+    assert!(validate_manifest(&with(json!({}))).is_ok());
+}
+
+#[test]
 fn azure_node_class_checks() {
     let az = || yaml(AZURE);
     for (field, path) in [
@@ -1208,6 +1275,23 @@ fn azure_node_class_checks() {
         "spec.tags[a/b]",
         "Azure tag names",
     );
+    let group = "/subscriptions/12345678-90ab-cdef-1234-567890abcdef/resourceGroups/ml-nodes/providers/Microsoft.Compute/capacityReservationGroups/h100";
+    assert!(
+        validate_manifest(&set(az(), "/spec/capacityReservationGroupID", json!(group))).is_ok()
+    );
+    for bad in [
+        "h100",
+        // A capacity reservation of the group, not the group.
+        "/subscriptions/12345678-90ab-cdef-1234-567890abcdef/resourceGroups/ml-nodes/providers/Microsoft.Compute/capacityReservationGroups/h100/capacityReservations/eastus-1",
+        "/subscriptions/12345678-90ab-cdef-1234-567890abcdef/resourceGroups/ml-nodes/providers/Microsoft.Network/capacityReservationGroups/h100",
+        "/subscriptions/my-subscription/resourceGroups/ml-nodes/providers/Microsoft.Compute/capacityReservationGroups/h100",
+    ] {
+        only_error(
+            &set(az(), "/spec/capacityReservationGroupID", json!(bad)),
+            "spec.capacityReservationGroupID",
+            "capacity reservation group resource id",
+        );
+    }
 }
 
 #[test]

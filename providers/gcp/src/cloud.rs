@@ -9,14 +9,17 @@ use quartermaster_cloud::{
     LaunchOffering, LaunchRequest, NodeClassSpec,
 };
 use quartermaster_policies::GCPNodeClassSpec;
-use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType};
+use quartermaster_pricing::reservation::{LABEL_RESERVATION_ID, TAG_SPECIFIC_RESERVATION_REQUIRED};
+use quartermaster_pricing::{
+    CapacityType, Catalog, Cloud, InstanceType, Reservation, ReservationKind,
+};
 
 use crate::config::{GcpSettings, OperationWait};
 use crate::error::GcpError;
 use crate::errors::{map_api_error, map_operation};
-use crate::instance::{InsertInputs, insert_spec, source_image};
+use crate::instance::{InsertInputs, ReservationTarget, insert_spec, source_image};
 use crate::names::{image_label, label_value};
-use crate::port::{Compute, GceInstance, Operation};
+use crate::port::{Compute, GceInstance, GceReservation, Operation};
 use crate::sdk::SdkCompute;
 
 /// The label naming the cluster an instance belongs to.
@@ -29,6 +32,9 @@ pub const LABEL_NODECLAIM: &str = "quartermaster-nodeclaim";
 pub const LABEL_NODECLASS: &str = "quartermaster-nodeclass";
 /// The label with a hash of the boot image (or template) an instance was started from.
 pub const LABEL_IMAGE: &str = "quartermaster-image";
+/// The label naming the reservation an instance was launched into (a reserved launch into a
+/// reservation VMs consume automatically carries no name in its `reservationAffinity`).
+pub const LABEL_RESERVATION: &str = "quartermaster-reservation";
 
 /// How long a preempted spot instance has between the notice and its end (GCE: 30 s).
 const PREEMPTION_NOTICE_SECONDS: i64 = 30;
@@ -46,6 +52,9 @@ pub struct GcpCloud {
     node_classes: Mutex<BTreeMap<String, GCPNodeClassSpec>>,
     /// Instances whose preemption was already reported.
     preempted: Mutex<BTreeSet<String>>,
+    /// Whether each reservation last listed, by (zone, name), may be consumed only by VMs that
+    /// name it (`specificReservationRequired`): how a launch into it asks for it.
+    specific_required: Mutex<BTreeMap<(String, String), bool>>,
 }
 
 impl std::fmt::Debug for GcpCloud {
@@ -85,6 +94,7 @@ impl GcpCloud {
             clock,
             node_classes: Mutex::new(BTreeMap::new()),
             preempted: Mutex::new(BTreeSet::new()),
+            specific_required: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -126,28 +136,37 @@ impl GcpCloud {
         )
     }
 
+    /// The catalog's price of `instance_type` in `zone` (or any zone) as `capacity_type`: 0
+    /// when it has none (reserved capacity, paid whether used or not). A catalog without
+    /// flex-start offerings prices flex-start by [`quartermaster_pricing::flex_start`]'s
+    /// estimate from on-demand.
     fn price(&self, instance_type: &str, zone: &str, capacity_type: CapacityType) -> f64 {
-        self.catalog
-            .get(Cloud::Gcp, instance_type)
-            .and_then(|t| {
-                t.offerings
-                    .iter()
-                    .find(|o| o.zone == zone && o.capacity_type == capacity_type)
-                    .or_else(|| {
-                        t.offerings
-                            .iter()
-                            .find(|o| o.capacity_type == capacity_type)
-                    })
-            })
-            .map_or(0.0, |o| o.price_per_hour)
+        let Some(t) = self.catalog.get(Cloud::Gcp, instance_type) else {
+            return 0.0;
+        };
+        let of = |capacity_type: CapacityType| {
+            t.offerings
+                .iter()
+                .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+                .or_else(|| {
+                    t.offerings
+                        .iter()
+                        .find(|o| o.capacity_type == capacity_type)
+                })
+                .map(|o| o.price_per_hour)
+        };
+        match of(capacity_type) {
+            Some(p) => p,
+            None if capacity_type == CapacityType::FlexStart => {
+                let fraction = quartermaster_pricing::flex_start::price_fraction(t).unwrap_or(1.0);
+                of(CapacityType::OnDemand).map_or(0.0, |p| p * fraction)
+            }
+            None => 0.0,
+        }
     }
 
     fn instance(&self, project: &str, i: &GceInstance) -> Instance {
-        let capacity_type = if i.spot {
-            CapacityType::Spot
-        } else {
-            CapacityType::OnDemand
-        };
+        let capacity_type = capacity_type(i);
         Instance {
             provider_id: provider_id(project, &i.zone, &i.name),
             claim_name: i.labels.get(LABEL_NODECLAIM).cloned().unwrap_or_default(),
@@ -213,6 +232,71 @@ impl GcpCloud {
         }
     }
 
+    /// The project's reservations as Compute Engine reports them, remembering for each whether
+    /// only VMs that name it may consume it.
+    async fn list_reservations(&self, project: &str) -> Result<Vec<GceReservation>, CloudError> {
+        let found = self
+            .compute
+            .reservations(project.to_owned())
+            .await
+            .map_err(|e| map_api_error(&e, None))?;
+        let mut known = self
+            .specific_required
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for r in &found {
+            known.insert(
+                (r.zone.clone(), r.name.clone()),
+                r.specific_reservation_required,
+            );
+        }
+        Ok(found)
+    }
+
+    /// The reservation a reserved launch into `zone` consumes: the one its NodeClaim names, and
+    /// whether it must be named (read from the last listing, or listed now).
+    async fn reservation_target(
+        &self,
+        project: &str,
+        request: &LaunchRequest,
+    ) -> Result<Option<(String, bool)>, CloudError> {
+        if request.capacity_type != CapacityType::Reserved {
+            return Ok(None);
+        }
+        let Some(name) = request.labels.get(LABEL_RESERVATION_ID) else {
+            return Err(CloudError::InvalidRequest {
+                message: format!(
+                    "NodeClaim {}: a reserved launch names no reservation (label {LABEL_RESERVATION_ID})",
+                    request.claim_name
+                ),
+            });
+        };
+        let key = (request.zone.clone(), name.clone());
+        let known = |s: &Self| {
+            s.specific_required
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .copied()
+        };
+        let specific = match known(self) {
+            Some(s) => s,
+            None => {
+                self.list_reservations(project).await?;
+                known(self).ok_or_else(|| CloudError::InsufficientCapacity {
+                    instance_type: request.instance_type.clone(),
+                    zone: request.zone.clone(),
+                    capacity_type: CapacityType::Reserved,
+                    message: format!(
+                        "reservation {name} is not in zone {} of project {project}",
+                        request.zone
+                    ),
+                })?
+            }
+        };
+        Ok(Some((name.clone(), specific)))
+    }
+
     async fn launch(&self, request: &LaunchRequest) -> Result<Instance, CloudError> {
         let spec = match &request.node_class_spec {
             Some(NodeClassSpec::Gcp(spec)) => spec.as_ref(),
@@ -248,6 +332,7 @@ impl GcpCloud {
             tracing::info!(nodeclaim = %request.claim_name, instance = %i.name, "instance already launched");
             return Ok(self.instance(&project, &i));
         }
+        let reservation = self.reservation_target(&project, request).await?;
         let mut extra = request.tags.clone();
         extra.insert(LABEL_NODECLASS.to_owned(), request.node_class.clone());
         let inputs = InsertInputs {
@@ -258,6 +343,12 @@ impl GcpCloud {
             spec: &spec,
             source_instance_template: self.source_instance_template.as_deref(),
             extra_labels: &extra,
+            reservation: reservation
+                .as_ref()
+                .map(|(name, specific_required)| ReservationTarget {
+                    name,
+                    specific_required: *specific_required,
+                }),
         };
         let offerings = request.offerings();
         let secrets = NodeClassSpec::Gcp(Box::new(spec.clone())).secrets();
@@ -390,9 +481,72 @@ fn parse_time(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// The capacity type of an instance as read back: flex-start and spot by its provisioning
+/// model; reserved when its `reservationAffinity` names a reservation, or it was launched into
+/// one (label [`LABEL_RESERVATION`]); on-demand otherwise.
+fn capacity_type(i: &GceInstance) -> CapacityType {
+    if i.flex_start {
+        CapacityType::FlexStart
+    } else if i.spot {
+        CapacityType::Spot
+    } else if i
+        .reservation_affinity
+        .as_ref()
+        .is_some_and(|a| a.named_reservation().is_some())
+        || i.labels.contains_key(LABEL_RESERVATION)
+    {
+        CapacityType::Reserved
+    } else {
+        CapacityType::OnDemand
+    }
+}
+
+/// Statuses of a reservation that takes launches (`UPDATING`: being resized; empty: not
+/// reported).
+const USABLE_RESERVATION_STATUSES: &[&str] = &["READY", "UPDATING", ""];
+
+/// A reservation as every cloud reports it, priced `on_demand` per instance-hour; `None` for one
+/// that takes no launches (being created or deleted) or holds no single machine type (an
+/// aggregate reservation).
+///
+/// Its id is its name (unique in its zone; two zones may hold reservations of the same name,
+/// which Quartermaster cannot tell apart). A reservation is kept until it is deleted and VMs
+/// consuming it outlive it, so it has no start or end (`deleteAtTime` is not read: nothing is
+/// reclaimed at it). GCE reservations have no labels: its only tag is
+/// [`TAG_SPECIFIC_RESERVATION_REQUIRED`] when only VMs that name it may consume it.
+pub fn reservation(r: &GceReservation, on_demand: f64) -> Option<Reservation> {
+    if !USABLE_RESERVATION_STATUSES.contains(&r.status.as_str()) || r.name.is_empty() {
+        return None;
+    }
+    let instance_type = r.machine_type.clone()?;
+    let count = u32::try_from(r.count.max(0)).unwrap_or(u32::MAX);
+    let in_use = u32::try_from(r.in_use_count.max(0)).unwrap_or(u32::MAX);
+    let mut tags = BTreeMap::new();
+    if r.specific_reservation_required {
+        tags.insert(
+            TAG_SPECIFIC_RESERVATION_REQUIRED.to_owned(),
+            "true".to_owned(),
+        );
+    }
+    Some(Reservation {
+        id: r.name.clone(),
+        cloud: Cloud::Gcp,
+        instance_type,
+        zone: r.zone.clone(),
+        count,
+        available: Some(count.saturating_sub(in_use)),
+        kind: ReservationKind::Default,
+        price_per_hour: on_demand,
+        start: None,
+        end: None,
+        tags,
+    })
+}
+
 fn state(status: &str) -> InstanceState {
     match status {
-        "PROVISIONING" | "STAGING" => InstanceState::Pending,
+        // PENDING: a flex-start VM waiting for Dynamic Workload Scheduler capacity.
+        "PENDING" | "PROVISIONING" | "STAGING" => InstanceState::Pending,
         "RUNNING" => InstanceState::Running,
         "TERMINATED" => InstanceState::Terminated,
         _ => InstanceState::ShuttingDown,
@@ -496,6 +650,49 @@ impl CloudProvider for GcpCloud {
         })
     }
 
+    /// The reservations of the configured project (`--gcp-project`) that take launches, priced
+    /// at the catalog's on-demand rate of their machine type and zone (what a reservation is
+    /// billed, used or not; committed-use discounts are the bill's business).
+    fn reservations(&self) -> CloudFuture<'_, Vec<Reservation>> {
+        Box::pin(async move {
+            let Some(project) = self.project.clone() else {
+                return Ok(Vec::new());
+            };
+            let found = self.list_reservations(&project).await?;
+            Ok(found
+                .iter()
+                .filter_map(|r| {
+                    let on_demand = r
+                        .machine_type
+                        .as_deref()
+                        .map_or(0.0, |t| self.price(t, &r.zone, CapacityType::OnDemand));
+                    reservation(r, on_demand)
+                })
+                .collect())
+        })
+    }
+
+    /// `instances.reset`: a hard reset in place (same instance, disks and reservation), waited
+    /// for like a launch.
+    fn reboot<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
+        Box::pin(async move {
+            let (project, zone, name) =
+                parse_provider_id(provider_id).ok_or_else(|| CloudError::InvalidRequest {
+                    message: format!(
+                        "{provider_id:?} is not a GCP provider id (gce://PROJECT/ZONE/NAME)"
+                    ),
+                })?;
+            let op = self
+                .compute
+                .reset(project.to_owned(), zone.to_owned(), name.to_owned())
+                .await
+                .map_err(|e| not_found_as(map_api_error(&e, None), provider_id))?;
+            self.wait(project, zone, op, None)
+                .await
+                .map_err(|e| not_found_as(e, provider_id))
+        })
+    }
+
     fn instance_types(&self) -> CloudFuture<'_, Vec<InstanceType>> {
         Box::pin(async move { Ok(self.catalog.for_cloud(Cloud::Gcp).cloned().collect()) })
     }
@@ -576,5 +773,83 @@ mod tests {
             CloudError::QuotaExceeded { .. } => {}
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_ready_reservation_is_reported_with_its_free_slots_and_whether_it_must_be_named() {
+        let r = GceReservation {
+            name: "h100-block".into(),
+            zone: "us-central1-a".into(),
+            machine_type: Some("a3-highgpu-8g".into()),
+            count: 4,
+            in_use_count: 1,
+            specific_reservation_required: true,
+            status: "READY".into(),
+        };
+        let got = reservation(&r, 88.49).unwrap();
+        assert_eq!(got.id, "h100-block");
+        assert_eq!(got.cloud, Cloud::Gcp);
+        assert_eq!((got.count, got.available), (4, Some(3)));
+        assert_eq!(got.kind, ReservationKind::Default);
+        assert_eq!(got.price_per_hour, 88.49);
+        assert_eq!((got.start, got.end), (None, None));
+        assert_eq!(got.tags[TAG_SPECIFIC_RESERVATION_REQUIRED], "true");
+        // Consumed automatically: no tag. Over-consumed (GCE counts others' VMs): none free.
+        let open = GceReservation {
+            specific_reservation_required: false,
+            in_use_count: 9,
+            ..r.clone()
+        };
+        let got = reservation(&open, 0.0).unwrap();
+        assert!(got.tags.is_empty());
+        assert_eq!(got.available, Some(0));
+        // Being created or deleted, or of no single machine type: not offered.
+        for status in ["CREATING", "DELETING"] {
+            let r = GceReservation {
+                status: status.into(),
+                ..r.clone()
+            };
+            assert_eq!(reservation(&r, 0.0), None);
+        }
+        let aggregate = GceReservation {
+            machine_type: None,
+            ..r.clone()
+        };
+        assert_eq!(reservation(&aggregate, 0.0), None);
+    }
+
+    #[test]
+    fn capacity_types_read_back_from_provisioning_model_and_reservation_affinity() {
+        use crate::port::ReservationAffinity;
+        let plain = GceInstance::default();
+        assert_eq!(capacity_type(&plain), CapacityType::OnDemand);
+        let flex = GceInstance {
+            flex_start: true,
+            reservation_affinity: Some(ReservationAffinity::NoReservation),
+            ..GceInstance::default()
+        };
+        assert_eq!(capacity_type(&flex), CapacityType::FlexStart);
+        let spot = GceInstance {
+            spot: true,
+            ..GceInstance::default()
+        };
+        assert_eq!(capacity_type(&spot), CapacityType::Spot);
+        let named = GceInstance {
+            reservation_affinity: Some(ReservationAffinity::specific("h100-block")),
+            ..GceInstance::default()
+        };
+        assert_eq!(capacity_type(&named), CapacityType::Reserved);
+        let any = GceInstance {
+            reservation_affinity: Some(ReservationAffinity::Any),
+            ..GceInstance::default()
+        };
+        assert_eq!(capacity_type(&any), CapacityType::OnDemand);
+        let launched_into_one = GceInstance {
+            reservation_affinity: Some(ReservationAffinity::Any),
+            labels: BTreeMap::from([(LABEL_RESERVATION.to_owned(), "h100-open".to_owned())]),
+            ..GceInstance::default()
+        };
+        assert_eq!(capacity_type(&launched_into_one), CapacityType::Reserved);
+        assert_eq!(state("PENDING"), InstanceState::Pending);
     }
 }

@@ -24,6 +24,13 @@ const CAPACITY: &[&str] = &[
     "resourcePoolExhausted",
 ];
 
+/// Words that mean "this offering has no capacity now" whatever the code: a launch into a
+/// reservation without a free slot ("Reservation R does not have sufficient capacity for the
+/// requested resources"), a zone without room ("Zone does not currently have sufficient
+/// capacity for the requested resources"). The cluster-autoscaler's GCE provider reads the same
+/// words.
+const CAPACITY_WORDS: &[&str] = &["sufficient capacity for the requested resources"];
+
 /// Codes of project or region quotas.
 const QUOTA: &[&str] = &["QUOTA_EXCEEDED", "quotaExceeded", "limitExceeded"];
 
@@ -65,7 +72,7 @@ pub fn map_code(
 ) -> CloudError {
     let message = message.to_owned();
     let is = |list: &[&str]| code.is_some_and(|c| list.contains(&c));
-    if is(CAPACITY) {
+    if is(CAPACITY) || CAPACITY_WORDS.iter().any(|w| message.contains(w)) {
         return match offering {
             Some(o) => CloudError::InsufficientCapacity {
                 instance_type: o.instance_type.clone(),
@@ -165,6 +172,18 @@ mod tests {
     #[test]
     fn zone_resource_pool_exhausted_with_details_is_capacity() {
         assert!(code("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS").is_capacity());
+    }
+
+    #[test]
+    fn a_reservation_without_room_is_capacity_whatever_the_code() {
+        let e = map_code(
+            Some("SOME_NEW_CODE"),
+            Some(400),
+            "Reservation h100-block does not have sufficient capacity for the requested resources.",
+            None,
+            Some(&offering()),
+        );
+        assert!(e.is_capacity(), "{e:?}");
     }
 
     #[test]

@@ -1,15 +1,17 @@
 //! What one insert sends, as a pure function of the NodeClaim, the offering and the
-//! GCPNodeClass: machine type, guest accelerators, spot scheduling, labels, boot image.
+//! GCPNodeClass: machine type, guest accelerators, spot or flex-start scheduling, the
+//! reservation affinity, labels, boot image.
 
 use std::collections::BTreeMap;
 
 use quartermaster_cloud::LaunchOffering;
 use quartermaster_policies::GCPNodeClassSpec;
+use quartermaster_pricing::flex_start::FLEX_START_MAX_RUN;
 use quartermaster_pricing::{Accelerator as CatalogAccelerator, CapacityType};
 
 use crate::error::GcpError;
 use crate::names::{image_label, instance_name, label_key, label_value, request_id};
-use crate::port::{Accelerator, InsertSpec};
+use crate::port::{Accelerator, InsertSpec, ReservationAffinity};
 
 /// Machine families whose GPUs come with the machine type (A2, A3, A4, G2, G4): they take no
 /// `guestAccelerators`.
@@ -33,6 +35,53 @@ pub struct InsertInputs<'a> {
     pub source_instance_template: Option<&'a str>,
     /// Labels of the request (`tags`), converted to label syntax.
     pub extra_labels: &'a BTreeMap<String, String>,
+    /// The reservation a reserved offering launches into (the claim's).
+    pub reservation: Option<ReservationTarget<'a>>,
+}
+
+/// The reservation a reserved launch consumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReservationTarget<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// `specificReservationRequired`: only VMs naming it may consume it. Otherwise VMs consume
+    /// it automatically and Compute Engine refuses to let one name it ("can not be targeted as
+    /// specificReservationRequired is not set").
+    pub specific_required: bool,
+}
+
+/// The `reservationAffinity` of a launch on `offering`:
+/// * reserved: `SPECIFIC_RESERVATION` naming the reservation when only named VMs may consume
+///   it; `ANY_RESERVATION` for one VMs consume automatically (it cannot be named);
+/// * flex-start: `NO_RESERVATION` (flex-start VMs cannot consume reservations);
+/// * anything else from a class that sets `reservationAffinity`: `NO_RESERVATION`, so an
+///   on-demand node never takes a slot the engine counts as free (reservations are used only
+///   by launches into them);
+/// * anything else: none sent (GCE's default, or the instance template's).
+pub fn reservation_affinity(
+    spec: &GCPNodeClassSpec,
+    offering: &LaunchOffering,
+    reservation: Option<ReservationTarget<'_>>,
+) -> Option<ReservationAffinity> {
+    match (offering.capacity_type, reservation) {
+        (CapacityType::Reserved, Some(r)) if r.specific_required => {
+            Some(ReservationAffinity::specific(r.name))
+        }
+        (CapacityType::Reserved, _) => Some(ReservationAffinity::Any),
+        (CapacityType::FlexStart, _) => Some(ReservationAffinity::NoReservation),
+        _ if spec.reservation_affinity.is_some() => Some(ReservationAffinity::NoReservation),
+        _ => None,
+    }
+}
+
+/// The provisioning model an offering launches with, as the request id spells it.
+fn provisioning(capacity_type: CapacityType) -> &'static str {
+    match capacity_type {
+        CapacityType::Spot => "spot",
+        CapacityType::OnDemand => "standard",
+        CapacityType::Reserved => "reserved",
+        CapacityType::FlexStart => "flex-start",
+    }
 }
 
 /// Whether `machine_type` carries its GPUs itself.
@@ -125,6 +174,17 @@ pub fn insert_spec(
     let accelerators = guest_accelerators(&offering.instance_type, accelerator);
     let gpu = has_builtin_gpus(&offering.instance_type) || !accelerators.is_empty();
     let spot = offering.capacity_type == CapacityType::Spot;
+    let flex_start = offering.capacity_type == CapacityType::FlexStart;
+    let reservation = inputs
+        .reservation
+        .filter(|_| offering.capacity_type == CapacityType::Reserved);
+    if offering.capacity_type == CapacityType::Reserved && reservation.is_none() {
+        return Err(GcpError::NodeClass(format!(
+            "NodeClaim {}: a reserved launch names no reservation (label {})",
+            inputs.claim,
+            quartermaster_pricing::reservation::LABEL_RESERVATION_ID
+        )));
+    }
     Ok(InsertSpec {
         project: spec.project.clone(),
         zone: offering.zone.clone(),
@@ -132,11 +192,17 @@ pub fn insert_spec(
         machine_type: offering.instance_type.clone(),
         accelerators,
         spot,
-        terminate_on_host_maintenance: gpu || spot,
+        flex_start,
+        max_run_duration_seconds: flex_start.then(|| FLEX_START_MAX_RUN.num_seconds()),
+        reservation_affinity: reservation_affinity(spec, offering, reservation),
+        terminate_on_host_maintenance: gpu || spot || flex_start,
         labels: {
             let mut labels = labels(inputs);
             if let Some(boot) = image.as_deref().or(template) {
                 labels.insert(crate::LABEL_IMAGE.to_owned(), image_label(boot));
+            }
+            if let Some(r) = reservation {
+                labels.insert(crate::LABEL_RESERVATION.to_owned(), label_value(r.name));
             }
             labels
         },
@@ -149,7 +215,12 @@ pub fn insert_spec(
         subnetwork: spec.subnetwork.clone(),
         service_account: spec.service_account.clone(),
         network_tags: spec.tags.clone(),
-        request_id: request_id(inputs.claim, &offering.instance_type, &offering.zone, spot),
+        request_id: request_id(
+            inputs.claim,
+            &offering.instance_type,
+            &offering.zone,
+            provisioning(offering.capacity_type),
+        ),
     })
 }
 
@@ -176,6 +247,7 @@ mod tests {
             disk: None,
             source_instance_template: None,
             metadata: BTreeMap::new(),
+            reservation_affinity: None,
         }
     }
 
@@ -211,6 +283,7 @@ mod tests {
             spec,
             source_instance_template: None,
             extra_labels: extra,
+            reservation: None,
         }
     }
 
@@ -291,5 +364,112 @@ mod tests {
         )
         .unwrap();
         assert!(i.source_instance_template.is_some() && i.source_image.is_none());
+    }
+
+    #[test]
+    fn a_reserved_launch_names_a_reservation_only_named_vms_may_use() {
+        let s = spec();
+        let extra = BTreeMap::new();
+        let mut into = inputs(&s, &extra);
+        into.reservation = Some(ReservationTarget {
+            name: "h100-block",
+            specific_required: true,
+        });
+        let i = insert_spec(
+            &into,
+            &offering("a3-highgpu-8g", CapacityType::Reserved),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            i.reservation_affinity,
+            Some(ReservationAffinity::Specific {
+                key: "compute.googleapis.com/reservation-name".into(),
+                values: vec!["h100-block".into()],
+            })
+        );
+        assert_eq!(i.labels["quartermaster-reservation"], "h100-block");
+        assert!(!i.spot && !i.flex_start && i.max_run_duration_seconds.is_none());
+        // One VMs consume automatically cannot be named: the launch asks for any.
+        into.reservation = Some(ReservationTarget {
+            name: "h100-open",
+            specific_required: false,
+        });
+        let i = insert_spec(
+            &into,
+            &offering("a3-highgpu-8g", CapacityType::Reserved),
+            None,
+        )
+        .unwrap();
+        assert_eq!(i.reservation_affinity, Some(ReservationAffinity::Any));
+        // Without a reservation, a reserved launch is refused.
+        into.reservation = None;
+        let e = insert_spec(
+            &into,
+            &offering("a3-highgpu-8g", CapacityType::Reserved),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("names no reservation"), "{e}");
+    }
+
+    #[test]
+    fn flex_start_runs_seven_days_and_never_consumes_a_reservation() {
+        let s = spec();
+        let extra = BTreeMap::new();
+        let i = insert_spec(
+            &inputs(&s, &extra),
+            &offering("a3-highgpu-8g", CapacityType::FlexStart),
+            None,
+        )
+        .unwrap();
+        assert!(i.flex_start && !i.spot && i.terminate_on_host_maintenance);
+        assert_eq!(i.max_run_duration_seconds, Some(7 * 24 * 3600));
+        assert_eq!(
+            i.reservation_affinity,
+            Some(ReservationAffinity::NoReservation)
+        );
+        assert!(!i.labels.contains_key("quartermaster-reservation"));
+        let on_demand = insert_spec(
+            &inputs(&s, &extra),
+            &offering("a3-highgpu-8g", CapacityType::OnDemand),
+            None,
+        )
+        .unwrap();
+        assert_ne!(i.request_id, on_demand.request_id);
+    }
+
+    #[test]
+    fn other_launches_take_no_reservation_only_when_the_class_sets_an_affinity() {
+        use quartermaster_policies::nodeclass::gcp::{
+            ConsumeReservationType, GcpReservationAffinity,
+        };
+        let mut s = spec();
+        let extra = BTreeMap::new();
+        let on_demand = offering("a2-highgpu-1g", CapacityType::OnDemand);
+        // A class that never mentions reservations: GCE's default, as before.
+        let i = insert_spec(&inputs(&s, &extra), &on_demand, None).unwrap();
+        assert_eq!(i.reservation_affinity, None);
+        for kind in [
+            ConsumeReservationType::AnyReservation,
+            ConsumeReservationType::NoReservation,
+        ] {
+            s.reservation_affinity = Some(GcpReservationAffinity {
+                consume_reservation_type: kind,
+                key: None,
+                values: vec![],
+            });
+            for o in [
+                on_demand.clone(),
+                offering("a2-highgpu-1g", CapacityType::Spot),
+            ] {
+                let i = insert_spec(&inputs(&s, &extra), &o, None).unwrap();
+                assert_eq!(
+                    i.reservation_affinity,
+                    Some(ReservationAffinity::NoReservation),
+                    "{kind:?} {o:?}"
+                );
+            }
+        }
     }
 }

@@ -6,6 +6,12 @@
 //! offering, waits on the zone operation and reads its `error`: a finished operation can carry
 //! `ZONE_RESOURCE_POOL_EXHAUSTED`, which falls through to the next offering.
 //!
+//! Reserved capacity: [`quartermaster_cloud::CloudProvider::reservations`] lists the project's
+//! reservations (`reservations.aggregatedList`), and a reserved launch consumes the one its
+//! NodeClaim names through the instance's `reservationAffinity`. Flex-start launches use the
+//! `FLEX_START` provisioning model (Dynamic Workload Scheduler), run at most seven days and are
+//! deleted at their end. `reboot` is `instances.reset`.
+//!
 //! SDK types stop in `sdk.rs`: the provider talks to the [`port::Compute`] trait.
 
 pub mod billing;
@@ -22,7 +28,7 @@ pub mod sdk;
 
 pub use cloud::{
     GcpCloud, LABEL_CLUSTER, LABEL_IMAGE, LABEL_NODECLAIM, LABEL_NODECLASS, LABEL_NODEPOOL,
-    drift_reason, parse_provider_id, provider_id,
+    LABEL_RESERVATION, drift_reason, parse_provider_id, provider_id, reservation,
 };
 pub use config::{GcpSettings, OperationWait};
 pub use error::GcpError;

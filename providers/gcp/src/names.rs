@@ -31,14 +31,12 @@ pub fn instance_name(claim: &str) -> String {
 }
 
 /// The `requestId` of the insert of `claim` on one offering: a UUID derived from the claim
-/// name and the offering. A retried insert of the same offering is deduplicated by Compute
-/// Engine; a fallback offering gets its own id (reusing the id would return the failed
-/// operation of the offering before it).
-pub fn request_id(claim: &str, machine_type: &str, zone: &str, spot: bool) -> String {
-    let key = format!(
-        "{claim}/{machine_type}/{zone}/{}",
-        if spot { "spot" } else { "standard" }
-    );
+/// name and the offering (`provisioning`: `spot`, `standard`, `reserved`, `flex-start`). A
+/// retried insert of the same offering is deduplicated by Compute Engine; a fallback offering
+/// gets its own id (reusing the id would return the failed operation of the offering before
+/// it).
+pub fn request_id(claim: &str, machine_type: &str, zone: &str, provisioning: &str) -> String {
+    let key = format!("{claim}/{machine_type}/{zone}/{provisioning}");
     Uuid::new_v5(&REQUEST_NAMESPACE, key.as_bytes()).to_string()
 }
 
@@ -111,10 +109,23 @@ mod tests {
 
     #[test]
     fn request_ids_are_stable_per_offering() {
-        let a = request_id("c1", "a2-highgpu-1g", "us-central1-a", true);
-        assert_eq!(a, request_id("c1", "a2-highgpu-1g", "us-central1-a", true));
-        assert_ne!(a, request_id("c1", "a2-highgpu-1g", "us-central1-b", true));
-        assert_ne!(a, request_id("c2", "a2-highgpu-1g", "us-central1-a", true));
+        let a = request_id("c1", "a2-highgpu-1g", "us-central1-a", "spot");
+        assert_eq!(
+            a,
+            request_id("c1", "a2-highgpu-1g", "us-central1-a", "spot")
+        );
+        assert_ne!(
+            a,
+            request_id("c1", "a2-highgpu-1g", "us-central1-b", "spot")
+        );
+        assert_ne!(
+            a,
+            request_id("c2", "a2-highgpu-1g", "us-central1-a", "spot")
+        );
+        assert_ne!(
+            request_id("c1", "a2-highgpu-1g", "us-central1-a", "standard"),
+            request_id("c1", "a2-highgpu-1g", "us-central1-a", "reserved")
+        );
         assert_eq!(a.len(), 36);
     }
 

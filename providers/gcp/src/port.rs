@@ -72,12 +72,82 @@ pub struct GceInstance {
     pub status: String,
     /// Whether `scheduling.provisioningModel` is `SPOT`.
     pub spot: bool,
+    /// Whether `scheduling.provisioningModel` is `FLEX_START`.
+    pub flex_start: bool,
+    /// Its `reservationAffinity`, when it has one.
+    pub reservation_affinity: Option<ReservationAffinity>,
     /// RFC 3339 creation time.
     pub creation_timestamp: Option<String>,
     /// RFC 3339 time of the last stop (a preempted spot instance has one).
     pub last_stop_timestamp: Option<String>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
+}
+
+/// Which reservations an instance may consume (`reservationAffinity`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReservationAffinity {
+    /// `ANY_RESERVATION`: a matching reservation that VMs consume automatically, else none.
+    Any,
+    /// `NO_RESERVATION`.
+    NoReservation,
+    /// `SPECIFIC_RESERVATION`: only the reservations whose `key` is one of `values`.
+    Specific {
+        /// `compute.googleapis.com/reservation-name`.
+        key: String,
+        /// Reservation names.
+        values: Vec<String>,
+    },
+    /// Any other type Compute Engine reports (`SPECIFIC_THEN_ANY_RESERVATION`, ...).
+    Other(String),
+}
+
+impl ReservationAffinity {
+    /// `SPECIFIC_RESERVATION` naming `reservation` by name.
+    pub fn specific(reservation: &str) -> Self {
+        Self::Specific {
+            key: quartermaster_policies::nodeclass::gcp::RESERVATION_NAME_KEY.to_owned(),
+            values: vec![reservation.to_owned()],
+        }
+    }
+
+    /// The reservation a `SPECIFIC_RESERVATION` affinity names by name (the first, when it
+    /// names several).
+    pub fn named_reservation(&self) -> Option<&str> {
+        use quartermaster_policies::nodeclass::gcp::{
+            RESERVATION_NAME_KEY, RESERVATION_NAME_KEY_SHORT,
+        };
+        match self {
+            Self::Specific { key, values }
+                if key == RESERVATION_NAME_KEY || key == RESERVATION_NAME_KEY_SHORT =>
+            {
+                values
+                    .first()
+                    .map(|v| v.rsplit('/').next().unwrap_or(v.as_str()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A zonal reservation as `reservations.aggregatedList` reports it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GceReservation {
+    /// Its name (unique in its zone).
+    pub name: String,
+    /// Zone name, from the zone URL (or the aggregated list's key).
+    pub zone: String,
+    /// `specificReservation.instanceProperties.machineType` (a name); `None` for a reservation
+    /// of another shape (an aggregate reservation, or one that does not say).
+    pub machine_type: Option<String>,
+    /// `specificReservation.count`: instances it holds.
+    pub count: i64,
+    /// `specificReservation.inUseCount`: instances consuming it now (anyone's).
+    pub in_use_count: i64,
+    /// `specificReservationRequired`: only VMs that name it may consume it.
+    pub specific_reservation_required: bool,
+    /// `CREATING`, `READY`, `UPDATING`, `DELETING` (empty when not reported).
+    pub status: String,
 }
 
 /// One guest accelerator of an instance.
@@ -104,6 +174,13 @@ pub struct InsertSpec {
     pub accelerators: Vec<Accelerator>,
     /// Spot (`provisioningModel=SPOT`, `instanceTerminationAction=DELETE`).
     pub spot: bool,
+    /// Flex-start (`provisioningModel=FLEX_START`, `instanceTerminationAction=DELETE`, no
+    /// automatic restart), run for at most `max_run_duration_seconds`.
+    pub flex_start: bool,
+    /// `scheduling.maxRunDuration`, seconds.
+    pub max_run_duration_seconds: Option<i64>,
+    /// `reservationAffinity` (`None`: not sent, GCE's default or the template's applies).
+    pub reservation_affinity: Option<ReservationAffinity>,
     /// `onHostMaintenance=TERMINATE` (GPUs cannot live-migrate).
     pub terminate_on_host_maintenance: bool,
     /// Labels.
@@ -154,6 +231,10 @@ pub trait Compute: Send + Sync {
     fn list(&self, project: String, filter: String) -> PortFuture<'_, Vec<GceInstance>>;
     /// `instances.delete`: the operation it started.
     fn delete(&self, project: String, zone: String, name: String) -> PortFuture<'_, Operation>;
+    /// `instances.reset` (a hard reboot in place): the operation it started.
+    fn reset(&self, project: String, zone: String, name: String) -> PortFuture<'_, Operation>;
+    /// `reservations.aggregatedList`: the project's reservations, every page and zone.
+    fn reservations(&self, project: String) -> PortFuture<'_, Vec<GceReservation>>;
     /// `zones.get`: the zone's status (`UP`, `DOWN`).
     fn get_zone(&self, project: String, zone: String) -> PortFuture<'_, String>;
     /// `zoneOperations.get`.

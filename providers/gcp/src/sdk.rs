@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use google_cloud_compute_v1::client::{Instances, ZoneOperations, Zones};
+use google_cloud_compute_v1::client::{Instances, Reservations, ZoneOperations, Zones};
 use google_cloud_compute_v1::model;
+use google_cloud_compute_v1::model::reservation_affinity::ConsumeReservationType;
 use google_cloud_compute_v1::model::scheduling::{
     InstanceTerminationAction, OnHostMaintenance, ProvisioningModel,
 };
@@ -14,7 +15,8 @@ use google_cloud_gax::error::rpc::StatusDetails;
 use crate::config::GcpSettings;
 use crate::error::GcpError;
 use crate::port::{
-    ApiError, ApiErrorKind, Compute, GceInstance, InsertSpec, Operation, PortFuture,
+    ApiError, ApiErrorKind, Compute, GceInstance, GceReservation, InsertSpec, Operation,
+    PortFuture, ReservationAffinity,
 };
 use crate::rate::RateLimits;
 
@@ -23,6 +25,7 @@ use crate::rate::RateLimits;
 pub struct SdkCompute {
     instances: Instances,
     operations: ZoneOperations,
+    reservations: Reservations,
     zones: Zones,
     limits: RateLimits,
 }
@@ -57,9 +60,11 @@ impl SdkCompute {
         let instances = client!(Instances, "Compute Engine instances");
         let operations = client!(ZoneOperations, "zone operations");
         let zones = client!(Zones, "zones");
+        let reservations = client!(Reservations, "reservations");
         Ok(Self {
             instances,
             operations,
+            reservations,
             zones,
             limits: settings.rate_limits.limits(),
         })
@@ -133,6 +138,11 @@ fn instance(i: model::Instance) -> GceInstance {
         .and_then(|s| s.provisioning_model.as_ref())
         .is_some_and(|m| *m == ProvisioningModel::Spot)
         || i.scheduling.as_ref().and_then(|s| s.preemptible) == Some(true);
+    let flex_start = i
+        .scheduling
+        .as_ref()
+        .and_then(|s| s.provisioning_model.as_ref())
+        .is_some_and(|m| *m == ProvisioningModel::FlexStart);
     GceInstance {
         name: i.name.unwrap_or_default(),
         zone: i.zone.as_deref().map(last_segment).unwrap_or_default(),
@@ -148,6 +158,8 @@ fn instance(i: model::Instance) -> GceInstance {
             .unwrap_or("UNKNOWN")
             .to_owned(),
         spot,
+        flex_start,
+        reservation_affinity: i.reservation_affinity.map(affinity_from),
         creation_timestamp: i.creation_timestamp,
         last_stop_timestamp: i.last_stop_timestamp,
         labels: i.labels.into_iter().collect(),
@@ -174,6 +186,67 @@ fn operation(op: model::Operation) -> Operation {
     }
 }
 
+/// A `reservationAffinity` as we read it.
+fn affinity_from(a: model::ReservationAffinity) -> ReservationAffinity {
+    match a.consume_reservation_type {
+        Some(ConsumeReservationType::AnyReservation) | None => ReservationAffinity::Any,
+        Some(ConsumeReservationType::NoReservation) => ReservationAffinity::NoReservation,
+        Some(ConsumeReservationType::SpecificReservation) => ReservationAffinity::Specific {
+            key: a.key.unwrap_or_default(),
+            values: a.values,
+        },
+        Some(other) => ReservationAffinity::Other(other.name().unwrap_or("UNKNOWN").to_owned()),
+    }
+}
+
+/// A `reservationAffinity` as we send it.
+fn affinity_to(a: &ReservationAffinity) -> model::ReservationAffinity {
+    let t = model::ReservationAffinity::new();
+    match a {
+        ReservationAffinity::Any => {
+            t.set_consume_reservation_type(ConsumeReservationType::AnyReservation)
+        }
+        ReservationAffinity::NoReservation => {
+            t.set_consume_reservation_type(ConsumeReservationType::NoReservation)
+        }
+        ReservationAffinity::Specific { key, values } => t
+            .set_consume_reservation_type(ConsumeReservationType::SpecificReservation)
+            .set_key(key.clone())
+            .set_values(values.clone()),
+        ReservationAffinity::Other(name) => {
+            t.set_consume_reservation_type(ConsumeReservationType::from(name.as_str()))
+        }
+    }
+}
+
+/// A reservation as we read it; `zone` is the aggregated list's key, for when it leaves the
+/// reservation's zone out.
+fn reservation_in(zone: &str, r: model::Reservation) -> GceReservation {
+    let specific = r.specific_reservation.unwrap_or_default();
+    GceReservation {
+        name: r.name.unwrap_or_default(),
+        zone: r
+            .zone
+            .as_deref()
+            .filter(|z| !z.is_empty())
+            .map_or_else(|| last_segment(zone), last_segment),
+        machine_type: specific
+            .instance_properties
+            .and_then(|p| p.machine_type)
+            .filter(|m| !m.is_empty())
+            .map(|m| last_segment(&m)),
+        count: specific.count.unwrap_or(0),
+        in_use_count: specific.in_use_count.unwrap_or(0),
+        specific_reservation_required: r.specific_reservation_required.unwrap_or(false),
+        status: r
+            .status
+            .as_ref()
+            .and_then(|s| s.name())
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
 fn body(spec: &InsertSpec) -> model::Instance {
     let zone = &spec.zone;
     let mut scheduling = model::Scheduling::new();
@@ -182,6 +255,15 @@ fn body(spec: &InsertSpec) -> model::Instance {
             .set_provisioning_model(ProvisioningModel::Spot)
             .set_instance_termination_action(InstanceTerminationAction::Delete)
             .set_automatic_restart(false);
+    }
+    if spec.flex_start {
+        scheduling = scheduling
+            .set_provisioning_model(ProvisioningModel::FlexStart)
+            .set_instance_termination_action(InstanceTerminationAction::Delete)
+            .set_automatic_restart(false);
+    }
+    if let Some(seconds) = spec.max_run_duration_seconds {
+        scheduling = scheduling.set_max_run_duration(model::Duration::new().set_seconds(seconds));
     }
     if spec.terminate_on_host_maintenance {
         scheduling = scheduling.set_on_host_maintenance(OnHostMaintenance::Terminate);
@@ -240,6 +322,9 @@ fn body(spec: &InsertSpec) -> model::Instance {
     }
     if !spec.network_tags.is_empty() {
         i = i.set_tags(model::Tags::new().set_items(spec.network_tags.clone()));
+    }
+    if let Some(a) = &spec.reservation_affinity {
+        i = i.set_reservation_affinity(affinity_to(a));
     }
     i
 }
@@ -320,6 +405,54 @@ impl Compute for SdkCompute {
                 .await
                 .map_err(api_error)?;
             Ok(operation(op))
+        })
+    }
+
+    fn reset(&self, project: String, zone: String, name: String) -> PortFuture<'_, Operation> {
+        Box::pin(async move {
+            self.limits.write().await;
+            let op = self
+                .instances
+                .reset()
+                .set_project(project)
+                .set_zone(zone)
+                .set_instance(name)
+                .send()
+                .await
+                .map_err(api_error)?;
+            Ok(operation(op))
+        })
+    }
+
+    fn reservations(&self, project: String) -> PortFuture<'_, Vec<GceReservation>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                self.limits.read().await;
+                let page = self
+                    .reservations
+                    .aggregated_list()
+                    .set_project(project.clone())
+                    .set_or_clear_page_token(token.clone())
+                    .send()
+                    .await
+                    .map_err(api_error)?;
+                let zones: BTreeMap<_, _> = page.items.into_iter().collect();
+                for (key, scoped) in zones {
+                    out.extend(
+                        scoped
+                            .reservations
+                            .into_iter()
+                            .map(|r| reservation_in(&key, r)),
+                    );
+                }
+                match page.next_page_token.filter(|t| !t.is_empty()) {
+                    Some(t) => token = Some(t),
+                    None => break,
+                }
+            }
+            Ok(out)
         })
     }
 
@@ -406,5 +539,59 @@ mod tests {
             "projects/p/zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4"
         );
         assert_eq!(json["disks"][0]["boot"], true);
+    }
+
+    #[test]
+    fn a_flex_start_body_has_compute_engines_field_names() {
+        let spec = InsertSpec {
+            project: "p".into(),
+            zone: "us-central1-a".into(),
+            name: "qm-x".into(),
+            machine_type: "a3-highgpu-8g".into(),
+            flex_start: true,
+            max_run_duration_seconds: Some(604_800),
+            terminate_on_host_maintenance: true,
+            reservation_affinity: Some(ReservationAffinity::NoReservation),
+            ..InsertSpec::default()
+        };
+        let json = serde_json::to_value(body(&spec)).unwrap();
+        let s = &json["scheduling"];
+        assert_eq!(s["provisioningModel"], "FLEX_START");
+        assert_eq!(s["maxRunDuration"]["seconds"], "604800");
+        assert_eq!(s["instanceTerminationAction"], "DELETE");
+        assert_eq!(s["onHostMaintenance"], "TERMINATE");
+        assert_eq!(s["automaticRestart"], false);
+        assert_eq!(
+            json["reservationAffinity"]["consumeReservationType"],
+            "NO_RESERVATION"
+        );
+        // And they read back.
+        let back: model::Instance = serde_json::from_value(json).unwrap();
+        let i = instance(back);
+        assert!(i.flex_start && !i.spot);
+        assert_eq!(
+            i.reservation_affinity,
+            Some(ReservationAffinity::NoReservation)
+        );
+    }
+
+    #[test]
+    fn a_reserved_body_names_its_reservation() {
+        let spec = InsertSpec {
+            zone: "us-central1-a".into(),
+            machine_type: "a3-highgpu-8g".into(),
+            reservation_affinity: Some(ReservationAffinity::specific("h100-block")),
+            ..InsertSpec::default()
+        };
+        let json = serde_json::to_value(body(&spec)).unwrap();
+        assert_eq!(
+            json["reservationAffinity"],
+            serde_json::json!({
+                "consumeReservationType": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name",
+                "values": ["h100-block"],
+            })
+        );
+        assert!(json["scheduling"].get("provisioningModel").is_none());
     }
 }

@@ -9,6 +9,8 @@
 //! reservation by others are never counted as free.
 
 mod aws;
+mod azure;
+mod gcp;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,6 +42,12 @@ impl NodeClasses<'_> {
         match (r.cloud, kind) {
             (Cloud::Aws, "AWSNodeClass") => {
                 named(self.aws, name).is_some_and(|c| aws::selects(c, r))
+            }
+            (Cloud::Azure, "AzureNodeClass") => {
+                named(self.azure, name).is_some_and(|c| azure::selects(c, r))
+            }
+            (Cloud::Gcp, "GCPNodeClass") => {
+                named(self.gcp, name).is_some_and(|c| gcp::selects(c, r))
             }
             _ => false,
         }
