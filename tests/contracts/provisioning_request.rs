@@ -1,7 +1,8 @@
 //! ProvisioningRequests in `plan`, in the shape Kueue's ProvisioningRequest admission check
 //! creates them (PodTemplates `ppt-<workload>-<check>-<attempt>-<podset>`):
 //! best-effort-atomic buys every node of the request or none, check-capacity answers from the
-//! given nodes and buys nothing.
+//! given nodes and buys nothing, queued-provisioning (GKE) is best-effort-atomic on flex-start
+//! capacity where a NodePool opts in.
 
 use quartermaster_tests::quartermaster;
 use serde_json::Value;
@@ -163,7 +164,7 @@ fn other_classes_are_not_served() {
     let docs = template("ppt-job-q-1-main", "2", 1)
         + &request(
             "job-q-1",
-            "queued-provisioning.gke.io",
+            "example.com/some-other-class",
             "ppt-job-q-1-main",
             1,
         );
@@ -177,4 +178,61 @@ fn other_classes_are_not_served() {
             .contains("is not served by Quartermaster"),
         "{p:#}"
     );
+}
+
+/// A GCP NodePool of a2-highgpu-1g that opts in to flex-start.
+const FLEX_POOL: &str = "apiVersion: quartermaster.dev/v1
+kind: NodePool
+metadata: {name: flex}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: quartermaster.dev, kind: GCPNodeClass, name: training}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [flex-start, on-demand]}
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [a2-highgpu-1g]}
+";
+
+#[test]
+fn queued_provisioning_buys_flex_start_nodes_where_a_pool_opts_in() {
+    let docs = template("ppt-job-q-1-main", "2", 1)
+        + &request(
+            "job-q-1",
+            "queued-provisioning.gke.io",
+            "ppt-job-q-1-main",
+            2,
+        );
+    let dir = std::env::temp_dir().join(format!("qm-provreq-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pool = dir.join("queued-flex-pool.yaml");
+    std::fs::write(&pool, FLEX_POOL).unwrap();
+    let objects = dir.join("queued-flex.yaml");
+    std::fs::write(&objects, &docs).unwrap();
+    let (pool, objects) = (pool.display().to_string(), objects.display().to_string());
+    let out = quartermaster(&["plan", "-f", &pool, "-f", &objects, "-o", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let p = out.json();
+    let a = answer(&p);
+    assert_eq!(a["class"], "queued-provisioning", "{p:#}");
+    assert_eq!(a["verdict"], "provisioned", "{p:#}");
+    assert_eq!(a["new_nodes"], 2, "{p:#}");
+    for node in p["new_nodes"].as_array().unwrap() {
+        assert_eq!(node["capacity_type"], "flex-start", "{p:#}");
+    }
+
+    // No pool opts in: best-effort-atomic on what the pool allows, and the answer says why.
+    let p = plan("queued-on-demand", "limits: {}", &docs);
+    let a = answer(&p);
+    assert_eq!(a["verdict"], "provisioned", "{p:#}");
+    assert_eq!(a["new_nodes"], 2, "{p:#}");
+    assert!(
+        a["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no NodePool its pods may use opts in to flex-start"),
+        "{p:#}"
+    );
+    for node in p["new_nodes"].as_array().unwrap() {
+        assert_eq!(node["capacity_type"], "on-demand", "{p:#}");
+    }
 }

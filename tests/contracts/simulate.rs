@@ -238,6 +238,54 @@ fn a_capacity_buffer_buys_pending_time_and_reports_what_it_costs() {
     assert!(number(&with, "fleet_cost_over_hindsight") <= 1.05, "{with}");
 }
 
+/// Flex-start keys of `simulate -o json` (issue 21); added, never renamed.
+const FLEX_START_KEYS: [&str; 3] = [
+    "flex_start_cost",
+    "flex_start_launches",
+    "flex_start_reclaims",
+];
+
+#[test]
+fn flex_start_is_cheaper_queued_and_drained_before_its_run_ends() {
+    let file = path("scenarios/flex-start-training.yaml");
+    let (with, _) = simulate_json(&[&file]);
+    let (without, _) = simulate_json(&[&file, "--without-flex-start"]);
+    for v in [&with, &without] {
+        for key in FLEX_START_KEYS {
+            assert!(v[key].is_number(), "{key} missing: {v}");
+        }
+        assert!(v["engine"]["flex_start_drains"].is_number(), "{v}");
+        assert_no_violations("flex-start-training", v);
+    }
+    assert!(number(&with, "flex_start_launches") > 0.0, "{with}");
+    let flex = number(&with, "flex_start_cost");
+    assert!(flex > 0.0, "{with}");
+    assert_eq!(
+        with["cost_by_capacity_type"]["flex-start"].as_f64(),
+        Some(flex)
+    );
+    // The nine-day run is drained before its node's seven days end; the cloud deletes none.
+    assert!(
+        with["engine"]["flex_start_drains"].as_f64() >= Some(1.0),
+        "{with}"
+    );
+    assert_eq!(number(&with, "flex_start_reclaims"), 0.0, "{with}");
+    // Cheaper, at the price of the queue.
+    assert!(number(&with, "total_cost") < number(&without, "total_cost"));
+    assert!(
+        number(&with, "pending_seconds_p95") > number(&without, "pending_seconds_p95"),
+        "with {with}\nwithout {without}"
+    );
+    assert_eq!(number(&without, "flex_start_launches"), 0.0, "{without}");
+    assert_eq!(number(&without, "flex_start_cost"), 0.0);
+    // The default scenario has none.
+    let (default, _) = simulate_json(&[]);
+    for key in FLEX_START_KEYS {
+        assert_eq!(number(&default, key), 0.0, "{key}: {default}");
+    }
+    assert_eq!(default["engine"]["flex_start_drains"].as_f64(), Some(0.0));
+}
+
 #[test]
 fn the_shipped_scenarios_are_valid() {
     for name in [
@@ -253,6 +301,7 @@ fn the_shipped_scenarios_are_valid() {
         "gpu-faults",
         "buffered-inference",
         "capacity-block-week",
+        "flex-start-training",
     ] {
         // Loading validates everything, the probe solves included; running them is left to the
         // release-build figures (they are long).

@@ -588,8 +588,7 @@ pub fn summarise(scenario: &Scenario, seed: u64, run: &Run, baseline: &Run) -> S
             rec.instances
                 .iter()
                 .filter(|i| i.capacity_type == quartermaster_pricing::CapacityType::FlexStart)
-                .map(|i| i.cost(end))
-                .sum(),
+                .fold(0.0, |sum, i| sum + i.cost(end)),
         ),
         flex_start_launches: rec
             .instances

@@ -80,6 +80,8 @@ pub fn run(args: &ExplainArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         extended_resource_toleration: args.extended_resource_toleration,
     };
     let mut loaded = load(&args.files, &catalog, reading)?;
+    let pools = &loaded.ingested.snapshot.node_pools;
+    let catalog = quartermaster_solver::flex_start::catalog_for(catalog, pools);
     let now = args.at.unwrap_or_else(chrono::Utc::now);
     // Reserved capacity: the same stand-ins as `plan`.
     let given = match &args.reservations {

@@ -31,6 +31,8 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
     };
     let loaded = load(&args.files, &catalog, reading)?;
     let mut ingested = loaded.ingested;
+    let catalog =
+        quartermaster_solver::flex_start::catalog_for(catalog, &ingested.snapshot.node_pools);
     let mut notes = loaded.read_notes;
     notes.append(&mut ingested.notes);
     let now = args.at.unwrap_or_else(chrono::Utc::now);
