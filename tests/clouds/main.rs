@@ -2,6 +2,7 @@
 //! our fault-injecting proxy in front for what moto does not simulate.
 
 mod aws;
+mod aws_catalog_live;
 mod aws_chaos;
 mod aws_drift;
 mod aws_prices;
