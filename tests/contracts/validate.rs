@@ -282,7 +282,7 @@ fn misspelt_label_keys_operators_and_values_get_a_suggestion() {
     assert_eq!(out.code, 0, "{}", show(&out));
     assert!(
         out.stderr.contains(&format!(
-            "{f}: NodePool/gpu: warning: spec.template.spec.requirements[0].values[0]: \"on-demnad\" is not a value label \"quartermaster.dev/capacity-type\" takes (spot, on-demand, reserved); did you mean \"on-demand\"?"
+            "{f}: NodePool/gpu: warning: spec.template.spec.requirements[0].values[0]: \"on-demnad\" is not a value label \"quartermaster.dev/capacity-type\" takes (spot, on-demand, reserved, flex-start); did you mean \"on-demand\"?"
         )),
         "{}",
         show(&out)

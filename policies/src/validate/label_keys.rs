@@ -13,7 +13,10 @@ use super::suggest::{did_you_mean, known_label_keys};
 
 /// Labels that take a closed set of values, and those values.
 const CLOSED_LABELS: &[(&str, &[&str])] = &[
-    (LABEL_CAPACITY_TYPE, &["spot", "on-demand", "reserved"]),
+    (
+        LABEL_CAPACITY_TYPE,
+        &["spot", "on-demand", "reserved", "flex-start"],
+    ),
     (LABEL_ARCH, &["amd64", "arm64"]),
     (LABEL_OS, &["linux", "windows"]),
     (LABEL_CLOUD, &["aws", "gcp", "azure"]),
@@ -170,7 +173,7 @@ spec:
         let p = pool(
             "[{key: karpenter.sh/capacity-type, operator: In, values: [spott, on-demand]},
               {key: kubernetes.io/arch, operator: NotIn, values: [amd46]},
-              {key: quartermaster.dev/capacity-type, operator: In, values: [reserved]},
+              {key: quartermaster.dev/capacity-type, operator: In, values: [reserved, flex-start]},
               {key: kubernetes.io/os, operator: Exists},
               {key: team, operator: In, values: [x]}]",
             "{}",
@@ -180,7 +183,7 @@ spec:
         assert_eq!(
             shown,
             [
-                "spec.template.spec.requirements[0].values[0]: \"spott\" is not a value label \"karpenter.sh/capacity-type\" takes (spot, on-demand, reserved); did you mean \"spot\"?",
+                "spec.template.spec.requirements[0].values[0]: \"spott\" is not a value label \"karpenter.sh/capacity-type\" takes (spot, on-demand, reserved, flex-start); did you mean \"spot\"?",
                 "spec.template.spec.requirements[1].values[0]: \"amd46\" is not a value label \"kubernetes.io/arch\" takes (amd64, arm64); did you mean \"amd64\"?",
             ]
         );

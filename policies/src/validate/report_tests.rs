@@ -148,7 +148,7 @@ spec:
         warnings,
         [
             "spec.template.spec.requirements[1].key: no instance type in the catalog carries label \"karpenter.sh/capacity_type\" (In/Exists match nothing, NotIn/DoesNotExist always hold); did you mean \"karpenter.sh/capacity-type\"?",
-            "spec.template.spec.requirements[0].values[0]: \"spott\" is not a value label \"karpenter.sh/capacity-type\" takes (spot, on-demand, reserved); did you mean \"spot\"?",
+            "spec.template.spec.requirements[0].values[0]: \"spott\" is not a value label \"karpenter.sh/capacity-type\" takes (spot, on-demand, reserved, flex-start); did you mean \"spot\"?",
         ]
     );
 }
