@@ -113,7 +113,7 @@ fn best_effort_atomic_not_found_then_provisioned() {
 
 #[test]
 fn requests_that_cannot_be_served_fail_and_old_ones_expire() {
-    let mut r = request("queued-provisioning.gke.io");
+    let mut r = request("example.com/some-other-class");
     r.problem = Some("provisioningClassName … is not served".into());
     assert_eq!(
         shown(&desired_conditions(&r, None, t(1)).unwrap()),

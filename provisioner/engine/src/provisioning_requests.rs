@@ -5,8 +5,10 @@
 //! - check-capacity: [`check_capacity`] solves the request's pods against what exists (nodes and
 //!   in-flight claims, with what is already placed or booked on them) with every NodePool held
 //!   at its current node count, so nothing is bought.
-//! - best-effort-atomic: the request's pods are pending pods of one gang; the engine's solver
-//!   places them whole or not at all and its gang launches buy the nodes.
+//! - best-effort-atomic (and GKE's `queued-provisioning.gke.io`, whose pods also prefer
+//!   flex-start capacity where a NodePool opts in to it): the request's pods are pending pods of
+//!   one gang; the engine's solver places them whole or not at all and its gang launches buy the
+//!   nodes.
 //!   [`Engine::request_verdict`] reads where they are: all on nodes that exist is provisioned, a
 //!   waiting pod with a reason is not found (the reason says why), otherwise it is in progress.
 

@@ -123,7 +123,7 @@ async fn an_unknown_class_fails_and_buys_nothing() {
     api.insert(
         GROUP,
         "provisioningrequests",
-        provisioning_request("q-1", "queued-provisioning.gke.io", "ppt-q-1-main", 1),
+        provisioning_request("q-1", "example.com/some-other-class", "ppt-q-1-main", 1),
     );
     let mut env = Env::new(api);
     env.passes(0, 3).await;
