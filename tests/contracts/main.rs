@@ -15,6 +15,7 @@ mod crds;
 mod e2e;
 mod e2e_api_faults;
 mod e2e_gpu_mix;
+mod e2e_repair;
 mod e2e_restarts;
 mod explain;
 mod explain_claims;
