@@ -944,6 +944,7 @@ fn sdk_calls() {
                 custom_data: Some(STANDARD.encode(format!("#cloud-config\ntoken: {AZURE_CUSTOM_DATA}\n"))),
                 ssh_public_key: None,
                 identities: Vec::new(),
+                capacity_reservation_group: None,
                 tags: Default::default(),
             })
             .await;
