@@ -89,9 +89,7 @@ impl Timeline {
             | Kind::Registered
             | Kind::Accelerators
             | Kind::GpuFault
-            | Kind::Rebooted => {
-                self.happens(t)
-            }
+            | Kind::Rebooted => self.happens(t),
             Kind::Notice => self.noticed_at() == Some(t),
             Kind::Reclaim => self.reclaimed_at() == Some(t),
             Kind::OutageEdge => false,

@@ -1255,12 +1255,12 @@ impl<'s> Driver<'s> {
     }
 }
 
+#[cfg(test)]
+mod flex_start_tests;
 mod headroom;
 mod limits;
 mod measure;
 mod restart;
-#[cfg(test)]
-mod flex_start_tests;
 #[cfg(test)]
 mod tests;
 
