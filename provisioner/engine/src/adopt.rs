@@ -134,6 +134,9 @@ impl Engine {
         let relaunch = claim.phase == Phase::Launching && !claim.deleting;
         let name = claim.name.clone();
         let gang = found.gang.filter(|_| !claim.deleting);
+        if claim.offering.capacity_type == quartermaster_pricing::CapacityType::FlexStart {
+            self.flex_start_seen = true;
+        }
         self.claims.insert(name.clone(), claim);
         if let Some(gang) = gang {
             self.rejoin_gang(found.created_at, &name, &gang);

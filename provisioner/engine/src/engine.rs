@@ -267,12 +267,17 @@ pub struct Engine {
     reservations: Vec<crate::ReservationOffer>,
     /// Reservations that accepted launches at the last poll (one starting wakes waiting pods).
     reservations_open: BTreeSet<String>,
+    /// Whether a flex-start claim may exist (a pool opted in, or one was adopted): until then
+    /// no poll looks for flex-start nodes to drain.
+    flex_start_seen: bool,
 }
 
 impl Engine {
     /// A new engine with no pods and no nodes.
     pub fn new(setup: EngineSetup, config: EngineConfig) -> Self {
         let setup = flex_start::with_offerings(setup);
+        let flex_start_seen =
+            quartermaster_solver::flex_start::any_opts_in(setup.pools.iter().map(|p| &p.spec));
         let static_retry_at = vec![None; setup.pools.len()];
         let repair_configs = setup
             .pools
@@ -307,6 +312,7 @@ impl Engine {
             headroom: Default::default(),
             reservations: Vec::new(),
             reservations_open: BTreeSet::new(),
+            flex_start_seen,
         }
     }
 
@@ -561,7 +567,9 @@ impl Engine {
                 Phase::Initialized | Phase::Launching => {}
             }
             times.extend(self.empty_deadline(c));
-            times.extend(flex_start::deadline(c));
+            if self.flex_start_seen {
+                times.extend(flex_start::deadline(c));
+            }
         }
         // Consolidation counts a nomination the cluster has not bound as settled once the grace
         // is over: wake up then, only for claims that have one (pods bound at once, as the

@@ -60,6 +60,7 @@ impl Engine {
     pub(super) fn add_flex_start_offerings(&mut self) {
         let pools = self.setup.pools.iter().map(|p| &p.spec);
         if quartermaster_solver::flex_start::any_opts_in(pools) {
+            self.flex_start_seen = true;
             self.setup.catalog = self.setup.catalog.with_flex_start_offerings();
         }
     }
@@ -78,6 +79,9 @@ impl Engine {
     /// pods planned elsewhere at once, the node deleted when they run there); one still there
     /// when its run ends is deleted.
     pub(super) fn drain_flex_start(&mut self, now: DateTime<Utc>) {
+        if !self.flex_start_seen {
+            return;
+        }
         let mut drain = Vec::new();
         let mut delete = Vec::new();
         for c in self.claims.values().filter(|c| !c.deleting) {
