@@ -865,8 +865,11 @@ async fn ssm_client(moto: std::net::SocketAddr) -> aws_sdk_ssm::Client {
 }
 
 /// EC2's answer to DescribeCapacityReservations (moto does not hold reservations; the proxy
-/// answers in EC2's shape): a Capacity Block of 4 p5.48xlarge and an ODCR of 2 g5.xlarge.
-const CAPACITY_RESERVATIONS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+/// answers in EC2's shape): a Capacity Block of 4 p5.48xlarge (3 free) in state `block_state`
+/// from `start` to `end`, and an ODCR of 2 g5.xlarge.
+pub(crate) fn capacity_reservations_xml(block_state: &str, start: &str, end: &str) -> String {
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
 <DescribeCapacityReservationsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
   <requestId>r-1</requestId>
   <capacityReservationSet>
@@ -876,9 +879,9 @@ const CAPACITY_RESERVATIONS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
       <availabilityZone>us-east-1a</availabilityZone>
       <totalInstanceCount>4</totalInstanceCount>
       <availableInstanceCount>3</availableInstanceCount>
-      <state>active</state>
-      <startDate>2026-12-05T11:30:00.000Z</startDate>
-      <endDate>2026-12-08T11:30:00.000Z</endDate>
+      <state>{block_state}</state>
+      <startDate>{start}</startDate>
+      <endDate>{end}</endDate>
       <reservationType>capacity-block</reservationType>
       <instanceMatchCriteria>targeted</instanceMatchCriteria>
       <tagSet><item><key>team</key><value>research</value></item></tagSet>
@@ -895,7 +898,9 @@ const CAPACITY_RESERVATIONS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
       <tagSet/>
     </item>
   </capacityReservationSet>
-</DescribeCapacityReservationsResponse>"#;
+</DescribeCapacityReservationsResponse>"#
+    )
+}
 
 #[tokio::test]
 async fn reservations_are_read_through_the_sdk_and_a_reserved_launch_targets_its_block() {
@@ -906,7 +911,11 @@ async fn reservations_are_read_through_the_sdk_and_a_reserved_launch_targets_its
         "DescribeCapacityReservations",
         Fault::XmlReply {
             status: 200,
-            body: CAPACITY_RESERVATIONS.into(),
+            body: capacity_reservations_xml(
+                "active",
+                "2026-12-05T11:30:00.000Z",
+                "2026-12-08T11:30:00.000Z",
+            ),
         },
     );
     let reservations = w

@@ -6,38 +6,6 @@
 use crate::fault_proxy::{Fault, FaultProxy};
 use crate::moto::Moto;
 
-/// A Capacity Block of 4 p5.48xlarge (3 free) and an ODCR of 2 g5.xlarge.
-const RESERVATIONS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<DescribeCapacityReservationsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
-  <requestId>r-live</requestId>
-  <capacityReservationSet>
-    <item>
-      <capacityReservationId>cr-0h100block</capacityReservationId>
-      <instanceType>p5.48xlarge</instanceType>
-      <availabilityZone>us-east-1a</availabilityZone>
-      <totalInstanceCount>4</totalInstanceCount>
-      <availableInstanceCount>3</availableInstanceCount>
-      <state>scheduled</state>
-      <startDate>2099-01-11T11:30:00.000Z</startDate>
-      <endDate>2099-01-14T11:30:00.000Z</endDate>
-      <reservationType>capacity-block</reservationType>
-      <instanceMatchCriteria>targeted</instanceMatchCriteria>
-      <tagSet><item><key>team</key><value>research</value></item></tagSet>
-    </item>
-    <item>
-      <capacityReservationId>cr-0odcr</capacityReservationId>
-      <instanceType>g5.xlarge</instanceType>
-      <availabilityZone>us-east-1b</availabilityZone>
-      <totalInstanceCount>2</totalInstanceCount>
-      <availableInstanceCount>2</availableInstanceCount>
-      <state>active</state>
-      <reservationType>default</reservationType>
-      <instanceMatchCriteria>open</instanceMatchCriteria>
-      <tagSet/>
-    </item>
-  </capacityReservationSet>
-</DescribeCapacityReservationsResponse>"#;
-
 /// `quartermaster catalog --live --cloud aws --region us-east-1 --aws-endpoint PROXY ARGS...`
 /// in-process (on a thread of its own: the command runs its own runtime).
 async fn catalog_live(proxy: &FaultProxy, args: &[&str]) -> quartermaster_tests::Output {
@@ -45,7 +13,11 @@ async fn catalog_live(proxy: &FaultProxy, args: &[&str]) -> quartermaster_tests:
         "DescribeCapacityReservations",
         Fault::XmlReply {
             status: 200,
-            body: RESERVATIONS.into(),
+            body: crate::aws::capacity_reservations_xml(
+                "scheduled",
+                "2099-01-11T11:30:00.000Z",
+                "2099-01-14T11:30:00.000Z",
+            ),
         },
     );
     let mut argv: Vec<String> = [

@@ -412,12 +412,7 @@ impl GcpCloud {
     }
 
     async fn get_one(&self, provider_id: &str) -> Result<(String, GceInstance), CloudError> {
-        let (project, zone, name) =
-            parse_provider_id(provider_id).ok_or_else(|| CloudError::InvalidRequest {
-                message: format!(
-                    "{provider_id:?} is not a GCP provider id (gce://PROJECT/ZONE/NAME)"
-                ),
-            })?;
+        let (project, zone, name) = parsed_provider_id(provider_id)?;
         let i = self
             .compute
             .get(project.to_owned(), zone.to_owned(), name.to_owned())
@@ -613,12 +608,7 @@ impl CloudProvider for GcpCloud {
 
     fn delete<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
         Box::pin(async move {
-            let (project, zone, name) =
-                parse_provider_id(provider_id).ok_or_else(|| CloudError::InvalidRequest {
-                    message: format!(
-                        "{provider_id:?} is not a GCP provider id (gce://PROJECT/ZONE/NAME)"
-                    ),
-                })?;
+            let (project, zone, name) = parsed_provider_id(provider_id)?;
             self.compute
                 .delete(project.to_owned(), zone.to_owned(), name.to_owned())
                 .await
@@ -676,12 +666,7 @@ impl CloudProvider for GcpCloud {
     /// for like a launch.
     fn reboot<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
         Box::pin(async move {
-            let (project, zone, name) =
-                parse_provider_id(provider_id).ok_or_else(|| CloudError::InvalidRequest {
-                    message: format!(
-                        "{provider_id:?} is not a GCP provider id (gce://PROJECT/ZONE/NAME)"
-                    ),
-                })?;
+            let (project, zone, name) = parsed_provider_id(provider_id)?;
             let op = self
                 .compute
                 .reset(project.to_owned(), zone.to_owned(), name.to_owned())
@@ -727,6 +712,13 @@ impl CloudProvider for GcpCloud {
             Ok(self.preemptions(&found, self.clock.now()))
         })
     }
+}
+
+/// `(project, zone, name)` of a `gce://PROJECT/ZONE/NAME` provider id, or why not.
+fn parsed_provider_id(provider_id: &str) -> Result<(&str, &str, &str), CloudError> {
+    parse_provider_id(provider_id).ok_or_else(|| CloudError::InvalidRequest {
+        message: format!("{provider_id:?} is not a GCP provider id (gce://PROJECT/ZONE/NAME)"),
+    })
 }
 
 #[cfg(test)]
