@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use quartermaster_solver::Pod;
 
-use super::Engine;
+use crate::engine::Engine;
 use crate::events::FoundClaim;
 use crate::state::{Phase, PodEntry, PodState};
 
@@ -13,7 +13,7 @@ impl Engine {
     /// as it is; a claim of an unknown NodePool or offering is ignored (the driver decides what
     /// to do with it). A claim that never launched is launched again: providers are idempotent
     /// on the claim name, so this never makes a second instance.
-    pub(super) fn adopt(&mut self, now: DateTime<Utc>, found: FoundClaim) {
+    pub(crate) fn adopt(&mut self, now: DateTime<Utc>, found: FoundClaim) {
         if self.claims.contains_key(&found.name) {
             return;
         }
@@ -147,7 +147,7 @@ impl Engine {
     }
 
     /// Records that `pod` runs on `node`.
-    pub(super) fn pod_bound(&mut self, now: DateTime<Utc>, pod: Pod, node: &str) {
+    pub(crate) fn pod_bound(&mut self, now: DateTime<Utc>, pod: Pod, node: &str) {
         let claim = self
             .claims
             .values()
@@ -184,7 +184,7 @@ impl Engine {
 
     /// A claim whose deletion someone else asked for: it takes no more pods, and the pods
     /// nominated to it need a place again.
-    pub(super) fn deleting_elsewhere(&mut self, now: DateTime<Utc>, name: &str) {
+    pub(crate) fn deleting_elsewhere(&mut self, now: DateTime<Utc>, name: &str) {
         let Some(c) = self.claims.get_mut(name) else {
             return;
         };

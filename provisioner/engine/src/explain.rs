@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use quartermaster_solver::PodRef;
 use quartermaster_solver::explain::{Explanation, explain};
 
-use super::Engine;
+use crate::engine::Engine;
 
 impl Engine {
     /// Every candidate offering for a waiting pod with the reason it was not chosen; `None` when

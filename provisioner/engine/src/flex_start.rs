@@ -18,12 +18,12 @@ use quartermaster_pricing::flex_start::{
     FLEX_START_DRAIN_BEFORE, FLEX_START_MAX_RUN, FLEX_START_MAX_WAIT,
 };
 
-use super::{Engine, EngineSetup};
+use crate::engine::{Engine, EngineSetup};
 use crate::events::DeleteReason;
 use crate::state::Claim;
 
 /// `setup` with its catalog's flex-start offerings when one of its pools opts in.
-pub(super) fn with_offerings(mut setup: EngineSetup) -> EngineSetup {
+pub(crate) fn with_offerings(mut setup: EngineSetup) -> EngineSetup {
     setup.catalog = quartermaster_solver::flex_start::catalog_for(
         std::mem::take(&mut setup.catalog),
         setup.pools.iter().map(|p| &p.spec),
@@ -32,7 +32,7 @@ pub(super) fn with_offerings(mut setup: EngineSetup) -> EngineSetup {
 }
 
 /// Whether `c` is (to be) launched as flex-start capacity.
-pub(super) fn is_flex_start(c: &Claim) -> bool {
+pub(crate) fn is_flex_start(c: &Claim) -> bool {
     c.offering.capacity_type == CapacityType::FlexStart
 }
 
@@ -45,7 +45,7 @@ fn run_end(c: &Claim) -> Option<DateTime<Utc>> {
 
 /// The next time the engine must act on flex-start claim `c` by itself: its drain, or, once it
 /// is vacated, the end of its run. `None` for other claims.
-pub(super) fn deadline(c: &Claim) -> Option<DateTime<Utc>> {
+pub(crate) fn deadline(c: &Claim) -> Option<DateTime<Utc>> {
     let end = run_end(c)?;
     Some(if c.interrupted_at.is_none() {
         end - FLEX_START_DRAIN_BEFORE
@@ -57,7 +57,7 @@ pub(super) fn deadline(c: &Claim) -> Option<DateTime<Utc>> {
 impl Engine {
     /// The catalog gains flex-start offerings when a pool opts in (after a catalog or pool
     /// change).
-    pub(super) fn add_flex_start_offerings(&mut self) {
+    pub(crate) fn add_flex_start_offerings(&mut self) {
         let pools = self.setup.pools.iter().map(|p| &p.spec);
         if quartermaster_solver::flex_start::any_opts_in(pools) {
             self.flex_start_seen = true;
@@ -67,7 +67,7 @@ impl Engine {
 
     /// When launched claim `c` should have registered: the registration budget after its
     /// launch, plus the longest a flex-start request may wait in the cloud's queue.
-    pub(super) fn registration_due(&self, c: &Claim) -> Option<DateTime<Utc>> {
+    pub(crate) fn registration_due(&self, c: &Claim) -> Option<DateTime<Utc>> {
         let mut budget = self.config.registration_budget;
         if is_flex_start(c) {
             budget += FLEX_START_MAX_WAIT;
@@ -78,7 +78,7 @@ impl Engine {
     /// Flex-start nodes whose run ends within [`FLEX_START_DRAIN_BEFORE`] are vacated (their
     /// pods planned elsewhere at once, the node deleted when they run there); one still there
     /// when its run ends is deleted.
-    pub(super) fn drain_flex_start(&mut self, now: DateTime<Utc>) {
+    pub(crate) fn drain_flex_start(&mut self, now: DateTime<Utc>) {
         if !self.flex_start_seen {
             return;
         }
@@ -103,7 +103,7 @@ impl Engine {
     }
 
     /// Why a vacated claim goes once its pods run elsewhere, when it is a flex-start one.
-    pub(super) fn flex_start_vacated(c: &Claim) -> Option<DeleteReason> {
+    pub(crate) fn flex_start_vacated(c: &Claim) -> Option<DeleteReason> {
         (c.interrupted_at.is_some() && is_flex_start(c)).then_some(DeleteReason::FlexStartEnding)
     }
 }

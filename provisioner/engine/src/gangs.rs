@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::Engine;
+use crate::engine::Engine;
 use crate::events::DeleteReason;
 use crate::state::{GangLaunch, GangMember, Phase};
 
@@ -73,7 +73,7 @@ impl Engine {
     /// claim joins the launch of the gang of its first member (a gang whose launch is still in
     /// progress gets the new claims too), keeps only the fallback offerings in the gang's zone
     /// and carries the gang's labels. Called before the claims are launched.
-    pub(super) fn group_gangs(&mut self, now: DateTime<Utc>, created: &[(String, Option<String>)]) {
+    pub(crate) fn group_gangs(&mut self, now: DateTime<Utc>, created: &[(String, Option<String>)]) {
         for (name, gang) in created {
             let Some(gang) = gang else { continue };
             let Some(zone) = self.claims.get(name).map(|c| c.offering.zone.clone()) else {
@@ -104,7 +104,7 @@ impl Engine {
     /// label value), with the deadline it had: `created_at` + `gang_launch_timeout`. A gang
     /// whose members are all launched completes at the next tick; one that was half launched
     /// when the controller stopped is completed or rolled back as if nothing had happened.
-    pub(super) fn rejoin_gang(&mut self, created_at: DateTime<Utc>, name: &str, gang: &str) {
+    pub(crate) fn rejoin_gang(&mut self, created_at: DateTime<Utc>, name: &str, gang: &str) {
         let Some(zone) = self.claims.get(name).map(|c| c.offering.zone.clone()) else {
             return;
         };
@@ -131,7 +131,7 @@ impl Engine {
 
     /// Gang launches that are complete (every member launched) are done; those with a member
     /// given up or deleted, or past their deadline, are rolled back.
-    pub(super) fn gang_progress(&mut self, now: DateTime<Utc>) {
+    pub(crate) fn gang_progress(&mut self, now: DateTime<Utc>) {
         let mut done = Vec::new();
         let mut failed = Vec::new();
         for (gang, launch) in &self.gangs {
@@ -169,7 +169,7 @@ impl Engine {
     }
 
     /// Deadlines of the gang launches in progress.
-    pub(super) fn gang_deadlines(&self) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+    pub(crate) fn gang_deadlines(&self) -> impl Iterator<Item = DateTime<Utc>> + '_ {
         self.gangs.values().map(|g| g.deadline)
     }
 }

@@ -11,15 +11,24 @@
 //!
 //! No I/O and no clock: the simulator and the in-cluster controller drive the same engine.
 
+mod adopt;
 mod config;
+mod deadlines;
 mod disruption;
 mod engine;
 mod events;
+mod explain;
+mod flex_start;
+mod gangs;
 mod headroom;
+mod lifecycle;
 mod pools;
+mod provisioning;
+mod provisioning_requests;
 mod repair;
 mod reservations;
 mod state;
+mod static_pools;
 mod unavailable;
 
 pub use config::EngineConfig;
@@ -27,14 +36,12 @@ pub use disruption::{
     CommandKind, DO_NOT_DISRUPT, DisruptionCommand, DisruptionStats, KARPENTER_DO_NOT_DISRUPT,
     PodDisruptionBudgetView, SPOT_TO_SPOT_MIN_TYPES, TEMPLATE_HASH_LABEL, do_not_disrupt,
 };
-pub use engine::gangs::{GANG_LABEL, PLACEMENT_GROUP_LABEL};
-pub use engine::provisioning_requests::{
-    LABEL_PROVISIONING_REQUEST, RequestVerdict, check_capacity,
-};
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeView};
+pub use gangs::{GANG_LABEL, PLACEMENT_GROUP_LABEL};
 pub use headroom::{Buffer, HeadroomView};
 pub use pools::{EngineError, PoolPolicy};
+pub use provisioning_requests::{LABEL_PROVISIONING_REQUEST, RequestVerdict, check_capacity};
 pub use repair::{RepairAction, RepairConfig, RepairOverride, RepairRule};
 pub use reservations::{ReservationOffer, SlotShape, parse_stand_in, stand_in_name, stand_ins};
 pub use unavailable::UnavailableOfferings;

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use quartermaster_pricing::Catalog;
 use quartermaster_solver::{ClusterSnapshot, Pod, PodRef};
 
-use super::Engine;
+use crate::engine::Engine;
 use crate::state::{Phase, PodState};
 
 /// The label the pods planned for a ProvisioningRequest carry (value: the request's name).
@@ -52,7 +52,7 @@ pub fn check_capacity(
     for pool in &mut snapshot.node_pools {
         pool.limits.nodes = Some(pool.usage.nodes);
     }
-    let plan = crate::engine::plan(&snapshot, catalog, now);
+    let plan = crate::provisioning::plan(&snapshot, catalog, now);
     if let Some(u) = plan.unschedulable.first() {
         let more = plan.unschedulable.len() - 1;
         let more = if more > 0 {

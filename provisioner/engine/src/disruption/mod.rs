@@ -2,6 +2,12 @@
 //! PodDisruptionBudgets, and the commands (with their reason and expected saving) the engine
 //! announces.
 
+mod budgets;
+mod consolidation;
+mod drift;
+mod emptiness;
+mod interruption;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use quartermaster_policies::Requirements;

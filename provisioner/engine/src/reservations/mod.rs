@@ -14,6 +14,8 @@
 //!
 //! [`CAPACITY_BLOCK_DRAIN_BEFORE`]: quartermaster_pricing::reservation::CAPACITY_BLOCK_DRAIN_BEFORE
 
+mod slots;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

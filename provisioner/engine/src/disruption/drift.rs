@@ -16,14 +16,14 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_policies::DisruptionReason;
 
-use super::Engine;
 use crate::disruption::{CommandKind, DisruptionCommand};
+use crate::engine::Engine;
 use crate::events::{Action, DeleteReason};
 use crate::state::{Phase, PodState};
 
 impl Engine {
     /// Replaces one drifted node, if any may be; true when a move started.
-    pub(super) fn replace_drifted(&mut self, now: DateTime<Utc>) -> bool {
+    pub(crate) fn replace_drifted(&mut self, now: DateTime<Utc>) -> bool {
         let left = self.budget_left(DisruptionReason::Drifted, now);
         let claims = &self.claims;
         self.disruption
@@ -59,14 +59,14 @@ impl Engine {
     }
 
     /// The cloud says the instance `provider_id` drifted from its NodeClass.
-    pub(super) fn cloud_drifted(&mut self, provider_id: &str, reason: String) {
+    pub(crate) fn cloud_drifted(&mut self, provider_id: &str, reason: String) {
         if let Some(name) = self.claim_by_provider_id(provider_id) {
             self.disruption.cloud_drifted.insert(name, reason);
         }
     }
 
     /// NodePools changed: matched by name, replaced; new ones added.
-    pub(super) fn pools_changed(&mut self, pools: Vec<crate::PoolPolicy>) {
+    pub(crate) fn pools_changed(&mut self, pools: Vec<crate::PoolPolicy>) {
         for p in pools {
             match self
                 .setup
@@ -84,7 +84,7 @@ impl Engine {
     }
 
     /// Starts the replacement of expired nodes and deletes those past their grace period.
-    pub(super) fn expire(&mut self, now: DateTime<Utc>) {
+    pub(crate) fn expire(&mut self, now: DateTime<Utc>) {
         let forced: Vec<String> = self
             .claims
             .values()
@@ -157,7 +157,7 @@ impl Engine {
     }
 
     /// The next expiry or forced deletion.
-    pub(super) fn disruption_deadline(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn disruption_deadline(&self) -> Option<DateTime<Utc>> {
         self.claims
             .values()
             .filter(|c| !c.deleting)

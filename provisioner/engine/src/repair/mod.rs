@@ -32,6 +32,8 @@
 //!   planned again while the gang's other members run, and the solver keeps a gang's pending
 //!   members in the zone of its running ones (the replacement carries the gang's labels).
 
+mod decide;
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeDelta, Utc};

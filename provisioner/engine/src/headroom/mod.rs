@@ -13,6 +13,8 @@
 //! A plain index: the engine feeds it buffers ([`Headroom::set`]) and placements; the solving
 //! is the engine's.
 
+mod keep;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

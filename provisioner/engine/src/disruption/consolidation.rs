@@ -24,7 +24,10 @@ use quartermaster_pricing::{CapacityType, Catalog};
 use quartermaster_solver::resources::{CPU, MAX_RESOURCES, MEMORY, PODS};
 use quartermaster_solver::{Plan, Pod, PodRef, Resources, to_resources};
 
-use super::{CONSOLIDATION_BACKOFF, Engine};
+use crate::engine::Engine;
+
+/// How long a node whose consolidation was called off is left alone.
+const CONSOLIDATION_BACKOFF: TimeDelta = TimeDelta::minutes(15);
 use crate::disruption::{CommandKind, DisruptionCommand, DisruptionStats};
 use crate::events::{Action, DeleteReason};
 use crate::state::{Claim, Phase, PodState};
@@ -46,7 +49,7 @@ fn balanced_score(saving: f64, pool_cost: f64, moved: usize, pool_pods: usize) -
 
 /// A node consolidation may move pods off.
 #[derive(Debug, Clone)]
-pub(super) struct Candidate {
+pub(crate) struct Candidate {
     pub name: String,
     pub pool: usize,
     /// Money wasted per hour: price × idle share of its scarcest resource.
@@ -58,7 +61,7 @@ pub(super) struct Candidate {
 }
 
 /// A move the solver found.
-pub(super) struct Proposal {
+pub(crate) struct Proposal {
     pub names: Vec<String>,
     pub plan: Plan,
     pub saving: f64,
@@ -92,7 +95,7 @@ impl Engine {
     // ------------------------------------------------------------------ inputs
 
     /// A pod's do-not-disrupt annotation changed.
-    pub(super) fn protect_pod(&mut self, pod: PodRef, on: bool) {
+    pub(crate) fn protect_pod(&mut self, pod: PodRef, on: bool) {
         if on {
             self.disruption.protected_pods.insert(pod);
         } else {
@@ -101,7 +104,7 @@ impl Engine {
     }
 
     /// A node's (or NodeClaim's) do-not-disrupt annotation changed.
-    pub(super) fn protect_node(&mut self, node: String, on: bool) {
+    pub(crate) fn protect_node(&mut self, node: String, on: bool) {
         if on {
             self.disruption.protected_nodes.insert(node);
         } else {
@@ -110,7 +113,7 @@ impl Engine {
     }
 
     /// New prices: claims are priced again (what they cost now is what removing them saves).
-    pub(super) fn catalog_changed(&mut self, catalog: Catalog) {
+    pub(crate) fn catalog_changed(&mut self, catalog: Catalog) {
         let reservations: Vec<quartermaster_pricing::Reservation> = self
             .reservations
             .iter()
@@ -146,7 +149,7 @@ impl Engine {
     }
 
     /// Whether a node (by claim or node name) is annotated do-not-disrupt.
-    pub(super) fn node_protected(&self, c: &Claim) -> bool {
+    pub(crate) fn node_protected(&self, c: &Claim) -> bool {
         let p = &self.disruption.protected_nodes;
         p.contains(&c.name) || c.node().is_some_and(|n| p.contains(&n.name))
     }
@@ -154,7 +157,7 @@ impl Engine {
     /// Whether the PodDisruptionBudgets let `pods` be evicted now: every budget selecting one of
     /// them allows at least one disruption (Karpenter's rule; the evictions themselves go
     /// through the eviction API one by one, which waits while a budget allows none).
-    pub(super) fn pdbs_allow<'a>(&self, pods: impl IntoIterator<Item = &'a Pod>) -> bool {
+    pub(crate) fn pdbs_allow<'a>(&self, pods: impl IntoIterator<Item = &'a Pod>) -> bool {
         let pdbs = &self.disruption.pdbs;
         if pdbs.is_empty() {
             return true;
@@ -166,7 +169,7 @@ impl Engine {
     }
 
     /// Announces the removal of an empty node.
-    pub(super) fn announce_empty(&mut self, name: &str) {
+    pub(crate) fn announce_empty(&mut self, name: &str) {
         let Some(c) = self.claims.get(name) else {
             return;
         };
@@ -186,7 +189,7 @@ impl Engine {
     // ------------------------------------------------------------------ the pass
 
     /// Looks for one move (drift first, then consolidation), when due.
-    pub(super) fn consolidate(&mut self, now: DateTime<Utc>) {
+    pub(crate) fn consolidate(&mut self, now: DateTime<Utc>) {
         let changed = self.consolidation_seen != Some(self.version);
         let matured = self.consolidation_wake.is_some_and(|t| now >= t);
         if !(changed || matured) || self.consolidation_next.is_some_and(|t| now < t) {
@@ -231,7 +234,7 @@ impl Engine {
     }
 
     /// Whether any pool consolidates underutilized nodes (so a wake-up is worth scheduling).
-    pub(super) fn consolidation_enabled(&self) -> bool {
+    pub(crate) fn consolidation_enabled(&self) -> bool {
         self.setup.pools.iter().any(|p| {
             matches!(
                 p.node_pool.consolidation_policy(),
@@ -243,7 +246,7 @@ impl Engine {
     /// The claim a pod runs on as consolidation sees it: where it is bound, or where it is
     /// nominated on a node that is up (consolidation only looks at a settled cluster, where
     /// such a nomination has outlived the binding grace).
-    pub(super) fn running_on<'a>(&self, e: &'a PodEntry) -> Option<&'a str> {
+    pub(crate) fn running_on<'a>(&self, e: &'a PodEntry) -> Option<&'a str> {
         match &e.state {
             PodState::Bound { claim } => Some(claim),
             PodState::Nominated { claim }
@@ -270,7 +273,7 @@ impl Engine {
     }
 
     /// Whether a pod may be moved voluntarily (not a Job's, not do-not-disrupt).
-    pub(super) fn pod_movable(&self, id: &PodRef) -> bool {
+    pub(crate) fn pod_movable(&self, id: &PodRef) -> bool {
         !self.disruption.protected_pods.contains(id)
             && !self.pods.get(id).is_some_and(|e| {
                 e.pod
@@ -282,7 +285,7 @@ impl Engine {
 
     /// Nodes whose pods may be moved voluntarily now (any policy): initialized, schedulable,
     /// not static, not do-not-disrupt, with pods that may all move.
-    pub(super) fn movable_nodes(&self, now: DateTime<Utc>) -> Vec<Candidate> {
+    pub(crate) fn movable_nodes(&self, now: DateTime<Utc>) -> Vec<Candidate> {
         let on = self.bound_pods();
         let held = self.headroom.by_claim();
         self.claims
@@ -317,7 +320,7 @@ impl Engine {
     }
 
     /// Per pool: how many more nodes may be disrupted for `reason` now.
-    pub(super) fn budget_left(&self, reason: DisruptionReason, now: DateTime<Utc>) -> Vec<usize> {
+    pub(crate) fn budget_left(&self, reason: DisruptionReason, now: DateTime<Utc>) -> Vec<usize> {
         let mut per_pool = vec![(0usize, 0usize); self.setup.pools.len()];
         for c in self.claims.values() {
             per_pool[c.pool].0 += 1;
@@ -452,7 +455,7 @@ impl Engine {
     /// Asks the solver where the pods of `names` would go without them. With `require_saving`
     /// (consolidation), the move must be cheaper by the configured margin, Balanced must approve
     /// and spot-to-spot rules hold; without (drift), any plan that places every pod will do.
-    pub(super) fn evaluate(
+    pub(crate) fn evaluate(
         &mut self,
         now: DateTime<Utc>,
         names: Vec<String>,
@@ -462,7 +465,7 @@ impl Engine {
         let (mut snapshot, _) = self.snapshot_without(now, &refs);
         self.keep_roomiest_targets(&mut snapshot);
         self.stats.solves += 1;
-        let plan = crate::engine::plan(&snapshot, &self.setup.catalog, now);
+        let plan = crate::provisioning::plan(&snapshot, &self.setup.catalog, now);
         if !plan.unschedulable.is_empty() {
             return None;
         }
@@ -626,7 +629,7 @@ impl Engine {
 
     /// Carries out a move: announce, cordon, place the pods (bound at once on initialized nodes,
     /// nominated to replacements), and let the vacated nodes go once their pods run elsewhere.
-    pub(super) fn execute(
+    pub(crate) fn execute(
         &mut self,
         now: DateTime<Utc>,
         p: Proposal,
@@ -706,7 +709,7 @@ impl Engine {
     /// `failed` (a replacement of the move `old` belongs to) cannot do its part: the whole
     /// move is called off — old nodes uncordoned with their pods where they run, the other
     /// replacements deleted. False when there is no move in progress to call off.
-    pub(super) fn call_off_move(&mut self, now: DateTime<Utc>, failed: &str, old: &str) -> bool {
+    pub(crate) fn call_off_move(&mut self, now: DateTime<Utc>, failed: &str, old: &str) -> bool {
         let Some(id) = self.claims.get(old).and_then(|c| c.move_id) else {
             return false;
         };
@@ -765,7 +768,7 @@ impl Engine {
     /// do-not-disrupt, a node annotated do-not-disrupt, or a PodDisruptionBudget that no longer
     /// allows the evictions call the move off (the replacement then stands empty and goes as
     /// an empty node).
-    pub(super) fn revalidate_move(&mut self, now: DateTime<Utc>, name: &str) {
+    pub(crate) fn revalidate_move(&mut self, now: DateTime<Utc>, name: &str) {
         let Some(c) = self.claims.get(name) else {
             return;
         };

@@ -1,0 +1,169 @@
+//! Empty nodes removed after their pool's `consolidateAfter`, never while pending pods could
+//! use them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_policies::DisruptionReason;
+
+use crate::engine::Engine;
+use crate::events::DeleteReason;
+use crate::state::{Claim, Phase, PodState};
+
+impl Engine {
+    /// When an empty claim may go: `consolidateAfter` after it emptied (never, in a
+    /// reservation), and never within
+    /// [`EngineConfig::binding_grace`] of its initialization or of its last nomination (the
+    /// kube-scheduler may not have seen the node, or bound the pods, yet).
+    pub(crate) fn empty_deadline(&self, c: &Claim) -> Option<DateTime<Utc>> {
+        // A node in a reservation costs nothing more than the reservation, used or not: kept
+        // up for the next pod (it goes when its reservation ends).
+        if c.reservation.is_some() {
+            return None;
+        }
+        let after = self.setup.pools[c.pool].consolidate_after?;
+        let since = c.empty_since?;
+        let grace = self.config.binding_grace;
+        let mut at = since + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX);
+        at = at.max(c.initialized_at.map_or(since, |t| t + grace));
+        if let Some(t) = c.nominated_at {
+            at = at.max(t + grace);
+        }
+        Some(at)
+    }
+
+    /// Whether a pod that is not running yet could use empty `c` now: one waiting for a
+    /// solve, or one nominated to a node that is not up yet (the kube-scheduler may well bind
+    /// it here first). Such a node is not removed as empty.
+    pub(crate) fn wanted_by_unbound_pods(&self, c: &Claim) -> bool {
+        let spec = &self.setup.pools[c.pool].spec;
+        let labels = c.facts.merged_labels();
+        self.pods.values().any(|e| {
+            let unbound = match &e.state {
+                PodState::Waiting { reason, .. } => reason.is_none(),
+                PodState::Nominated { claim } => self
+                    .claims
+                    .get(claim)
+                    .is_some_and(|t| t.phase != Phase::Initialized),
+                PodState::Bound { .. } => false,
+            };
+            unbound
+                && e.pod.requests.first_excess(&c.room).is_none()
+                && quartermaster_solver::pod::tolerates_all(&e.pod.tolerations, &spec.taints)
+                    .is_ok()
+                && (e.pod.node_terms.is_empty()
+                    || e.pod.node_terms.iter().any(|t| t.matches(&labels)))
+        })
+    }
+
+    pub(crate) fn remove_empty(&mut self, now: DateTime<Utc>) {
+        let mut occupied: BTreeSet<&str> = self.headroom.by_claim().into_keys().collect();
+        for e in self.pods.values() {
+            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state {
+                occupied.insert(claim.as_str());
+            }
+        }
+        let mut empty_now = Vec::new();
+        let mut occupied_now = Vec::new();
+        for c in self.claims.values() {
+            if c.phase != Phase::Initialized || c.deleting || c.vacating() {
+                continue;
+            }
+            if occupied.contains(c.name.as_str()) {
+                if c.empty_since.is_some() {
+                    occupied_now.push(c.name.clone());
+                }
+            } else if c.empty_since.is_none() {
+                empty_now.push(c.name.clone());
+            }
+        }
+        for name in occupied_now {
+            if let Some(c) = self.claims.get_mut(&name) {
+                c.empty_since = None;
+            }
+        }
+        for name in empty_now {
+            if let Some(c) = self.claims.get_mut(&name) {
+                c.empty_since = Some(now);
+            }
+        }
+        // An interrupted node whose pods all run elsewhere now goes at once: no reason to pay
+        // for the rest of the notice period.
+        let vacated: Vec<String> = self
+            .claims
+            .values()
+            .filter(|c| c.vacating() && !c.deleting)
+            .filter(|c| {
+                c.displaced.iter().all(|p| match self.pods.get(p) {
+                    None => true,
+                    Some(e) => match &e.state {
+                        PodState::Bound { claim } => *claim != c.name,
+                        // Room kept on a node that is up: it moves there when this one drains.
+                        PodState::Nominated { claim } => {
+                            *claim != c.name
+                                && self
+                                    .claims
+                                    .get(claim)
+                                    .is_some_and(|t| t.phase == Phase::Initialized)
+                        }
+                        PodState::Waiting { .. } => false,
+                    },
+                })
+            })
+            .map(|c| c.name.clone())
+            .collect();
+        for name in vacated {
+            let c = &self.claims[&name];
+            let reason = if c.interrupted_at.is_some() && c.reservation.is_some() {
+                DeleteReason::ReservationEnding
+            } else if let Some(reason) = Self::flex_start_vacated(c) {
+                reason
+            } else if c.interrupted_at.is_some() {
+                DeleteReason::Interrupted
+            } else if let Some(reason) = c
+                .disruption_reason
+                .filter(|r| matches!(r, DeleteReason::Drifted | DeleteReason::Expired))
+            {
+                reason
+            } else if c.consolidation_replaced {
+                self.stats.consolidation_replacements += 1;
+                DeleteReason::Underutilized
+            } else {
+                self.stats.consolidation_deletes += 1;
+                DeleteReason::Underutilized
+            };
+            self.delete(now, &name, reason);
+        }
+        // Delete those empty past consolidateAfter, within each pool's budget.
+        let mut per_pool: BTreeMap<usize, (usize, usize)> = BTreeMap::new(); // (total, disrupting)
+        for c in self.claims.values() {
+            let e = per_pool.entry(c.pool).or_default();
+            e.0 += 1;
+            if c.deleting || c.consolidating {
+                e.1 += 1;
+            }
+        }
+        let due: Vec<(String, usize)> = self
+            .claims
+            .values()
+            .filter(|c| !c.deleting && c.phase == Phase::Initialized && !c.vacating())
+            .filter(|c| self.setup.pools[c.pool].replicas.is_none())
+            .filter(|c| !self.node_protected(c))
+            .filter(|c| self.empty_deadline(c).is_some_and(|at| now >= at))
+            .filter(|c| !self.wanted_by_unbound_pods(c))
+            .map(|c| (c.name.clone(), c.pool))
+            .collect();
+        for (name, pool) in due {
+            let (total, disrupting) = per_pool.get(&pool).copied().unwrap_or_default();
+            let allowed =
+                self.setup.pools[pool].allowed_disruptions(DisruptionReason::Empty, total, now);
+            if disrupting >= allowed {
+                continue;
+            }
+            per_pool.entry(pool).or_default().1 += 1;
+            self.stats.empty_deletions += 1;
+            self.announce_empty(&name);
+            self.delete(now, &name, DeleteReason::Empty);
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! A NodeClaim's life: launched, registered, initialized, deleted.
+
+mod initialization;
+mod launch;
+mod termination;

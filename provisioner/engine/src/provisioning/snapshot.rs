@@ -1,0 +1,127 @@
+//! The solver's view of the cluster: existing and in-flight nodes with their room, and the pods
+//! to place.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use quartermaster_solver::{ClusterSnapshot, ExistingNode, Pod};
+
+use crate::engine::Engine;
+use crate::state::{Phase, PodState};
+
+impl Engine {
+    pub(crate) fn snapshot(
+        &self,
+        now: DateTime<Utc>,
+    ) -> (ClusterSnapshot, BTreeMap<String, String>) {
+        self.snapshot_without(now, &[])
+    }
+
+    /// The solver's snapshot of the waiting pods; with `without`, of those claims' pods only, as
+    /// if their nodes were gone (the question consolidation asks).
+    ///
+    /// Consolidation's question counts CapacityBuffer placeholders as residents (and those on
+    /// `without` as pods to move), so the room a buffer holds is not taken for waste; the
+    /// provisioning solve does not see them (a real pod takes buffer room first).
+    pub(crate) fn snapshot_without(
+        &self,
+        now: DateTime<Utc>,
+        without: &[&str],
+    ) -> (ClusterSnapshot, BTreeMap<String, String>) {
+        self.snapshot_of(now, without, !without.is_empty())
+    }
+
+    /// [`Engine::snapshot_without`], with placeholders as residents when `headroom`.
+    pub(crate) fn snapshot_of(
+        &self,
+        now: DateTime<Utc>,
+        without: &[&str],
+        headroom: bool,
+    ) -> (ClusterSnapshot, BTreeMap<String, String>) {
+        let mut pools: Vec<_> = self.setup.pools.iter().map(|p| p.spec.clone()).collect();
+        for pool in &mut pools {
+            pool.usage = Default::default();
+        }
+        let mut nodes = Vec::new();
+        let mut target_to_claim = BTreeMap::new();
+        let mut pods_by_claim: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
+        for entry in self.pods.values() {
+            if let PodState::Nominated { claim } | PodState::Bound { claim } = &entry.state {
+                pods_by_claim
+                    .entry(claim.as_str())
+                    .or_default()
+                    .push(entry.pod.clone());
+            }
+        }
+        let mut loose_placeholders = Vec::new();
+        if headroom {
+            for (claim, pods) in self.headroom.by_claim() {
+                if without.contains(&claim) {
+                    loose_placeholders.extend(pods.into_iter().map(|p| (**p).clone()));
+                } else {
+                    pods_by_claim
+                        .entry(claim)
+                        .or_default()
+                        .extend(pods.into_iter().cloned());
+                }
+            }
+        }
+        for c in self.claims.values() {
+            let usage = &mut pools[c.pool].usage;
+            usage.resources += c.capacity;
+            usage.nodes += 1;
+            usage.hourly_cost += c.offering.price_per_hour;
+            if !c.schedulable() || without.contains(&c.name.as_str()) {
+                continue;
+            }
+            let labels = c.facts.merged_labels();
+            let target = c.target_name().to_owned();
+            target_to_claim.insert(target.clone(), c.name.clone());
+            nodes.push(ExistingNode {
+                name: target,
+                in_flight: c.phase != Phase::Initialized,
+                node_pool: Some(self.setup.pools[c.pool].spec.name.clone()),
+                labels,
+                taints: self.setup.pools[c.pool].spec.taints.clone(),
+                allocatable: c.room,
+                pods: pods_by_claim.remove(c.name.as_str()).unwrap_or_default(),
+            });
+        }
+        // A static pool keeps its count: pods may use its nodes, never make it grow.
+        for (spec, policy) in pools.iter_mut().zip(&self.setup.pools) {
+            if policy.replicas.is_some() {
+                spec.limits.nodes = Some(spec.usage.nodes);
+            }
+        }
+        let mut pending: Vec<Pod> = self
+            .pods
+            .values()
+            .filter(|e| match &e.state {
+                PodState::Waiting { .. } => without.is_empty(),
+                PodState::Bound { claim } | PodState::Nominated { claim } => {
+                    without.contains(&claim.as_str())
+                }
+            })
+            .map(|e| (*e.pod).clone())
+            .collect();
+        pending.extend(loose_placeholders);
+        let mut unavailable = self.unavailable.active(now);
+        if !self.reservations.is_empty() {
+            // Reserved capacity is used through its free slots only, never bought new.
+            unavailable.extend(self.reserved_keys());
+            if without.is_empty() {
+                nodes.extend(self.reservation_stand_ins(now, &mut pools));
+            }
+        }
+        let snapshot = ClusterSnapshot {
+            resources: self.setup.resources.clone(),
+            pending,
+            nodes,
+            node_pools: pools,
+            daemonsets: self.setup.daemonsets.clone(),
+            unavailable,
+        };
+        (snapshot, target_to_claim)
+    }
+}
