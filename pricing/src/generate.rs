@@ -8,7 +8,10 @@
 //! and at what price they are sold. The rules below are applied here and written into the
 //! generated file's header. Output rows are sorted, so the same inputs give the same bytes.
 //!
-//! Only AWS is generated so far; GCP and Azure offerings stay curated in their facts files.
+//! AWS, GCP and Azure are generated the same way; each cloud's `vms.csv` has its own shape
+//! (AWS: AZ IDs; GCP: zone names, and GPUs of accelerator-optimized machine types priced in
+//! rows of their own, see [`GCP_GPU_FAMILIES`]; Azure: regions without zones, see
+//! [`AZURE_ZONES`]), and the rules of each are written into the header.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -53,6 +56,9 @@ pub struct Summary {
     pub left_out: BTreeSet<String>,
     /// Types of the snapshot whose offerings stay curated in the facts file.
     pub curated: BTreeSet<String>,
+    /// GCP: GPU models with rows in the snapshot that no accelerator-optimized family is priced
+    /// with (GPUs attached to N1 machine types), left out.
+    pub other_accelerators: BTreeSet<String>,
     /// Instance types written.
     pub types: usize,
     /// Regions written.
@@ -75,8 +81,110 @@ pub struct Generated {
 /// One zone row of the output: `(AZ ID, on-demand, spot)`.
 type Row = (String, f64, Option<f64>);
 
+/// GCP's accelerator-optimized machine families, whose GPUs are part of the machine type:
+/// `(machine type prefix, SkyPilot GPU name)`. SkyPilot's GCP `vms.csv` lists such a machine's
+/// host row (its vCPUs and memory, `AcceleratorName` empty, priced for vCPUs and memory only)
+/// and, apart, GPU rows (`InstanceType` empty; `AcceleratorName`, `AcceleratorCount`, zone,
+/// price), as GCP bills them; the machine costs host + the GPU row of its GPU model and count in
+/// the same zone.
+pub const GCP_GPU_FAMILIES: &[(&str, &str)] = &[
+    ("a2-highgpu-", "A100"),
+    ("a2-megagpu-", "A100"),
+    ("a2-ultragpu-", "A100-80GB"),
+    ("a3-highgpu-", "H100"),
+    ("a3-edgegpu-", "H100"),
+    ("a3-megagpu-", "H100-MEGA"),
+    ("a3-ultragpu-", "H200"),
+    ("a4-highgpu-", "B200"),
+    ("g2-standard-", "L4"),
+];
+
+/// A GCP GPU row whose per-GPU on-demand price is off the median per-GPU price of the same GPU
+/// model's rows (all counts) in its zone by more than this fraction is taken as wrong.
+pub const GCP_GPU_PRICE_TOLERANCE: f64 = 0.10;
+
+/// Azure zones offered per region: SkyPilot's Azure `vms.csv` has no zones (Azure prices per
+/// region), so each region's row is offered in `<region>-1` .. `<region>-AZURE_ZONES`, the
+/// assumption `data/azure.toml` makes for its curated types.
+pub const AZURE_ZONES: u8 = 3;
+
+/// The SkyPilot GPU name whose rows complete the price of GCP machine type `name`, if it is of
+/// an accelerator-optimized family ([`GCP_GPU_FAMILIES`]).
+pub fn gcp_gpu_of(name: &str) -> Option<&'static str> {
+    GCP_GPU_FAMILIES
+        .iter()
+        .find(|(prefix, _)| name.starts_with(prefix))
+        .map(|&(_, gpu)| gpu)
+}
+
+/// Output rows by `(instance type, region, zone)`.
+type Rows = BTreeMap<(String, String, String), Row>;
+
+/// An error of the snapshot file at a line.
+type ErrAt<'a> = &'a dyn Fn(usize, String) -> PricingError;
+
+/// Counts a left-out row under `why`.
+fn drop_row(summary: &mut Summary, why: &'static str) {
+    *summary.dropped.entry(why).or_default() += 1;
+}
+
+/// The facts entry of a snapshot row's type when its offerings are to be generated; otherwise
+/// `None`, the row counted as left out (an accelerator type without facts is listed).
+fn wanted<'t>(
+    types: &BTreeMap<&str, &'t crate::InstanceType>,
+    name: &str,
+    accelerator: bool,
+    summary: &mut Summary,
+) -> Option<&'t crate::InstanceType> {
+    let Some(t) = types.get(name) else {
+        if accelerator {
+            summary.left_out.insert(name.to_owned());
+        }
+        drop_row(summary, "type not in the facts file");
+        return None;
+    };
+    if !t.offerings.is_empty() {
+        summary.curated.insert(name.to_owned());
+        drop_row(summary, "type with curated offerings");
+        return None;
+    }
+    Some(t)
+}
+
+/// A spot figure not below the on-demand price (at the snapshot's 4-decimal precision) is no
+/// spot figure.
+fn spot_below(on_demand: f64, spot: Option<f64>, summary: &mut Summary) -> Option<f64> {
+    if spot.is_some_and(|s| cents4(s) >= cents4(on_demand)) {
+        drop_row(
+            summary,
+            "spot figure not below on-demand (kept on-demand only)",
+        );
+        return None;
+    }
+    spot
+}
+
+/// Inserts a row; a repeat of the same key keeps the lower prices (so the output does not
+/// depend on the row order) and is counted.
+fn insert_lenient(rows: &mut Rows, key: (String, String, String), row: Row, summary: &mut Summary) {
+    match rows.get_mut(&key) {
+        None => {
+            rows.insert(key, row);
+        }
+        Some(old) => {
+            drop_row(
+                summary,
+                "type listed twice for a zone (the lower prices kept)",
+            );
+            if (row.1, row.2.unwrap_or(f64::MAX)) < (old.1, old.2.unwrap_or(f64::MAX)) {
+                *old = row;
+            }
+        }
+    }
+}
+
 /// Generates the offerings file of `cloud` from the facts file (`facts_name`, `facts_text`) and
-/// the snapshot's `vms.csv` text. Only [`Cloud::Aws`] is supported.
+/// the snapshot's `vms.csv` text of that cloud.
 pub fn generate(
     cloud: Cloud,
     facts_name: &str,
@@ -90,12 +198,6 @@ pub fn generate(
         line,
         message,
     };
-    if cloud != Cloud::Aws {
-        return Err(err(
-            0,
-            format!("generating {cloud} offerings is not supported yet (only aws)"),
-        ));
-    }
     let facts = crate::Catalog::parse(facts_name, facts_text)?;
     let types: BTreeMap<&str, &crate::InstanceType> = facts
         .instance_types
@@ -112,91 +214,48 @@ pub fn generate(
             .position(|h| h == name)
             .ok_or_else(|| err(1, format!("no column {name}")))
     };
-    let (c_type, c_acc, c_vcpu, c_mem) = (
-        col("InstanceType")?,
-        col("AcceleratorName")?,
-        col("vCPUs")?,
-        col("MemoryGiB")?,
-    );
-    let (c_price, c_spot, c_region, c_az) = (
-        col("Price")?,
-        col("SpotPrice")?,
-        col("Region")?,
-        col("AvailabilityZone")?,
-    );
-
-    let mut summary = Summary::default();
-    let mut rows: BTreeMap<(String, String, String), Row> = BTreeMap::new();
+    let cols = Cols {
+        name: col("InstanceType")?,
+        acc: col("AcceleratorName")?,
+        vcpu: col("vCPUs")?,
+        mem: col("MemoryGiB")?,
+        price: col("Price")?,
+        spot: col("SpotPrice")?,
+        region: col("Region")?,
+    };
+    let mut records = Vec::new();
     for (i, record) in reader.records().enumerate() {
-        let n = i + 2;
-        let r = record.map_err(|e| err(n, e.to_string()))?;
-        summary.rows_read += 1;
-        let field = |c: usize| r.get(c).unwrap_or("").trim();
-        let name = field(c_type);
-        let accelerator = !field(c_acc).is_empty();
-        if accelerator {
-            summary.accelerator_types.insert(name.to_owned());
-        }
-        let Some(t) = types.get(name) else {
-            if accelerator {
-                summary.left_out.insert(name.to_owned());
-            }
-            *summary
-                .dropped
-                .entry("type not in the facts file")
-                .or_default() += 1;
-            continue;
-        };
-        if !t.offerings.is_empty() {
-            summary.curated.insert(name.to_owned());
-            *summary
-                .dropped
-                .entry("type with curated offerings")
-                .or_default() += 1;
-            continue;
-        }
-        check_spec(t, field(c_vcpu), field(c_mem)).map_err(|m| err(n, m))?;
-        let (region, az) = (field(c_region), field(c_az));
-        let Some(letter) = zone_letter(az) else {
-            *summary
-                .dropped
-                .entry("Local Zone or Wavelength Zone")
-                .or_default() += 1;
-            continue;
-        };
-        let on_demand = match parse_price(field(c_price)).map_err(|m| err(n, m))? {
-            Some(p) => p,
-            None => {
-                *summary.dropped.entry("no on-demand price").or_default() += 1;
-                continue;
-            }
-        };
-        let mut spot = parse_price(field(c_spot)).map_err(|m| err(n, m))?;
-        if spot.is_some_and(|s| cents4(s) >= cents4(on_demand)) {
-            *summary
-                .dropped
-                .entry("spot figure not below on-demand (kept on-demand only)")
-                .or_default() += 1;
-            spot = None;
-        }
-        if spot.is_some() && SPOT_OUTLIERS.iter().any(|&(t, z, _)| t == name && z == az) {
-            *summary
-                .dropped
-                .entry("spot outlier (kept on-demand only)")
-                .or_default() += 1;
-            spot = None;
-        }
-        let zone = format!("{region}{letter}");
-        let key = (name.to_owned(), region.to_owned(), zone);
-        if rows.insert(key, (az.to_owned(), on_demand, spot)).is_some() {
-            return Err(err(n, format!("{name} is listed twice for {az}")));
-        }
+        records.push((i + 2, record.map_err(|e| err(i + 2, e.to_string()))?));
     }
+    let mut summary = Summary {
+        rows_read: records.len(),
+        ..Summary::default()
+    };
+    let rows = match cloud {
+        Cloud::Aws => aws_rows(
+            &records,
+            &cols,
+            col("AvailabilityZone")?,
+            &types,
+            &mut summary,
+            &err,
+        )?,
+        Cloud::Gcp => gcp_rows(
+            &records,
+            &cols,
+            col("AvailabilityZone")?,
+            col("AcceleratorCount")?,
+            &types,
+            &mut summary,
+            &err,
+        )?,
+        Cloud::Azure => azure_rows(&records, &cols, &types, &mut summary, &err)?,
+    };
 
     let mut body = String::new();
     let mut written_types = BTreeSet::new();
     let mut regions = BTreeSet::new();
-    for ((name, region, zone), (az, od, spot)) in &rows {
+    for ((name, region, zone), (zone_id, od, spot)) in &rows {
         written_types.insert(name.as_str());
         regions.insert(region.as_str());
         summary.on_demand += 1;
@@ -204,7 +263,7 @@ pub fn generate(
             summary.spot += 1;
             s.to_string()
         });
-        let _ = writeln!(body, "{name},{region},{zone},{az},{od},{spot}");
+        let _ = writeln!(body, "{name},{region},{zone},{zone_id},{od},{spot}");
     }
     summary.types = written_types.len();
     summary.regions = regions.len();
@@ -213,6 +272,283 @@ pub fn generate(
         header(cloud, facts_name, snapshot, &summary)
     );
     Ok(Generated { text, summary })
+}
+
+/// Column positions common to every cloud's `vms.csv`.
+struct Cols {
+    name: usize,
+    acc: usize,
+    vcpu: usize,
+    mem: usize,
+    price: usize,
+    spot: usize,
+    region: usize,
+}
+
+/// A field of a record, trimmed.
+fn field(r: &csv::StringRecord, c: usize) -> &str {
+    r.get(c).unwrap_or("").trim()
+}
+
+/// AWS: one row per instance type and AZ ID.
+fn aws_rows(
+    records: &[(usize, csv::StringRecord)],
+    c: &Cols,
+    c_az: usize,
+    types: &BTreeMap<&str, &crate::InstanceType>,
+    summary: &mut Summary,
+    err: ErrAt<'_>,
+) -> Result<Rows, PricingError> {
+    let mut rows = Rows::new();
+    for (n, r) in records {
+        let n = *n;
+        let name = field(r, c.name);
+        let accelerator = !field(r, c.acc).is_empty();
+        if accelerator {
+            summary.accelerator_types.insert(name.to_owned());
+        }
+        let Some(t) = wanted(types, name, accelerator, summary) else {
+            continue;
+        };
+        check_spec(t, field(r, c.vcpu), field(r, c.mem)).map_err(|m| err(n, m))?;
+        let (region, az) = (field(r, c.region), field(r, c_az));
+        let Some(letter) = zone_letter(az) else {
+            drop_row(summary, "Local Zone or Wavelength Zone");
+            continue;
+        };
+        let Some(on_demand) = parse_price(field(r, c.price)).map_err(|m| err(n, m))? else {
+            drop_row(summary, "no on-demand price");
+            continue;
+        };
+        let spot = parse_price(field(r, c.spot)).map_err(|m| err(n, m))?;
+        let mut spot = spot_below(on_demand, spot, summary);
+        if spot.is_some() && SPOT_OUTLIERS.iter().any(|&(t, z, _)| t == name && z == az) {
+            drop_row(summary, "spot outlier (kept on-demand only)");
+            spot = None;
+        }
+        let zone = format!("{region}{letter}");
+        let key = (name.to_owned(), region.to_owned(), zone);
+        if rows.insert(key, (az.to_owned(), on_demand, spot)).is_some() {
+            return Err(err(n, format!("{name} is listed twice for {az}")));
+        }
+    }
+    Ok(rows)
+}
+
+/// One GCP GPU row: `(on-demand, spot)`.
+type GpuPrice = (Option<f64>, Option<f64>);
+
+/// GCP: host rows per machine type and zone; accelerator-optimized types priced host + GPU row.
+fn gcp_rows(
+    records: &[(usize, csv::StringRecord)],
+    c: &Cols,
+    c_zone: usize,
+    c_count: usize,
+    types: &BTreeMap<&str, &crate::InstanceType>,
+    summary: &mut Summary,
+    err: ErrAt<'_>,
+) -> Result<Rows, PricingError> {
+    // GPU rows by (GPU name, count, zone); a key seen twice with different prices is dropped.
+    let mut gpus: BTreeMap<(String, u32, String), GpuPrice> = BTreeMap::new();
+    let mut conflicting = BTreeSet::new();
+    let mut hosts = Vec::new();
+    for (n, r) in records {
+        let n = *n;
+        if !field(r, c.name).is_empty() {
+            hosts.push((n, r));
+            continue;
+        }
+        let gpu = field(r, c.acc);
+        if gpu.starts_with("tpu-") {
+            drop_row(summary, "TPU rows (TPUs are not modelled)");
+            continue;
+        }
+        if !GCP_GPU_FAMILIES.iter().any(|&(_, g)| g == gpu) {
+            summary.other_accelerators.insert(gpu.to_owned());
+            drop_row(
+                summary,
+                "GPU rows of GPUs no accelerator-optimized family uses (attached to N1; not modelled)",
+            );
+            continue;
+        }
+        let count_text = field(r, c_count);
+        let count: f64 = count_text
+            .parse()
+            .map_err(|_| err(n, format!("AcceleratorCount \"{count_text}\"")))?;
+        if !(count >= 1.0 && count.fract() == 0.0 && count <= 64.0) {
+            return Err(err(
+                n,
+                format!("AcceleratorCount {count_text} is not a GPU count"),
+            ));
+        }
+        let price = (
+            parse_price_or_zero(field(r, c.price)).map_err(|m| err(n, m))?,
+            parse_price_or_zero(field(r, c.spot)).map_err(|m| err(n, m))?,
+        );
+        let key = (gpu.to_owned(), count as u32, field(r, c_zone).to_owned());
+        match gpus.get(&key) {
+            None => {
+                gpus.insert(key, price);
+            }
+            Some(old) if *old == price => drop_row(summary, "GPU row listed twice"),
+            Some(_) => {
+                conflicting.insert(key);
+            }
+        }
+    }
+    for key in conflicting {
+        gpus.remove(&key);
+        drop_row(
+            summary,
+            "GPU row listed twice with different prices (both left out)",
+        );
+    }
+    // Per GPU model and zone, every count's per-GPU on-demand price against their median.
+    let mut per_gpu: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+    for ((gpu, count, zone), (od, _)) in &gpus {
+        if let Some(p) = od {
+            per_gpu
+                .entry((gpu.as_str(), zone.as_str()))
+                .or_default()
+                .push(p / f64::from(*count));
+        }
+    }
+    let medians: BTreeMap<(String, String), f64> = per_gpu
+        .into_iter()
+        .map(|((g, z), mut v)| {
+            v.sort_by(f64::total_cmp);
+            let m = if v.len() % 2 == 1 {
+                v[v.len() / 2]
+            } else {
+                (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+            };
+            ((g.to_owned(), z.to_owned()), m)
+        })
+        .collect();
+    gpus.retain(|(gpu, count, zone), (od, _)| {
+        let Some(p) = od else { return true };
+        let median = medians[&(gpu.clone(), zone.clone())];
+        let off = ((*p / f64::from(*count)) - median).abs() > GCP_GPU_PRICE_TOLERANCE * median;
+        if off {
+            drop_row(
+                summary,
+                "GPU row whose per-GPU price is off its zone's median for that GPU by more than 10% (left out)",
+            );
+        }
+        !off
+    });
+
+    let mut rows = Rows::new();
+    for (n, r) in hosts {
+        let name = field(r, c.name);
+        let family_gpu = gcp_gpu_of(name);
+        let accelerator = family_gpu.is_some() || !field(r, c.acc).is_empty();
+        if accelerator {
+            summary.accelerator_types.insert(name.to_owned());
+        }
+        let Some(t) = wanted(types, name, accelerator, summary) else {
+            continue;
+        };
+        check_spec(t, field(r, c.vcpu), field(r, c.mem)).map_err(|m| err(n, m))?;
+        let (region, zone) = (field(r, c.region), field(r, c_zone));
+        if !crate::zone_matches_region(Cloud::Gcp, region, zone) {
+            drop_row(summary, "zone not of the form <region>-<letter>");
+            continue;
+        }
+        let Some(host) = parse_price_or_zero(field(r, c.price)).map_err(|m| err(n, m))? else {
+            drop_row(summary, "no on-demand price");
+            continue;
+        };
+        let host_spot = parse_price_or_zero(field(r, c.spot)).map_err(|m| err(n, m))?;
+        let (on_demand, spot) = match (&t.accelerator, family_gpu) {
+            (None, _) => (host, host_spot),
+            (Some(a), Some(gpu)) => {
+                let Some(&(gpu_od, gpu_spot)) =
+                    gpus.get(&(gpu.to_owned(), a.count, zone.to_owned()))
+                else {
+                    drop_row(
+                        summary,
+                        "accelerator-optimized host row without its GPU row in the zone",
+                    );
+                    continue;
+                };
+                let Some(gpu_od) = gpu_od else {
+                    drop_row(summary, "GPU row without an on-demand price");
+                    continue;
+                };
+                let sum = |a: f64, b: f64| ((a + b) * 1e6).round() / 1e6;
+                (
+                    sum(host, gpu_od),
+                    host_spot.zip(gpu_spot).map(|(h, g)| sum(h, g)),
+                )
+            }
+            (Some(_), None) => {
+                drop_row(
+                    summary,
+                    "GPU type of no accelerator-optimized family (its GPU price is not in its row)",
+                );
+                continue;
+            }
+        };
+        if on_demand > MAX_PRICE_PER_HOUR {
+            return Err(err(n, format!("{name} costs {on_demand} in {zone}")));
+        }
+        let spot = spot_below(on_demand, spot, summary);
+        let key = (name.to_owned(), region.to_owned(), zone.to_owned());
+        insert_lenient(&mut rows, key, (zone.to_owned(), on_demand, spot), summary);
+    }
+    Ok(rows)
+}
+
+/// Azure: one row per instance type and region, offered in [`AZURE_ZONES`] zones.
+fn azure_rows(
+    records: &[(usize, csv::StringRecord)],
+    c: &Cols,
+    types: &BTreeMap<&str, &crate::InstanceType>,
+    summary: &mut Summary,
+    err: ErrAt<'_>,
+) -> Result<Rows, PricingError> {
+    let mut per_region = Rows::new();
+    for (n, r) in records {
+        let n = *n;
+        let name = field(r, c.name);
+        let accelerator = !field(r, c.acc).is_empty();
+        if accelerator {
+            summary.accelerator_types.insert(name.to_owned());
+        }
+        let Some(t) = wanted(types, name, accelerator, summary) else {
+            continue;
+        };
+        check_spec(t, field(r, c.vcpu), field(r, c.mem)).map_err(|m| err(n, m))?;
+        let region = field(r, c.region);
+        if region.is_empty() || !region.chars().all(|ch| ch.is_ascii_alphanumeric()) {
+            drop_row(summary, "region not an Azure region name");
+            continue;
+        }
+        let Some(on_demand) = parse_price_or_zero(field(r, c.price)).map_err(|m| err(n, m))? else {
+            drop_row(summary, "no on-demand price");
+            continue;
+        };
+        let spot = parse_price_or_zero(field(r, c.spot)).map_err(|m| err(n, m))?;
+        let spot = spot_below(on_demand, spot, summary);
+        let key = (name.to_owned(), region.to_owned(), String::new());
+        insert_lenient(
+            &mut per_region,
+            key,
+            (region.to_owned(), on_demand, spot),
+            summary,
+        );
+    }
+    let mut rows = Rows::new();
+    for ((name, region, _), row) in per_region {
+        for z in 1..=AZURE_ZONES {
+            rows.insert(
+                (name.clone(), region.clone(), format!("{region}-{z}")),
+                row.clone(),
+            );
+        }
+    }
+    Ok(rows)
 }
 
 /// The letter of a regular AZ ID's zone name (`use1-az1` -> `a`); `None` for a Local Zone or
@@ -242,6 +578,14 @@ fn parse_price(s: &str) -> Result<Option<f64>, String> {
         ));
     }
     Ok(Some(p))
+}
+
+/// An optional GCP or Azure snapshot price: empty or 0 (SkyPilot's "no price") is `None`.
+fn parse_price_or_zero(s: &str) -> Result<Option<f64>, String> {
+    if s.parse::<f64>().is_ok_and(|p| p == 0.0) {
+        return Ok(None);
+    }
+    parse_price(s)
 }
 
 /// The snapshot's vCPUs and memory must agree with the curated facts.
@@ -290,20 +634,13 @@ fn header(cloud: Cloud, facts_name: &str, s: &Snapshot, summary: &Summary) -> St
     );
     let _ = writeln!(h, "#");
     let _ = writeln!(h, "# RULES");
-    for rule in [
-        "types: only instance types with an entry in the facts file and no curated offerings there.",
-        "zones: the snapshot gives AZ IDs (use1-az1); labels carry zone names. azN is mapped to the",
-        "  region + the N-th letter (use1-az1 -> us-east-1a, usw2-az4 -> us-west-2d). ASSUMPTION: AWS",
-        "  maps names to IDs per account; re-map with `aws ec2 describe-availability-zones`.",
-        "Local Zones and Wavelength Zones (AZ IDs with a location part, usw2-lax1-az1) are left out.",
-        "on-demand: the row's Price (the region's list price) in every AZ the snapshot lists.",
-        "spot: the row's SpotPrice for its AZ; empty is no spot figure, and so is a spot price not",
-        "  below the on-demand price at the snapshot's 4-decimal precision (spot equal to on-demand).",
-    ] {
+    for rule in rules(cloud) {
         let _ = writeln!(h, "#   {rule}");
     }
-    for (t, z, why) in SPOT_OUTLIERS {
-        let _ = writeln!(h, "#   outlier: no spot offering for {t} in {z}: {why}.");
+    if cloud == Cloud::Aws {
+        for (t, z, why) in SPOT_OUTLIERS {
+            let _ = writeln!(h, "#   outlier: no spot offering for {t} in {z}: {why}.");
+        }
     }
     let _ = writeln!(h, "#");
     let _ = writeln!(
@@ -331,6 +668,13 @@ fn header(cloud: Cloud, facts_name: &str, s: &Snapshot, summary: &Summary) -> St
         "#   types in the snapshot whose offerings stay curated in the facts file: {}",
         list(&summary.curated)
     );
+    if cloud == Cloud::Gcp {
+        let _ = writeln!(
+            h,
+            "#   GPU models of the snapshot no accelerator-optimized family uses (N1-attached, not modelled): {}",
+            list(&summary.other_accelerators)
+        );
+    }
     let _ = writeln!(h, "#! cloud = {cloud}");
     let _ = writeln!(h, "#! source = SKY-{}", cloud.as_str().to_uppercase());
     let _ = writeln!(h, "#! as_of = {}", s.read_on);
@@ -341,4 +685,69 @@ fn header(cloud: Cloud, facts_name: &str, s: &Snapshot, summary: &Summary) -> St
     );
     let _ = writeln!(h, "#! left_out = {}", list(&summary.left_out));
     h
+}
+
+/// The generation rules of `cloud`, one header line each (continuations indented).
+fn rules(cloud: Cloud) -> Vec<String> {
+    let common = "types: only instance types with an entry in the facts file and no curated offerings there.";
+    let mut r: Vec<String> = vec![common.to_owned()];
+    match cloud {
+        Cloud::Aws => r.extend(
+            [
+                "zones: the snapshot gives AZ IDs (use1-az1); labels carry zone names. azN is mapped to the",
+                "  region + the N-th letter (use1-az1 -> us-east-1a, usw2-az4 -> us-west-2d). ASSUMPTION: AWS",
+                "  maps names to IDs per account; re-map with `aws ec2 describe-availability-zones`.",
+                "Local Zones and Wavelength Zones (AZ IDs with a location part, usw2-lax1-az1) are left out.",
+                "on-demand: the row's Price (the region's list price) in every AZ the snapshot lists.",
+                "spot: the row's SpotPrice for its AZ; empty is no spot figure, and so is a spot price not",
+                "  below the on-demand price at the snapshot's 4-decimal precision (spot equal to on-demand).",
+            ]
+            .map(str::to_owned),
+        ),
+        Cloud::Gcp => {
+            r.extend(
+                [
+                    "zones: the snapshot's zone names (us-central1-a), which are the same for every project; the",
+                    "  zone_id column repeats the zone. Rows whose zone is not <region>-<letter> are left out.",
+                    "on-demand / spot: the row's Price / SpotPrice; empty or 0 is no figure, and a spot price not",
+                    "  below the on-demand price at 4-decimal precision is no spot figure.",
+                    "accelerator-optimized machine types: the snapshot lists the machine's host row (its vCPUs",
+                    "  and memory, AcceleratorName empty, priced for vCPUs and memory only) and, apart, GPU rows",
+                    "  (InstanceType empty; AcceleratorName, AcceleratorCount, zone, Price, SpotPrice), as GCP",
+                    "  bills them. A machine costs its host row + the GPU row of its family's GPU model with the",
+                    "  facts file's GPU count in the same zone, on-demand and spot alike (spot only when both",
+                    "  rows have a spot figure). A host row without that GPU row in its zone is left out.",
+                ]
+                .map(str::to_owned),
+            );
+            let families: Vec<String> = GCP_GPU_FAMILIES
+                .iter()
+                .map(|(p, g)| format!("{p}* {g}"))
+                .collect();
+            r.push(format!("  GPU model per family: {}.", families.join(", ")));
+            r.extend(
+                [
+                    "GPU rows checked: per GPU model and zone, a row whose per-GPU on-demand price is off the",
+                    "  median per-GPU price of that model's rows (all counts) by more than 10% is taken as wrong",
+                    "  and left out, and a GPU row listed twice with different prices too.",
+                    "GPUs attached to N1 machine types (T4, V100, P100, P4 rows) and TPUs are not modelled.",
+                    "a type listed twice for a zone keeps the lower prices.",
+                ]
+                .map(str::to_owned),
+            );
+        }
+        Cloud::Azure => r.extend(
+            [
+                "regions: the row's Region. The snapshot has no zones (Azure prices per region): each row is",
+                "  offered in <region>-1, <region>-2 and <region>-3. ASSUMPTION (as in data/azure.toml): not",
+                "  every region has availability zones nor every size every zone (the Resource SKUs API",
+                "  tells). The zone_id column is the region, so spot prices are keyed SKY-AZURE:<region>.",
+                "on-demand / spot: the row's Price / SpotPrice (Linux pay-as-you-go and Spot meters); empty",
+                "  or 0 is no figure, and a spot price not below on-demand at 4-decimal precision is none.",
+                "a type listed twice for a region keeps the lower prices.",
+            ]
+            .map(str::to_owned),
+        ),
+    }
+    r
 }

@@ -2,14 +2,17 @@
 //!
 //! ```text
 //! cargo run -p quartermaster-pricing --bin catalog-gen -- \
-//!     --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--out pricing/data]
+//!     --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--out pricing/data]
 //! ```
 //!
 //! `DIR` is a checkout of `skypilot-org/skypilot-catalog` (its `catalogs/v8/<cloud>/vms.csv`
-//! is read) or a directory of extracts laid out as `<cloud>/vms.csv`. For every supported cloud
-//! found there (AWS so far) the facts file `<out>/<cloud>.toml` and the snapshot give
-//! `<out>/offerings/<cloud>.csv`. Then the coverage of the resulting catalog is printed as the
-//! Markdown table the README's catalog section shows.
+//! is read) or a directory of extracts laid out as `<cloud>/vms.csv`. For every cloud of
+//! `--cloud` (default: aws, gcp and azure) found there, the facts file `<out>/<cloud>.toml` and
+//! the snapshot give `<out>/offerings/<cloud>.csv`; a cloud whose `vms.csv` is missing is
+//! skipped with a note. Then the coverage of the resulting catalog (the facts files plus every
+//! `<out>/offerings/<cloud>.csv` there) is printed as the Markdown table the README's catalog
+//! section shows. A new `offerings/<cloud>.csv` is embedded by adding it to
+//! `EMBEDDED_OFFERINGS` (pricing/src/catalog.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,19 +21,20 @@ use chrono::NaiveDate;
 use quartermaster_pricing::generate::{Snapshot, generate};
 use quartermaster_pricing::{Catalog, Cloud, coverage};
 
-const USAGE: &str =
-    "usage: catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--out DIR]";
+const USAGE: &str = "usage: catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--out DIR]";
 
 struct Args {
     skypilot: PathBuf,
     commit: String,
     read_on: NaiveDate,
+    clouds: Vec<Cloud>,
     out: PathBuf,
 }
 
 fn args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let (mut skypilot, mut commit, mut read_on) = (None, None, None);
+    let mut clouds = Cloud::ALL.to_vec();
     let mut out = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value\n{USAGE}"));
@@ -45,6 +49,12 @@ fn args() -> Result<Args, String> {
                 );
             }
             "--out" => out = PathBuf::from(value()?),
+            "--cloud" => {
+                clouds = value()?
+                    .split(',')
+                    .map(|c| c.trim().parse::<Cloud>().map_err(|e| e.to_string()))
+                    .collect::<Result<_, _>>()?;
+            }
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
@@ -54,6 +64,7 @@ fn args() -> Result<Args, String> {
             skypilot,
             commit,
             read_on,
+            clouds,
             out,
         }),
         _ => Err(USAGE.to_owned()),
@@ -67,7 +78,7 @@ fn read(path: &Path) -> Result<String, String> {
 fn run() -> Result<(), String> {
     let a = args()?;
     let mut written = 0;
-    for cloud in [Cloud::Aws] {
+    for &cloud in &a.clouds {
         let rel = format!("catalogs/v8/{cloud}/vms.csv");
         let path = [
             a.skypilot.join(&rel),
@@ -92,6 +103,15 @@ fn run() -> Result<(), String> {
         };
         let g = generate(cloud, &facts_name, &facts, &read(&path)?, &snapshot)
             .map_err(|e| e.to_string())?;
+        if g.summary.types == 0 {
+            // Every type of the facts file has curated offerings (or none is in the snapshot):
+            // an empty offerings file would only shadow nothing.
+            eprintln!(
+                "catalog-gen: no type of {facts_name} is generated (curated: {}); offerings/{cloud}.csv not written",
+                g.summary.curated.len()
+            );
+            continue;
+        }
         let dir = a.out.join("offerings");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let target = dir.join(format!("{cloud}.csv"));
@@ -117,16 +137,27 @@ fn run() -> Result<(), String> {
     if written == 0 {
         return Err(format!("nothing generated from {}", a.skypilot.display()));
     }
-    // The coverage of the catalog as it will be embedded: the facts files plus the files just
-    // written (not the copies compiled into this binary).
+    // The coverage of the catalog as it will be embedded: the facts files plus the offerings
+    // files in `<out>/offerings` (not the copies compiled into this binary).
     let mut facts = Vec::new();
-    for name in ["aws.toml", "gcp.toml", "azure.toml"] {
-        facts.push((name, read(&a.out.join(name))?));
+    let mut offerings = Vec::new();
+    for cloud in Cloud::ALL {
+        let name = format!("{cloud}.toml");
+        facts.push((name.clone(), read(&a.out.join(&name))?));
+        let generated = a.out.join(format!("offerings/{cloud}.csv"));
+        if generated.is_file() {
+            offerings.push((name, format!("offerings/{cloud}.csv"), read(&generated)?));
+        }
     }
-    let aws = read(&a.out.join("offerings/aws.csv"))?;
-    let facts: Vec<(&str, &str)> = facts.iter().map(|(n, t)| (*n, t.as_str())).collect();
-    let catalog = Catalog::from_sources(&facts, &[("aws.toml", "offerings/aws.csv", &aws)])
-        .map_err(|e| e.to_string())?;
+    let facts: Vec<(&str, &str)> = facts
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let offerings: Vec<(&str, &str, &str)> = offerings
+        .iter()
+        .map(|(f, n, t)| (f.as_str(), n.as_str(), t.as_str()))
+        .collect();
+    let catalog = Catalog::from_sources(&facts, &offerings).map_err(|e| e.to_string())?;
     print!("{}", coverage::markdown(&coverage::coverage(&catalog)));
     Ok(())
 }
