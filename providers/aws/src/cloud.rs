@@ -3,9 +3,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use quartermaster_cloud::price::catalog_price;
 use quartermaster_cloud::{
     Clock, CloudError, CloudEvent, CloudFuture, CloudProvider, Instance, InstanceState,
-    LaunchOffering, LaunchRequest, NodeClassSpec,
+    LaunchRequest, NodeClassSpec, NodeClasses, exhausted,
 };
 use quartermaster_policies::AWSNodeClassSpec;
 use quartermaster_pricing::{Arch, CapacityType, Catalog, Cloud, InstanceType};
@@ -46,7 +47,7 @@ pub struct AwsCloud {
     /// The cluster's Kubernetes version (`1.33`), for AMI aliases.
     kubernetes_version: Option<String>,
     /// AWSNodeClass specs by name, as last launched with or set, for drift.
-    node_classes: Mutex<BTreeMap<String, AWSNodeClassSpec>>,
+    node_classes: NodeClasses<AWSNodeClassSpec>,
 }
 
 impl std::fmt::Debug for AwsCloud {
@@ -122,25 +123,18 @@ impl AwsCloud {
             queue: None,
             parameters: None,
             kubernetes_version: None,
-            node_classes: Mutex::new(BTreeMap::new()),
+            node_classes: NodeClasses::default(),
         }
     }
 
     /// Records the current spec of AWSNodeClass `name` (launches record it too), so
     /// `is_drifted` compares instances launched from it against what it selects now.
     pub fn set_node_class(&self, name: &str, spec: AWSNodeClassSpec) {
-        self.node_classes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_owned(), spec);
+        self.node_classes.set(name.to_owned(), spec);
     }
 
     fn node_class(&self, name: &str) -> Option<AWSNodeClassSpec> {
-        self.node_classes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        self.node_classes.get(name)
     }
 
     /// The region the client uses, if known.
@@ -157,19 +151,13 @@ impl AwsCloud {
     }
 
     fn price(&self, instance_type: &str, zone: &str, capacity_type: CapacityType) -> f64 {
-        self.catalog
-            .get(Cloud::Aws, instance_type)
-            .and_then(|t| {
-                t.offerings
-                    .iter()
-                    .find(|o| o.zone == zone && o.capacity_type == capacity_type)
-                    .or_else(|| {
-                        t.offerings
-                            .iter()
-                            .find(|o| o.capacity_type == capacity_type)
-                    })
-            })
-            .map_or(0.0, |o| o.price_per_hour)
+        catalog_price(
+            &self.catalog,
+            Cloud::Aws,
+            instance_type,
+            zone,
+            capacity_type,
+        )
     }
 
     fn instance(&self, i: &Ec2Instance) -> Instance {
@@ -659,31 +647,6 @@ fn state(s: &str) -> InstanceState {
     }
 }
 
-/// The error when every run of offerings failed: capacity naming the last offering (so the
-/// engine knows every offering of the request was tried), or quota when only quotas stopped it.
-fn exhausted(offerings: &[LaunchOffering], failures: &[CloudError]) -> CloudError {
-    let words: Vec<String> = failures.iter().map(ToString::to_string).collect();
-    let message = if words.is_empty() {
-        "no offering could be tried".to_owned()
-    } else {
-        words.join("; ")
-    };
-    if !failures.is_empty()
-        && failures
-            .iter()
-            .all(|e| matches!(e, CloudError::QuotaExceeded { .. }))
-    {
-        return CloudError::QuotaExceeded { message };
-    }
-    let last = offerings.last().expect("a launch has a primary offering");
-    CloudError::InsufficientCapacity {
-        instance_type: last.instance_type.clone(),
-        zone: last.zone.clone(),
-        capacity_type: last.capacity_type,
-        message,
-    }
-}
-
 impl CloudProvider for AwsCloud {
     fn cloud(&self) -> Cloud {
         Cloud::Aws
@@ -862,34 +825,5 @@ mod tests {
         assert_eq!(instance_id(&p), Some("i-0abc"));
         assert_eq!(instance_id("gce://p/z/n"), None);
         assert_eq!(instance_id("aws:///us-east-1a/vol-1"), None);
-    }
-
-    #[test]
-    fn exhausted_names_the_last_offering() {
-        let o = |t: &str| LaunchOffering {
-            instance_type: t.into(),
-            zone: "us-east-1a".into(),
-            capacity_type: CapacityType::Spot,
-            price_per_hour: 1.0,
-        };
-        let quota = CloudError::QuotaExceeded {
-            message: "VcpuLimitExceeded".into(),
-        };
-        match exhausted(&[o("a"), o("b")], std::slice::from_ref(&quota)) {
-            CloudError::QuotaExceeded { .. } => {}
-            other => panic!("{other:?}"),
-        }
-        let capacity = CloudError::InsufficientCapacity {
-            instance_type: "a".into(),
-            zone: "us-east-1a".into(),
-            capacity_type: CapacityType::Spot,
-            message: "none".into(),
-        };
-        match exhausted(&[o("a"), o("b")], &[capacity, quota]) {
-            CloudError::InsufficientCapacity { instance_type, .. } => {
-                assert_eq!(instance_type, "b")
-            }
-            other => panic!("{other:?}"),
-        }
     }
 }

@@ -1,150 +1,130 @@
-//! EC2 error codes -> [`CloudError`]: a pure function of the code, the message and the offering
-//! the call was for, so every code is tested without a network.
+//! The AWS crate's errors. [`AwsError`]: what can go wrong before any EC2 call (settings,
+//! user data, NodeClass content). EC2 call failures are [`CloudError`]s, mapped from EC2's error
+//! codes by [`TABLE`] (the shared [`ErrorTable`]), so every code is tested without a network.
 
 use std::time::Duration;
 
-use quartermaster_cloud::{CloudError, LaunchOffering};
+use quartermaster_cloud::{CloudError, ErrorTable, KindWords, LaunchOffering, StatusRules};
 
-use crate::port::{ApiError, ApiErrorKind};
+use crate::port::ApiError;
+
+/// A setup or NodeClass problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AwsError {
+    /// The settings cannot work (a missing cluster endpoint, a bad endpoint URL).
+    #[error("AWS settings: {0}")]
+    Settings(String),
+    /// The user data cannot be built (the NodeClass's `userData` is not valid MIME).
+    #[error("user data: {0}")]
+    UserData(String),
+    /// The AWSNodeClass asks for something this provider cannot do (yet).
+    #[error("AWSNodeClass: {0}")]
+    NodeClass(String),
+    /// The Spot Instance Advisor data is not in the shape it is published in.
+    #[error("Spot Advisor data: {0}")]
+    SpotAdvisor(String),
+}
+
+impl From<AwsError> for CloudError {
+    fn from(e: AwsError) -> Self {
+        CloudError::InvalidRequest {
+            message: e.to_string(),
+        }
+    }
+}
 
 /// How long a throttled caller waits when EC2 sends no `Retry-After` (it usually sends none).
 pub const DEFAULT_THROTTLE_RETRY: Duration = Duration::from_secs(5);
 
-/// Codes that mean "this offering has no capacity now": the engine marks the offering
-/// unavailable and tries the next one.
-const CAPACITY: &[&str] = &[
-    "InsufficientInstanceCapacity",
-    "InsufficientCapacity",
-    "InsufficientHostCapacity",
-    "InsufficientReservedInstanceCapacity",
-    "InsufficientFreeAddressesInSubnet",
-    "UnfulfillableCapacity",
-    "MaxSpotInstanceCountExceeded",
-    "SpotMaxPriceTooLow",
-    "Unsupported",
-    "ReservationCapacityExceeded",
-];
+/// EC2's error codes. A status decides only without a code: 429 and 503 are throttling.
+pub const TABLE: ErrorTable = ErrorTable {
+    capacity: &[
+        "InsufficientInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "InsufficientFreeAddressesInSubnet",
+        "UnfulfillableCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "SpotMaxPriceTooLow",
+        "Unsupported",
+        "ReservationCapacityExceeded",
+    ],
+    capacity_words: &[],
+    quota: &[
+        "VcpuLimitExceeded",
+        "InstanceLimitExceeded",
+        "MaxFleetCountExceeded",
+        "ResourceLimitExceeded",
+        "LaunchTemplateLimitExceeded",
+    ],
+    quota_when_words: &[],
+    throttled: &[
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "SlowDown",
+    ],
+    not_found: &["InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"],
+    invalid: &[],
+    invalid_prefixes: &[
+        "InvalidParameter",
+        "InvalidLaunchTemplate",
+        "InvalidAMIID",
+        "InvalidSubnetID",
+        "InvalidGroup",
+        "InvalidSecurityGroupID",
+        "InvalidKeyPair",
+        "InvalidBlockDeviceMapping",
+        "InvalidUserData",
+        "InvalidIamInstanceProfile",
+        "InvalidFleetConfiguration",
+        "InvalidInput",
+        "MissingParameter",
+        "UnauthorizedOperation",
+        "AuthFailure",
+        "OptInRequired",
+        "Blocked",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "UnrecognizedClientException",
+        "ValidationError",
+    ],
+    statuses: StatusRules {
+        throttled: &[429..=429, 503..=503],
+        throttled_with_code: false,
+        not_found: &[],
+        invalid: &[],
+        with_code: false,
+        invalid_says_status: false,
+    },
+    code_in_message: true,
+    not_found_keeps_message: true,
+    kind_words: KindWords {
+        construction: "the EC2 request could not be built: ",
+        credential: "no AWS credentials: ",
+        timeout: "EC2 did not answer in time: ",
+        dispatch: "EC2 could not be reached: ",
+    },
+    default_retry: DEFAULT_THROTTLE_RETRY,
+};
 
-/// Codes of account limits.
-const QUOTA: &[&str] = &[
-    "VcpuLimitExceeded",
-    "InstanceLimitExceeded",
-    "MaxFleetCountExceeded",
-    "ResourceLimitExceeded",
-    "LaunchTemplateLimitExceeded",
-];
-
-/// Codes of throttling.
-const THROTTLED: &[&str] = &[
-    "RequestLimitExceeded",
-    "Throttling",
-    "ThrottlingException",
-    "ThrottledException",
-    "RequestThrottled",
-    "RequestThrottledException",
-    "TooManyRequestsException",
-    "SlowDown",
-];
-
-/// Codes of a request that can never succeed as it is (prefixes: `InvalidParameter` matches
-/// `InvalidParameterValue` and `InvalidParameterCombination`).
-const INVALID_PREFIXES: &[&str] = &[
-    "InvalidParameter",
-    "InvalidLaunchTemplate",
-    "InvalidAMIID",
-    "InvalidSubnetID",
-    "InvalidGroup",
-    "InvalidSecurityGroupID",
-    "InvalidKeyPair",
-    "InvalidBlockDeviceMapping",
-    "InvalidUserData",
-    "InvalidIamInstanceProfile",
-    "InvalidFleetConfiguration",
-    "InvalidInput",
-    "MissingParameter",
-    "UnauthorizedOperation",
-    "AuthFailure",
-    "OptInRequired",
-    "Blocked",
-    "InvalidClientTokenId",
-    "SignatureDoesNotMatch",
-    "UnrecognizedClientException",
-    "ValidationError",
-];
-
-/// Codes of an instance that does not exist.
-const NOT_FOUND: &[&str] = &["InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"];
-
-/// The [`CloudError`] for `code` with `message`, for a call about `offering` (when it was about
-/// one offering). A capacity code without an offering is transient.
-pub fn map_code(
-    code: &str,
-    message: &str,
-    offering: Option<&LaunchOffering>,
-    retry_after: Option<Duration>,
-) -> CloudError {
-    let message = format!("{code}: {message}");
-    if CAPACITY.contains(&code) {
-        return match offering {
-            Some(o) => CloudError::InsufficientCapacity {
-                instance_type: o.instance_type.clone(),
-                zone: o.zone.clone(),
-                capacity_type: o.capacity_type,
-                message,
-            },
-            None => CloudError::Transient { message },
-        };
-    }
-    if QUOTA.contains(&code) {
-        return CloudError::QuotaExceeded { message };
-    }
-    if THROTTLED.contains(&code) {
-        return CloudError::Throttled {
-            retry_after: Some(retry_after.unwrap_or(DEFAULT_THROTTLE_RETRY)),
-        };
-    }
-    if NOT_FOUND.contains(&code) {
-        return CloudError::NotFound {
-            provider_id: message,
-        };
-    }
-    if INVALID_PREFIXES.iter().any(|p| code.starts_with(p)) {
-        return CloudError::InvalidRequest { message };
-    }
-    CloudError::Transient { message }
-}
-
-/// The [`CloudError`] for a failed call.
+/// The [`CloudError`] for a failed call about `offering`, when it was about one.
 pub fn map_api_error(error: &ApiError, offering: Option<&LaunchOffering>) -> CloudError {
-    match (&error.kind, &error.code) {
-        (ApiErrorKind::Service, Some(code)) => {
-            map_code(code, &error.message, offering, error.retry_after)
-        }
-        (ApiErrorKind::Service, None) if error.status == Some(429) || error.status == Some(503) => {
-            CloudError::Throttled {
-                retry_after: Some(error.retry_after.unwrap_or(DEFAULT_THROTTLE_RETRY)),
-            }
-        }
-        (ApiErrorKind::Construction, _) => CloudError::InvalidRequest {
-            message: format!("the EC2 request could not be built: {}", error.message),
-        },
-        (ApiErrorKind::Timeout, _) => CloudError::Transient {
-            message: format!("EC2 did not answer in time: {}", error.message),
-        },
-        (ApiErrorKind::Dispatch, _) => CloudError::Transient {
-            message: format!("EC2 could not be reached: {}", error.message),
-        },
-        _ => CloudError::Transient {
-            message: error.message.clone(),
-        },
-    }
+    TABLE.map(error, offering)
 }
 
 #[cfg(test)]
 mod tests {
+    use quartermaster_cloud::api_error::{Row, check_rows};
     use quartermaster_pricing::CapacityType;
 
     use super::*;
+    use crate::port::ApiErrorKind;
 
     fn offering() -> LaunchOffering {
         LaunchOffering {
@@ -156,69 +136,99 @@ mod tests {
     }
 
     fn map(code: &str) -> CloudError {
-        map_code(code, "words", Some(&offering()), None)
+        TABLE.map_code(Some(code), "words", None, None, Some(&offering()))
     }
 
-    fn assert_capacity(code: &str) {
-        match map(code) {
-            CloudError::InsufficientCapacity {
-                instance_type,
-                zone,
-                capacity_type,
-                message,
-            } => {
-                assert_eq!(instance_type, "p5.48xlarge");
-                assert_eq!(zone, "us-east-1a");
-                assert_eq!(capacity_type, CapacityType::Spot);
-                assert_eq!(message, format!("{code}: words"));
-            }
-            other => panic!("{code} mapped to {other:?}"),
+    const fn row(code: &'static str, want: &'static str) -> Row {
+        Row {
+            code: Some(code),
+            status: None,
+            message: "words",
+            want,
         }
     }
 
+    /// Every code class, for a call about one offering.
+    const ROWS: &[Row] = &[
+        row("InsufficientInstanceCapacity", "capacity"),
+        row("InsufficientCapacity", "capacity"),
+        row("InsufficientHostCapacity", "capacity"),
+        row("InsufficientReservedInstanceCapacity", "capacity"),
+        row("InsufficientFreeAddressesInSubnet", "capacity"),
+        row("UnfulfillableCapacity", "capacity"),
+        row("MaxSpotInstanceCountExceeded", "capacity"),
+        row("SpotMaxPriceTooLow", "capacity"),
+        row("Unsupported", "capacity"),
+        row("VcpuLimitExceeded", "quota"),
+        row("InstanceLimitExceeded", "quota"),
+        row("MaxFleetCountExceeded", "quota"),
+        row("RequestLimitExceeded", "throttled"),
+        row("Throttling", "throttled"),
+        row("ThrottlingException", "throttled"),
+        row("InvalidParameter", "invalid"),
+        row("InvalidParameterValue", "invalid"),
+        row("InvalidParameterCombination", "invalid"),
+        row("InvalidLaunchTemplateId.NotFound", "invalid"),
+        row("InvalidAMIID.NotFound", "invalid"),
+        row("InvalidSubnetID.NotFound", "invalid"),
+        row("InvalidGroup.NotFound", "invalid"),
+        row("UnauthorizedOperation", "invalid"),
+        row("AuthFailure", "invalid"),
+        row("InvalidInstanceID.NotFound", "not_found"),
+        row("InternalError", "transient"),
+        row("ServiceUnavailable", "transient"),
+        row("SomethingNew", "transient"),
+        // A status decides only without a code.
+        Row {
+            code: Some("SomethingNew"),
+            status: Some(503),
+            message: "words",
+            want: "transient",
+        },
+        Row {
+            code: None,
+            status: Some(503),
+            message: "slow",
+            want: "throttled",
+        },
+        Row {
+            code: None,
+            status: Some(400),
+            message: "bad",
+            want: "transient",
+        },
+    ];
+
     #[test]
-    fn insufficient_instance_capacity_is_capacity_of_the_offering() {
-        assert_capacity("InsufficientInstanceCapacity");
+    fn every_code_maps_to_its_kind() {
+        check_rows(&TABLE, Some(&offering()), ROWS);
     }
 
     #[test]
-    fn unfulfillable_capacity_is_capacity() {
-        assert_capacity("UnfulfillableCapacity");
-    }
-
-    #[test]
-    fn max_spot_instance_count_exceeded_is_capacity_of_the_spot_offering() {
-        assert_capacity("MaxSpotInstanceCountExceeded");
-    }
-
-    #[test]
-    fn spot_max_price_too_low_is_capacity() {
-        assert_capacity("SpotMaxPriceTooLow");
-    }
-
-    #[test]
-    fn insufficient_host_and_reserved_capacity_and_free_addresses_are_capacity() {
-        assert_capacity("InsufficientHostCapacity");
-        assert_capacity("InsufficientReservedInstanceCapacity");
-        assert_capacity("InsufficientFreeAddressesInSubnet");
-        assert_capacity("InsufficientCapacity");
-    }
-
-    #[test]
-    fn unsupported_type_in_zone_is_capacity() {
-        assert_capacity("Unsupported");
+    fn capacity_names_the_offering_and_says_the_code() {
+        for code in ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow"] {
+            assert_eq!(
+                map(code),
+                CloudError::InsufficientCapacity {
+                    instance_type: "p5.48xlarge".into(),
+                    zone: "us-east-1a".into(),
+                    capacity_type: CapacityType::Spot,
+                    message: format!("{code}: words"),
+                }
+            );
+        }
     }
 
     #[test]
     fn capacity_without_an_offering_is_transient() {
         assert!(matches!(
-            map_code("InsufficientInstanceCapacity", "x", None, None),
+            TABLE.map_code(Some("InsufficientInstanceCapacity"), "x", None, None, None),
             CloudError::Transient { .. }
         ));
     }
 
     #[test]
-    fn vcpu_limit_exceeded_is_quota() {
+    fn quota_says_its_code() {
         assert!(matches!(
             map("VcpuLimitExceeded"),
             CloudError::QuotaExceeded { message } if message.contains("VcpuLimitExceeded")
@@ -226,82 +236,25 @@ mod tests {
     }
 
     #[test]
-    fn instance_limit_and_fleet_count_are_quota() {
-        assert!(matches!(
-            map("InstanceLimitExceeded"),
-            CloudError::QuotaExceeded { .. }
-        ));
-        assert!(matches!(
-            map("MaxFleetCountExceeded"),
-            CloudError::QuotaExceeded { .. }
-        ));
-    }
-
-    #[test]
-    fn request_limit_exceeded_is_throttled_with_the_default_delay() {
+    fn throttling_waits_the_servers_retry_after_or_the_default() {
         assert_eq!(
             map("RequestLimitExceeded"),
             CloudError::Throttled {
                 retry_after: Some(DEFAULT_THROTTLE_RETRY)
             }
         );
-    }
-
-    #[test]
-    fn throttling_keeps_the_servers_retry_after() {
         assert_eq!(
-            map_code(
-                "Throttling",
+            TABLE.map_code(
+                Some("Throttling"),
                 "slow down",
                 None,
-                Some(Duration::from_secs(7))
+                Some(Duration::from_secs(7)),
+                None
             ),
             CloudError::Throttled {
                 retry_after: Some(Duration::from_secs(7))
             }
         );
-        assert!(matches!(
-            map("ThrottlingException"),
-            CloudError::Throttled { .. }
-        ));
-    }
-
-    #[test]
-    fn invalid_parameter_codes_are_invalid_requests() {
-        for code in [
-            "InvalidParameter",
-            "InvalidParameterValue",
-            "InvalidParameterCombination",
-            "InvalidLaunchTemplateId.NotFound",
-            "InvalidAMIID.NotFound",
-            "InvalidSubnetID.NotFound",
-            "InvalidGroup.NotFound",
-            "UnauthorizedOperation",
-            "AuthFailure",
-        ] {
-            assert!(
-                matches!(map(code), CloudError::InvalidRequest { .. }),
-                "{code}"
-            );
-        }
-    }
-
-    #[test]
-    fn unknown_instance_is_not_found() {
-        assert!(matches!(
-            map("InvalidInstanceID.NotFound"),
-            CloudError::NotFound { .. }
-        ));
-    }
-
-    #[test]
-    fn internal_errors_and_unknown_codes_are_transient() {
-        assert!(matches!(map("InternalError"), CloudError::Transient { .. }));
-        assert!(matches!(
-            map("ServiceUnavailable"),
-            CloudError::Transient { .. }
-        ));
-        assert!(matches!(map("SomethingNew"), CloudError::Transient { .. }));
     }
 
     #[test]
@@ -323,9 +276,11 @@ mod tests {
             kind: ApiErrorKind::Timeout,
             ..e
         };
-        assert!(matches!(
+        assert_eq!(
             map_api_error(&t, None),
-            CloudError::Transient { .. }
-        ));
+            CloudError::Transient {
+                message: "EC2 did not answer in time: slow".into()
+            }
+        );
     }
 }

@@ -12,7 +12,7 @@ use quartermaster_cloud::{CloudError, LaunchOffering};
 use quartermaster_pricing::CapacityType;
 use sha2::{Digest, Sha256};
 
-use crate::errors::map_code;
+use crate::errors::TABLE;
 use crate::port::{FleetInstance, FleetOverride, FleetRequest, FleetResult, FleetTemplate, Subnet};
 
 /// One CreateFleet to try, with the offerings behind its overrides.
@@ -230,7 +230,7 @@ pub fn read(attempt: &FleetAttempt, result: &FleetResult) -> FleetOutcome {
                 );
                 // An error naming no offering we asked for is about the whole fleet.
                 let offering = offering.or_else(|| attempt.offerings.last().cloned());
-                map_code(&e.code, &e.message, offering.as_ref(), None)
+                TABLE.map_code(Some(&e.code), &e.message, None, None, offering.as_ref())
             })
             .collect(),
     )

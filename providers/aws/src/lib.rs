@@ -18,7 +18,6 @@ mod cloud;
 mod config;
 pub mod doctor;
 pub mod drift;
-mod error;
 pub mod errors;
 pub mod fleet;
 pub mod instance_types;
@@ -37,7 +36,7 @@ pub mod userdata;
 
 pub use cloud::{AwsCloud, TAG_NODECLAIM, TAG_NODEPOOL, instance_id, provider_id};
 pub use config::{AwsSettings, CallLimits, CredentialSource};
-pub use error::AwsError;
+pub use errors::AwsError;
 pub use rate::RateLimitSettings;
 pub use sdk_pricing::{SdkPrices, catalog_types, live_prices};
 pub use template::TAG_CLUSTER;

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use quartermaster_pricing::CapacityType;
@@ -12,48 +11,7 @@ use quartermaster_pricing::CapacityType;
 /// What every port method returns.
 pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
 
-/// A failed EC2 call, reduced to what error mapping needs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    /// How the call failed.
-    pub kind: ApiErrorKind,
-    /// The EC2 error code (`InsufficientInstanceCapacity`), when the service answered with one.
-    pub code: Option<String>,
-    /// The service's or the transport's words (never credentials).
-    pub message: String,
-    /// The HTTP status, when there was a response.
-    pub status: Option<u16>,
-    /// The `Retry-After` header, when the response had one.
-    pub retry_after: Option<Duration>,
-}
-
-/// How a call failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiErrorKind {
-    /// The service answered with an error.
-    Service,
-    /// No answer in time (connect, attempt or operation timeout).
-    Timeout,
-    /// The request could not be sent (connection refused, DNS, TLS).
-    Dispatch,
-    /// The request could not be built (missing credentials or region, bad input).
-    Construction,
-    /// The response could not be read.
-    Response,
-}
-
-impl ApiError {
-    /// A service error with `code` and `message` (tests, and the fleet's in-band errors).
-    pub fn service(code: &str, message: &str) -> Self {
-        Self {
-            kind: ApiErrorKind::Service,
-            code: Some(code.to_owned()),
-            message: message.to_owned(),
-            status: None,
-            retry_after: None,
-        }
-    }
-}
+pub use quartermaster_cloud::{ApiError, ApiErrorKind};
 
 /// A `Name=…, Values=[…]` filter of a Describe call.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

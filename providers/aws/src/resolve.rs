@@ -7,7 +7,7 @@ use quartermaster_policies::nodeclass::aws::{
     AWSNodeClassSpec, AmiSelectorTerm, SecurityGroupSelectorTerm, SubnetSelectorTerm,
 };
 
-use crate::error::AwsError;
+use crate::errors::AwsError;
 use crate::port::{ApiError, Ec2, Filter, Image, Parameters, SecurityGroup, Subnet};
 
 /// Why resolution failed: the NodeClass, or the call.

@@ -10,7 +10,7 @@ use quartermaster_policies::nodeclass::aws::{AWSNodeClassSpec, BlockDeviceMappin
 use quartermaster_policies::parse_quantity;
 use sha2::{Digest, Sha256};
 
-use crate::error::AwsError;
+use crate::errors::AwsError;
 use crate::port::{BlockDevice, LaunchTemplateSpec};
 use crate::userdata::{ClusterInfo, al2023_user_data};
 

@@ -5,7 +5,7 @@
 use quartermaster_policies::nodeclass::aws::KubeletConfiguration;
 use serde_json::{Map, Value, json};
 
-use crate::error::AwsError;
+use crate::errors::AwsError;
 
 /// The MIME boundary of the documents we write.
 const BOUNDARY: &str = "//";

@@ -3,19 +3,20 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use base64::Engine as _;
+use quartermaster_cloud::price::catalog_price;
 use quartermaster_cloud::{
     Clock, CloudError, CloudEvent, CloudFuture, CloudProvider, Instance, InstanceState,
-    LaunchOffering, LaunchRequest, NodeClassSpec,
+    LaunchOffering, LaunchRequest, NodeClassSpec, NodeClasses, exhausted,
 };
 use quartermaster_policies::AzureNodeClassSpec;
 use quartermaster_policies::nodeclass::azure::AzureBootstrapSecretRef;
 use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType};
 
 use crate::config::AzureSettings;
-use crate::error::AzureError;
+use crate::errors::AzureError;
 use crate::errors::map_api_error;
 use crate::names::{image_tag, reservation_group, split_zone, vm_name};
 use crate::port::{Arm, CapacityReservation, ImageRef, OperationStatus, Vm, VmSpec};
@@ -51,7 +52,7 @@ pub struct AzureCloud {
     clock: Arc<dyn Clock>,
     bootstrap: Option<Arc<dyn BootstrapData>>,
     /// The latest spec of each AzureNodeClass seen, by name (drift compares against it).
-    node_classes: Mutex<BTreeMap<String, AzureNodeClassSpec>>,
+    node_classes: NodeClasses<AzureNodeClassSpec>,
 }
 
 impl std::fmt::Debug for AzureCloud {
@@ -89,25 +90,18 @@ impl AzureCloud {
             catalog,
             clock,
             bootstrap: None,
-            node_classes: Mutex::new(BTreeMap::new()),
+            node_classes: NodeClasses::default(),
         }
     }
 
     /// Records the current spec of AzureNodeClass `name` (the controller calls this when the
     /// NodeClass changes; launches record it too), so `is_drifted` compares against it.
     pub fn set_node_class(&self, name: &str, spec: AzureNodeClassSpec) {
-        self.node_classes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_owned(), spec);
+        self.node_classes.set(name.to_owned(), spec);
     }
 
     fn node_class(&self, name: &str) -> Option<AzureNodeClassSpec> {
-        self.node_classes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        self.node_classes.get(name)
     }
 
     /// The same cloud reading bootstrap custom data through `bootstrap`.
@@ -122,19 +116,13 @@ impl AzureCloud {
     }
 
     fn price(&self, instance_type: &str, zone: &str, capacity_type: CapacityType) -> f64 {
-        self.catalog
-            .get(Cloud::Azure, instance_type)
-            .and_then(|t| {
-                t.offerings
-                    .iter()
-                    .find(|o| o.zone == zone && o.capacity_type == capacity_type)
-                    .or_else(|| {
-                        t.offerings
-                            .iter()
-                            .find(|o| o.capacity_type == capacity_type)
-                    })
-            })
-            .map_or(0.0, |o| o.price_per_hour)
+        catalog_price(
+            &self.catalog,
+            Cloud::Azure,
+            instance_type,
+            zone,
+            capacity_type,
+        )
     }
 
     fn provider_id(&self, vm: &Vm) -> String {
@@ -617,33 +605,6 @@ fn state(provisioning_state: Option<&str>) -> InstanceState {
     }
 }
 
-/// The error when every offering failed: capacity naming the last offering (so the engine
-/// knows every offering of the request was tried), or quota when only quotas stopped it.
-fn exhausted(offerings: &[LaunchOffering], failures: &[CloudError]) -> CloudError {
-    let words: Vec<String> = failures.iter().map(ToString::to_string).collect();
-    let message = if words.is_empty() {
-        "no offering could be tried".to_owned()
-    } else {
-        words.join("; ")
-    };
-    if !failures.is_empty()
-        && failures
-            .iter()
-            .all(|e| matches!(e, CloudError::QuotaExceeded { .. }))
-    {
-        return CloudError::QuotaExceeded { message };
-    }
-    match offerings.last() {
-        Some(last) => CloudError::InsufficientCapacity {
-            instance_type: last.instance_type.clone(),
-            zone: last.zone.clone(),
-            capacity_type: last.capacity_type,
-            message,
-        },
-        None => CloudError::InvalidRequest { message },
-    }
-}
-
 impl CloudProvider for AzureCloud {
     fn cloud(&self) -> Cloud {
         Cloud::Azure
@@ -806,27 +767,6 @@ mod tests {
         assert_eq!(state(Some("Succeeded")), InstanceState::Running);
         assert_eq!(state(Some("Deleting")), InstanceState::ShuttingDown);
         assert_eq!(state(Some("Failed")), InstanceState::Terminated);
-    }
-
-    #[test]
-    fn exhausted_names_the_last_offering_or_quota() {
-        let o = |t: &str| LaunchOffering {
-            instance_type: t.into(),
-            zone: "eastus-1".into(),
-            capacity_type: CapacityType::Spot,
-            price_per_hour: 1.0,
-        };
-        let quota = CloudError::QuotaExceeded {
-            message: "OperationNotAllowed".into(),
-        };
-        assert!(matches!(
-            exhausted(&[o("a"), o("b")], std::slice::from_ref(&quota)),
-            CloudError::QuotaExceeded { .. }
-        ));
-        match exhausted(&[o("a"), o("b")], &[quota]) {
-            CloudError::QuotaExceeded { .. } => {}
-            other => panic!("{other:?}"),
-        }
     }
 
     fn reservation() -> CapacityReservation {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::config::{AzureSettings, CredentialSource};
-use crate::error::AzureError;
+use crate::errors::AzureError;
 
 /// Which source of azure_identity's default chain the environment points at, and whose
 /// credentials they are (the client and tenant ids identify; no secret is ever kept here).

@@ -1,149 +1,116 @@
-//! ARM error codes -> [`CloudError`]: a pure function of the code, the message, the HTTP status
-//! and the offering the call was for, so every code is tested without a network.
+//! The Azure crate's errors. [`AzureError`]: what can go wrong before any ARM call (settings,
+//! the NodeClass, the bootstrap data). ARM call failures are [`CloudError`]s, mapped from ARM's
+//! error codes by [`TABLE`] (the shared [`ErrorTable`]), so every code is tested without a
+//! network.
 
 use std::time::Duration;
 
-use quartermaster_cloud::{CloudError, LaunchOffering};
+use quartermaster_cloud::{CloudError, ErrorTable, KindWords, LaunchOffering, StatusRules};
 
-use crate::port::{ApiError, ApiErrorKind};
+use crate::port::ApiError;
+
+/// A setup or NodeClass problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AzureError {
+    /// The settings cannot work (a bad endpoint URL, no credential source).
+    #[error("Azure settings: {0}")]
+    Settings(String),
+    /// The AzureNodeClass asks for something this provider cannot do.
+    #[error("AzureNodeClass: {0}")]
+    NodeClass(String),
+    /// The bootstrap custom data could not be read.
+    #[error("bootstrap data: {0}")]
+    Bootstrap(String),
+    /// The Retail Prices API failed or answered something unreadable.
+    #[error("Azure Retail Prices API: {0}")]
+    Prices(String),
+}
+
+impl From<AzureError> for CloudError {
+    fn from(e: AzureError) -> Self {
+        match e {
+            AzureError::Prices(message) => CloudError::Transient { message },
+            other => CloudError::InvalidRequest {
+                message: other.to_string(),
+            },
+        }
+    }
+}
 
 /// How long a throttled caller waits when ARM sends no `Retry-After`.
 pub const DEFAULT_THROTTLE_RETRY: Duration = Duration::from_secs(5);
 
-/// Codes that mean "this offering has no capacity now": the engine marks the offering
-/// unavailable and tries the next one.
-const CAPACITY: &[&str] = &[
-    "SkuNotAvailable",
-    "AllocationFailed",
-    "ZonalAllocationFailed",
-    "OverconstrainedAllocationRequest",
-    "OverconstrainedZonalAllocationRequest",
-    "AllocationFailedVMSeries",
-];
+/// ARM's error codes. Where no code decides, 429 is throttling, 404 not found and any other
+/// 4xx invalid, with a code or without.
+pub const TABLE: ErrorTable = ErrorTable {
+    capacity: &[
+        "SkuNotAvailable",
+        "AllocationFailed",
+        "ZonalAllocationFailed",
+        "OverconstrainedAllocationRequest",
+        "OverconstrainedZonalAllocationRequest",
+        "AllocationFailedVMSeries",
+    ],
+    capacity_words: &[],
+    quota: &[
+        "QuotaExceeded",
+        "SpotQuotaExceeded",
+        "LowPriorityQuotaExceeded",
+    ],
+    // `OperationNotAllowed` is a quota only when it speaks of one.
+    quota_when_words: &[("OperationNotAllowed", "quota")],
+    throttled: &["TooManyRequests", "SubscriptionRequestsThrottled"],
+    not_found: &["ResourceNotFound", "NotFound"],
+    invalid: &[],
+    invalid_prefixes: &[
+        "InvalidParameter",
+        "InvalidRequest",
+        "BadRequest",
+        "PropertyChangeNotAllowed",
+        "ResourceGroupNotFound",
+        "SubscriptionNotFound",
+        "AuthorizationFailed",
+        "LinkedAuthorizationFailed",
+        "InvalidAuthenticationToken",
+        "AuthenticationFailed",
+        "ImageNotFound",
+        "PlatformImageNotFound",
+        "GalleryImageNotFound",
+        "InvalidResourceReference",
+        "MissingSubscriptionRegistration",
+        "OperationNotAllowed",
+    ],
+    statuses: StatusRules {
+        throttled: &[429..=429],
+        throttled_with_code: true,
+        not_found: &[404..=404],
+        invalid: &[400..=499],
+        with_code: true,
+        invalid_says_status: true,
+    },
+    code_in_message: true,
+    not_found_keeps_message: true,
+    kind_words: KindWords {
+        construction: "",
+        credential: "no Azure credential: ",
+        timeout: "",
+        dispatch: "Azure Resource Manager could not be reached: ",
+    },
+    default_retry: DEFAULT_THROTTLE_RETRY,
+};
 
-/// Codes of account limits (`OperationNotAllowed` only when it speaks of a quota).
-const QUOTA: &[&str] = &[
-    "QuotaExceeded",
-    "SpotQuotaExceeded",
-    "LowPriorityQuotaExceeded",
-];
-
-/// Codes of throttling.
-const THROTTLED: &[&str] = &["TooManyRequests", "SubscriptionRequestsThrottled"];
-
-/// Codes of a missing resource.
-const NOT_FOUND: &[&str] = &["ResourceNotFound", "NotFound"];
-
-/// Codes of a request that can never succeed as it is (prefixes: `InvalidParameter` matches
-/// `InvalidParameterValue`).
-const INVALID_PREFIXES: &[&str] = &[
-    "InvalidParameter",
-    "InvalidRequest",
-    "BadRequest",
-    "PropertyChangeNotAllowed",
-    "ResourceGroupNotFound",
-    "SubscriptionNotFound",
-    "AuthorizationFailed",
-    "LinkedAuthorizationFailed",
-    "InvalidAuthenticationToken",
-    "AuthenticationFailed",
-    "ImageNotFound",
-    "PlatformImageNotFound",
-    "GalleryImageNotFound",
-    "InvalidResourceReference",
-    "MissingSubscriptionRegistration",
-    "OperationNotAllowed",
-];
-
-/// The [`CloudError`] for `code` with `message` (HTTP `status` when known), for a call about
-/// `offering` (when it was about one offering). A capacity code without an offering is
-/// transient.
-pub fn map_code(
-    code: &str,
-    message: &str,
-    status: Option<u16>,
-    offering: Option<&LaunchOffering>,
-    retry_after: Option<Duration>,
-) -> CloudError {
-    let words = format!("{code}: {message}");
-    if CAPACITY.contains(&code) {
-        return match offering {
-            Some(o) => CloudError::InsufficientCapacity {
-                instance_type: o.instance_type.clone(),
-                zone: o.zone.clone(),
-                capacity_type: o.capacity_type,
-                message: words,
-            },
-            None => CloudError::Transient { message: words },
-        };
-    }
-    if QUOTA.contains(&code)
-        || (code == "OperationNotAllowed" && message.to_ascii_lowercase().contains("quota"))
-    {
-        return CloudError::QuotaExceeded { message: words };
-    }
-    if THROTTLED.contains(&code) || status == Some(429) {
-        return CloudError::Throttled {
-            retry_after: Some(retry_after.unwrap_or(DEFAULT_THROTTLE_RETRY)),
-        };
-    }
-    if NOT_FOUND.contains(&code) {
-        return CloudError::NotFound { provider_id: words };
-    }
-    if INVALID_PREFIXES.iter().any(|p| code.starts_with(p)) {
-        return CloudError::InvalidRequest { message: words };
-    }
-    match status {
-        Some(404) => CloudError::NotFound { provider_id: words },
-        Some(s) if (400..500).contains(&s) => CloudError::InvalidRequest { message: words },
-        _ => CloudError::Transient { message: words },
-    }
-}
-
-/// The [`CloudError`] for a failed call.
+/// The [`CloudError`] for a failed call about `offering`, when it was about one.
 pub fn map_api_error(error: &ApiError, offering: Option<&LaunchOffering>) -> CloudError {
-    match (&error.kind, &error.code) {
-        (ApiErrorKind::Service, Some(code)) => map_code(
-            code,
-            &error.message,
-            error.status,
-            offering,
-            error.retry_after,
-        ),
-        (ApiErrorKind::Service, None) => match error.status {
-            Some(429) => CloudError::Throttled {
-                retry_after: Some(error.retry_after.unwrap_or(DEFAULT_THROTTLE_RETRY)),
-            },
-            Some(404) => CloudError::NotFound {
-                provider_id: error.message.clone(),
-            },
-            Some(s) if (400..500).contains(&s) => CloudError::InvalidRequest {
-                message: format!("HTTP {s}: {}", error.message),
-            },
-            _ => CloudError::Transient {
-                message: error.message.clone(),
-            },
-        },
-        (ApiErrorKind::Credential, _) => CloudError::InvalidRequest {
-            message: format!("no Azure credential: {}", error.message),
-        },
-        (ApiErrorKind::Dispatch, _) => CloudError::Transient {
-            message: format!(
-                "Azure Resource Manager could not be reached: {}",
-                error.message
-            ),
-        },
-        (ApiErrorKind::Response, _) => CloudError::Transient {
-            message: error.message.clone(),
-        },
-    }
+    TABLE.map(error, offering)
 }
 
 #[cfg(test)]
 mod tests {
+    use quartermaster_cloud::api_error::{Row, check_rows};
     use quartermaster_pricing::CapacityType;
 
     use super::*;
+    use crate::port::ApiErrorKind;
 
     fn offering() -> LaunchOffering {
         LaunchOffering {
@@ -155,84 +122,87 @@ mod tests {
     }
 
     fn map(code: &str) -> CloudError {
-        map_code(code, "words", Some(409), Some(&offering()), None)
+        TABLE.map_code(Some(code), "words", Some(409), None, Some(&offering()))
     }
 
-    fn assert_capacity(code: &str) {
-        match map(code) {
-            CloudError::InsufficientCapacity {
-                instance_type,
-                zone,
-                capacity_type,
-                message,
-            } => {
-                assert_eq!(instance_type, "Standard_NC24ads_A100_v4");
-                assert_eq!(zone, "eastus-1");
-                assert_eq!(capacity_type, CapacityType::Spot);
-                assert_eq!(message, format!("{code}: words"));
-            }
-            other => panic!("{code} mapped to {other:?}"),
+    const fn row(code: Option<&'static str>, status: Option<u16>, want: &'static str) -> Row {
+        Row {
+            code,
+            status,
+            message: "words",
+            want,
         }
     }
 
+    /// Every code class (as ARM answers them, with a 409), and the statuses, for a call about
+    /// one offering.
+    const ROWS: &[Row] = &[
+        row(Some("SkuNotAvailable"), Some(409), "capacity"),
+        row(Some("AllocationFailed"), Some(409), "capacity"),
+        row(Some("ZonalAllocationFailed"), Some(409), "capacity"),
+        row(
+            Some("OverconstrainedAllocationRequest"),
+            Some(409),
+            "capacity",
+        ),
+        row(
+            Some("OverconstrainedZonalAllocationRequest"),
+            Some(409),
+            "capacity",
+        ),
+        row(Some("SpotQuotaExceeded"), Some(409), "quota"),
+        row(Some("QuotaExceeded"), Some(409), "quota"),
+        row(Some("OperationNotAllowed"), Some(409), "invalid"),
+        row(
+            Some("SubscriptionRequestsThrottled"),
+            Some(409),
+            "throttled",
+        ),
+        row(Some("TooManyRequests"), Some(429), "throttled"),
+        row(None, Some(429), "throttled"),
+        row(Some("ResourceNotFound"), Some(404), "not_found"),
+        row(None, Some(404), "not_found"),
+        row(Some("InvalidParameter"), Some(409), "invalid"),
+        row(Some("InvalidParameterValue"), Some(409), "invalid"),
+        row(Some("AuthorizationFailed"), Some(409), "invalid"),
+        row(Some("ResourceGroupNotFound"), Some(409), "invalid"),
+        row(Some("ImageNotFound"), Some(409), "invalid"),
+        row(Some("InternalServerError"), Some(500), "transient"),
+        row(None, Some(502), "transient"),
+        // OperationNotAllowed is a quota when it speaks of one.
+        Row {
+            code: Some("OperationNotAllowed"),
+            status: Some(409),
+            message: "Operation could not be completed as it results in exceeding approved standardNCADSA100v4Family Cores quota.",
+            want: "quota",
+        },
+    ];
+
     #[test]
-    fn sku_not_available_is_capacity_of_the_offering() {
-        assert_capacity("SkuNotAvailable");
+    fn every_code_and_status_maps_to_its_kind() {
+        check_rows(&TABLE, Some(&offering()), ROWS);
     }
 
     #[test]
-    fn allocation_failed_is_capacity() {
-        assert_capacity("AllocationFailed");
-    }
-
-    #[test]
-    fn zonal_allocation_failed_is_capacity() {
-        assert_capacity("ZonalAllocationFailed");
-    }
-
-    #[test]
-    fn overconstrained_allocation_request_is_capacity() {
-        assert_capacity("OverconstrainedAllocationRequest");
-        assert_capacity("OverconstrainedZonalAllocationRequest");
+    fn capacity_names_the_offering_and_says_the_code() {
+        for code in ["SkuNotAvailable", "AllocationFailed"] {
+            assert_eq!(
+                map(code),
+                CloudError::InsufficientCapacity {
+                    instance_type: "Standard_NC24ads_A100_v4".into(),
+                    zone: "eastus-1".into(),
+                    capacity_type: CapacityType::Spot,
+                    message: format!("{code}: words"),
+                }
+            );
+        }
     }
 
     #[test]
     fn capacity_without_an_offering_is_transient() {
         assert!(matches!(
-            map_code("AllocationFailed", "x", None, None, None),
+            TABLE.map_code(Some("AllocationFailed"), "x", None, None, None),
             CloudError::Transient { .. }
-        ));
-    }
-
-    #[test]
-    fn operation_not_allowed_for_a_quota_is_quota() {
-        let e = map_code(
-            "OperationNotAllowed",
-            "Operation could not be completed as it results in exceeding approved standardNCADSA100v4Family Cores quota.",
-            Some(409),
-            Some(&offering()),
-            None,
-        );
-        assert!(matches!(e, CloudError::QuotaExceeded { .. }), "{e:?}");
-    }
-
-    #[test]
-    fn operation_not_allowed_otherwise_is_invalid() {
-        assert!(matches!(
-            map("OperationNotAllowed"),
-            CloudError::InvalidRequest { .. }
-        ));
-    }
-
-    #[test]
-    fn spot_quota_codes_are_quota() {
-        assert!(matches!(
-            map("SpotQuotaExceeded"),
-            CloudError::QuotaExceeded { .. }
-        ));
-        assert!(matches!(
-            map("QuotaExceeded"),
-            CloudError::QuotaExceeded { .. }
         ));
     }
 
@@ -265,65 +235,20 @@ mod tests {
     }
 
     #[test]
-    fn subscription_requests_throttled_is_throttled() {
-        assert!(matches!(
-            map("SubscriptionRequestsThrottled"),
-            CloudError::Throttled { .. }
-        ));
-    }
-
-    #[test]
-    fn status_404_is_not_found() {
-        assert!(matches!(
-            map_code("ResourceNotFound", "gone", Some(404), None, None),
-            CloudError::NotFound { .. }
-        ));
+    fn a_4xx_without_a_code_says_its_status() {
         let e = ApiError {
             kind: ApiErrorKind::Service,
             code: None,
-            message: "gone".into(),
-            status: Some(404),
+            message: "no".into(),
+            status: Some(403),
             retry_after: None,
         };
-        assert!(matches!(
+        assert_eq!(
             map_api_error(&e, None),
-            CloudError::NotFound { .. }
-        ));
-    }
-
-    #[test]
-    fn invalid_parameter_is_invalid_request() {
-        for code in [
-            "InvalidParameter",
-            "InvalidParameterValue",
-            "AuthorizationFailed",
-            "ResourceGroupNotFound",
-            "ImageNotFound",
-        ] {
-            assert!(
-                matches!(map(code), CloudError::InvalidRequest { .. }),
-                "{code}"
-            );
-        }
-    }
-
-    #[test]
-    fn status_5xx_is_transient() {
-        assert!(matches!(
-            map_code("InternalServerError", "oops", Some(500), None, None),
-            CloudError::Transient { .. }
-        ));
-        let e = ApiError {
-            kind: ApiErrorKind::Service,
-            code: None,
-            message: "bad gateway".into(),
-            status: Some(502),
-            retry_after: None,
-        };
-        assert!(matches!(
-            map_api_error(&e, None),
-            CloudError::Transient { .. }
-        ));
+            CloudError::InvalidRequest {
+                message: "HTTP 403: no".into()
+            }
+        );
     }
 
     #[test]

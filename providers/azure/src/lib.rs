@@ -23,7 +23,6 @@
 mod cloud;
 mod config;
 mod credentials;
-mod error;
 pub mod errors;
 pub mod names;
 pub mod port;
@@ -36,6 +35,6 @@ pub use cloud::{
 };
 pub use config::{AzureSettings, CallLimits, CredentialSource, DEFAULT_ENDPOINT};
 pub use credentials::{Identity, credential_source, identity, probe_token, process_identity};
-pub use error::AzureError;
+pub use errors::AzureError;
 pub use rate::RateLimitSettings;
 pub use sdk::{operation_of, sku_of, vm_body, vm_of};

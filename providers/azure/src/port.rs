@@ -12,57 +12,7 @@ use chrono::{DateTime, Utc};
 /// What every port method returns.
 pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
 
-/// A failed ARM call, reduced to what error mapping needs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    /// How the call failed.
-    pub kind: ApiErrorKind,
-    /// The ARM error code (`AllocationFailed`), when the service answered with one.
-    pub code: Option<String>,
-    /// The service's or the transport's words (never credentials).
-    pub message: String,
-    /// The HTTP status, when there was a response.
-    pub status: Option<u16>,
-    /// The `Retry-After` header, when the response had one.
-    pub retry_after: Option<Duration>,
-}
-
-/// How a call failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiErrorKind {
-    /// The service answered with an error (or a finished operation reported one).
-    Service,
-    /// No answer: connection refused, timeout, DNS, TLS.
-    Dispatch,
-    /// No credential could be had.
-    Credential,
-    /// The response could not be read.
-    Response,
-}
-
-impl ApiError {
-    /// A service error with `code` and `message` (tests, and failed operations).
-    pub fn service(code: &str, message: &str) -> Self {
-        Self {
-            kind: ApiErrorKind::Service,
-            code: Some(code.to_owned()),
-            message: message.to_owned(),
-            status: None,
-            retry_after: None,
-        }
-    }
-
-    /// An error of `kind` with `message` and no code.
-    pub fn other(kind: ApiErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            code: None,
-            message: message.into(),
-            status: None,
-            retry_after: None,
-        }
-    }
-}
+pub use quartermaster_cloud::{ApiError, ApiErrorKind};
 
 /// A virtual machine as ARM reports it.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use quartermaster_pricing::{CapacityType, Cloud, PriceQuote};
 use serde::Deserialize;
 
-use crate::error::AzureError;
+use crate::errors::AzureError;
 
 /// The public Retail Prices API.
 pub const DEFAULT_PRICES_ENDPOINT: &str = "https://prices.azure.com";

@@ -10,13 +10,19 @@
 mod clock;
 mod doctor;
 mod error;
+mod node_classes;
+pub mod price;
 pub mod rate;
 pub mod redact;
 mod types;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use doctor::{Check, CheckOutcome};
-pub use error::CloudError;
+pub use error::api::{
+    self as api_error, ApiError, ApiErrorKind, ErrorTable, KindWords, StatusRules,
+};
+pub use error::{CloudError, exhausted};
+pub use node_classes::NodeClasses;
 pub use redact::{REDACTED, Secrets, Sensitive};
 pub use types::{
     CloudEvent, Instance, InstanceState, LaunchOffering, LaunchRequest, NodeClassSpec,

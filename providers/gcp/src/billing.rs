@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType, PriceQuote};
 use serde::Deserialize;
 
-use crate::error::GcpError;
+use crate::errors::GcpError;
 
 /// The public Cloud Billing API.
 pub const BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";

@@ -4,9 +4,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use quartermaster_cloud::price::offering_price;
 use quartermaster_cloud::{
     Clock, CloudError, CloudEvent, CloudFuture, CloudProvider, Instance, InstanceState,
-    LaunchOffering, LaunchRequest, NodeClassSpec,
+    LaunchOffering, LaunchRequest, NodeClassSpec, NodeClasses, exhausted,
 };
 use quartermaster_policies::GCPNodeClassSpec;
 use quartermaster_pricing::reservation::{LABEL_RESERVATION_ID, TAG_SPECIFIC_RESERVATION_REQUIRED};
@@ -15,7 +16,7 @@ use quartermaster_pricing::{
 };
 
 use crate::config::{GcpSettings, OperationWait};
-use crate::error::GcpError;
+use crate::errors::GcpError;
 use crate::errors::{map_api_error, map_operation};
 use crate::instance::{InsertInputs, ReservationTarget, insert_spec, source_image};
 use crate::names::{image_label, label_value};
@@ -49,7 +50,7 @@ pub struct GcpCloud {
     catalog: Catalog,
     clock: Arc<dyn Clock>,
     /// The latest spec of each GCPNodeClass a launch used, for drift.
-    node_classes: Mutex<BTreeMap<String, GCPNodeClassSpec>>,
+    node_classes: NodeClasses<GCPNodeClassSpec>,
     /// Instances whose preemption was already reported.
     preempted: Mutex<BTreeSet<String>>,
     /// Whether each reservation last listed, by (zone, name), may be consumed only by VMs that
@@ -92,7 +93,7 @@ impl GcpCloud {
             operation_wait: settings.operation_wait,
             catalog,
             clock,
-            node_classes: Mutex::new(BTreeMap::new()),
+            node_classes: NodeClasses::default(),
             preempted: Mutex::new(BTreeSet::new()),
             specific_required: Mutex::new(BTreeMap::new()),
         }
@@ -106,18 +107,11 @@ impl GcpCloud {
     /// Records the current spec of GCPNodeClass `name` (the controller calls this when the
     /// NodeClass changes; launches record it too), so `is_drifted` compares against it.
     pub fn set_node_class(&self, name: &str, spec: GCPNodeClassSpec) {
-        self.node_classes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(label_value(name), spec);
+        self.node_classes.set(label_value(name), spec);
     }
 
     fn node_class(&self, label: &str) -> Option<GCPNodeClassSpec> {
-        self.node_classes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(label)
-            .cloned()
+        self.node_classes.get(label)
     }
 
     /// The project garbage collection lists.
@@ -144,17 +138,7 @@ impl GcpCloud {
         let Some(t) = self.catalog.get(Cloud::Gcp, instance_type) else {
             return 0.0;
         };
-        let of = |capacity_type: CapacityType| {
-            t.offerings
-                .iter()
-                .find(|o| o.zone == zone && o.capacity_type == capacity_type)
-                .or_else(|| {
-                    t.offerings
-                        .iter()
-                        .find(|o| o.capacity_type == capacity_type)
-                })
-                .map(|o| o.price_per_hour)
-        };
+        let of = |capacity_type: CapacityType| offering_price(t, zone, capacity_type);
         match of(capacity_type) {
             Some(p) => p,
             None if capacity_type == CapacityType::FlexStart => {
@@ -557,33 +541,6 @@ fn not_found_as(e: CloudError, provider_id: &str) -> CloudError {
     }
 }
 
-/// The error when every offering failed: capacity naming the last offering (so the engine
-/// knows every offering of the request was tried), or quota when only quotas stopped it.
-fn exhausted(offerings: &[LaunchOffering], failures: &[CloudError]) -> CloudError {
-    let words: Vec<String> = failures.iter().map(ToString::to_string).collect();
-    let message = if words.is_empty() {
-        "no offering could be tried".to_owned()
-    } else {
-        words.join("; ")
-    };
-    if !failures.is_empty()
-        && failures
-            .iter()
-            .all(|e| matches!(e, CloudError::QuotaExceeded { .. }))
-    {
-        return CloudError::QuotaExceeded { message };
-    }
-    match offerings.last() {
-        Some(last) => CloudError::InsufficientCapacity {
-            instance_type: last.instance_type.clone(),
-            zone: last.zone.clone(),
-            capacity_type: last.capacity_type,
-            message,
-        },
-        None => CloudError::InvalidRequest { message },
-    }
-}
-
 /// Why `instance` no longer matches `spec`: its boot image (or template) label differs.
 pub fn drift_reason(instance: &Instance, spec: &GCPNodeClassSpec) -> Option<String> {
     let wanted = source_image(spec).or_else(|| spec.source_instance_template.clone())?;
@@ -744,27 +701,6 @@ mod tests {
         assert_eq!(state("RUNNING"), InstanceState::Running);
         assert_eq!(state("STOPPING"), InstanceState::ShuttingDown);
         assert_eq!(state("TERMINATED"), InstanceState::Terminated);
-    }
-
-    #[test]
-    fn exhausted_names_the_last_offering_or_quota() {
-        let o = |t: &str| LaunchOffering {
-            instance_type: t.into(),
-            zone: "us-central1-a".into(),
-            capacity_type: CapacityType::Spot,
-            price_per_hour: 1.0,
-        };
-        let quota = CloudError::QuotaExceeded {
-            message: "GPUS_ALL_REGIONS".into(),
-        };
-        assert!(matches!(
-            exhausted(&[o("a"), o("b")], std::slice::from_ref(&quota)),
-            CloudError::QuotaExceeded { .. }
-        ));
-        match exhausted(&[o("a"), o("b")], &[quota]) {
-            CloudError::QuotaExceeded { .. } => {}
-            other => panic!("{other:?}"),
-        }
     }
 
     #[test]

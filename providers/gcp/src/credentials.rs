@@ -5,7 +5,7 @@
 //! a credentials file is read for its `type` and `client_email` (or the service account it
 //! impersonates) only.
 
-use crate::error::GcpError;
+use crate::errors::GcpError;
 
 /// Which source of Application Default Credentials the environment points at.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,6 @@
-//! Compute Engine errors -> [`CloudError`]: a pure function of the reason or code, the HTTP
-//! status and the offering the call was for, so every code is tested without a network.
+//! The GCP crate's errors. [`GcpError`]: what can go wrong before any Compute Engine call
+//! (settings, NodeClass content). Compute call failures are [`CloudError`]s, mapped by
+//! [`TABLE`] (the shared [`ErrorTable`]), so every code is tested without a network.
 //!
 //! Compute Engine reports errors two ways: an HTTP error whose `error.errors[].reason` is a
 //! camel-case reason (`rateLimitExceeded`, `quotaExceeded`, `notFound`), and a finished zone
@@ -8,119 +9,98 @@
 
 use std::time::Duration;
 
-use quartermaster_cloud::{CloudError, LaunchOffering};
+use quartermaster_cloud::{CloudError, ErrorTable, KindWords, LaunchOffering, StatusRules};
 
-use crate::port::{ApiError, ApiErrorKind, Operation};
+use crate::port::{ApiError, Operation};
+
+/// A setup or NodeClass problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GcpError {
+    /// The settings cannot work (a bad endpoint URL, a client that cannot be built).
+    #[error("GCP settings: {0}")]
+    Settings(String),
+    /// The GCPNodeClass asks for something this provider cannot do.
+    #[error("GCPNodeClass: {0}")]
+    NodeClass(String),
+    /// No usable credentials (the reason, never the credentials).
+    #[error("GCP credentials: {0}")]
+    Credentials(String),
+    /// The Cloud Billing Catalog answered something that is not a SKU list.
+    #[error("Cloud Billing Catalog: {0}")]
+    Prices(String),
+}
+
+impl From<GcpError> for CloudError {
+    fn from(e: GcpError) -> Self {
+        CloudError::InvalidRequest {
+            message: e.to_string(),
+        }
+    }
+}
 
 /// How long a throttled caller waits when Compute Engine sends no `Retry-After`.
 pub const DEFAULT_THROTTLE_RETRY: Duration = Duration::from_secs(5);
 
-/// Codes that mean "this offering has no capacity now".
-const CAPACITY: &[&str] = &[
-    "ZONE_RESOURCE_POOL_EXHAUSTED",
-    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
-    "RESOURCE_POOL_EXHAUSTED",
-    "STOCKOUT",
-    "resourcePoolExhausted",
-];
-
-/// Words that mean "this offering has no capacity now" whatever the code: a launch into a
-/// reservation without a free slot ("Reservation R does not have sufficient capacity for the
-/// requested resources"), a zone without room ("Zone does not currently have sufficient
-/// capacity for the requested resources"). The cluster-autoscaler's GCE provider reads the same
-/// words.
-const CAPACITY_WORDS: &[&str] = &["sufficient capacity for the requested resources"];
-
-/// Codes of project or region quotas.
-const QUOTA: &[&str] = &["QUOTA_EXCEEDED", "quotaExceeded", "limitExceeded"];
-
-/// Codes of API throttling.
-const THROTTLED: &[&str] = &[
-    "rateLimitExceeded",
-    "userRateLimitExceeded",
-    "RATE_LIMIT_EXCEEDED",
-    "RESOURCE_EXHAUSTED",
-];
-
-/// Codes of an instance (or operation) that does not exist.
-const NOT_FOUND: &[&str] = &["notFound", "RESOURCE_NOT_FOUND", "NOT_FOUND"];
-
-/// Codes of a request that can never succeed as it is.
-const INVALID: &[&str] = &[
-    "invalid",
-    "INVALID_ARGUMENT",
-    "INVALID_FIELD_VALUE",
-    "badRequest",
-    "required",
-    "forbidden",
-    "PERMISSION_DENIED",
-    "accessNotConfigured",
-    "UNSUPPORTED_OPERATION",
-    "alreadyExists",
-    "RESOURCE_ALREADY_EXISTS",
-];
-
-/// The [`CloudError`] for `code` (or, without one, the HTTP `status`) with `message`, for a
-/// call about `offering` when it was about one. A capacity code without an offering is
-/// transient.
-pub fn map_code(
-    code: Option<&str>,
-    status: Option<u16>,
-    message: &str,
-    retry_after: Option<Duration>,
-    offering: Option<&LaunchOffering>,
-) -> CloudError {
-    let message = message.to_owned();
-    let is = |list: &[&str]| code.is_some_and(|c| list.contains(&c));
-    if is(CAPACITY) || CAPACITY_WORDS.iter().any(|w| message.contains(w)) {
-        return match offering {
-            Some(o) => CloudError::InsufficientCapacity {
-                instance_type: o.instance_type.clone(),
-                zone: o.zone.clone(),
-                capacity_type: o.capacity_type,
-                message,
-            },
-            None => CloudError::Transient { message },
-        };
-    }
-    if is(QUOTA) {
-        return CloudError::QuotaExceeded { message };
-    }
-    if is(THROTTLED) || status == Some(429) {
-        return CloudError::Throttled {
-            retry_after: Some(retry_after.unwrap_or(DEFAULT_THROTTLE_RETRY)),
-        };
-    }
-    if is(NOT_FOUND) || (code.is_none() && status == Some(404)) {
-        return CloudError::NotFound {
-            provider_id: String::new(),
-        };
-    }
-    if is(INVALID) || (code.is_none() && matches!(status, Some(400 | 401 | 403 | 409))) {
-        return CloudError::InvalidRequest { message };
-    }
-    CloudError::Transient { message }
-}
+/// Compute Engine's reasons and codes. Without a code, 429 is throttling, 404 not found and
+/// 400, 401, 403 and 409 invalid; messages stand as the service wrote them.
+pub const TABLE: ErrorTable = ErrorTable {
+    capacity: &[
+        "ZONE_RESOURCE_POOL_EXHAUSTED",
+        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+        "RESOURCE_POOL_EXHAUSTED",
+        "STOCKOUT",
+        "resourcePoolExhausted",
+    ],
+    // A launch into a reservation without a free slot ("Reservation R does not have
+    // sufficient capacity for the requested resources"), a zone without room ("Zone does not
+    // currently have sufficient capacity for the requested resources"), whatever the code. The
+    // cluster-autoscaler's GCE provider reads the same words.
+    capacity_words: &["sufficient capacity for the requested resources"],
+    quota: &["QUOTA_EXCEEDED", "quotaExceeded", "limitExceeded"],
+    quota_when_words: &[],
+    throttled: &[
+        "rateLimitExceeded",
+        "userRateLimitExceeded",
+        "RATE_LIMIT_EXCEEDED",
+        "RESOURCE_EXHAUSTED",
+    ],
+    not_found: &["notFound", "RESOURCE_NOT_FOUND", "NOT_FOUND"],
+    invalid: &[
+        "invalid",
+        "INVALID_ARGUMENT",
+        "INVALID_FIELD_VALUE",
+        "badRequest",
+        "required",
+        "forbidden",
+        "PERMISSION_DENIED",
+        "accessNotConfigured",
+        "UNSUPPORTED_OPERATION",
+        "alreadyExists",
+        "RESOURCE_ALREADY_EXISTS",
+    ],
+    invalid_prefixes: &[],
+    statuses: StatusRules {
+        throttled: &[429..=429],
+        throttled_with_code: true,
+        not_found: &[404..=404],
+        invalid: &[400..=401, 403..=403, 409..=409],
+        with_code: false,
+        invalid_says_status: false,
+    },
+    code_in_message: false,
+    not_found_keeps_message: false,
+    kind_words: KindWords {
+        construction: "",
+        credential: "credentials: ",
+        timeout: "",
+        dispatch: "",
+    },
+    default_retry: DEFAULT_THROTTLE_RETRY,
+};
 
 /// The [`CloudError`] of a failed call about `offering`, when it was about one.
 pub fn map_api_error(e: &ApiError, offering: Option<&LaunchOffering>) -> CloudError {
-    match e.kind {
-        ApiErrorKind::Service => map_code(
-            e.code.as_deref(),
-            e.status,
-            &e.message,
-            e.retry_after,
-            offering,
-        ),
-        ApiErrorKind::Authentication => CloudError::InvalidRequest {
-            message: format!("credentials: {}", e.message),
-        },
-        ApiErrorKind::Timeout | ApiErrorKind::Dispatch | ApiErrorKind::Response => {
-            CloudError::Transient {
-                message: e.message.clone(),
-            }
-        }
-    }
+    TABLE.map(e, offering)
 }
 
 /// The [`CloudError`] of a finished operation that carries errors, `None` when it succeeded.
@@ -129,7 +109,7 @@ pub fn map_operation(op: &Operation, offering: Option<&LaunchOffering>) -> Optio
     let mapped: Vec<CloudError> = op
         .errors
         .iter()
-        .map(|(code, message)| map_code(Some(code), op.http_status, message, None, offering))
+        .map(|(code, message)| TABLE.map_code(Some(code), message, op.http_status, None, offering))
         .collect();
     mapped
         .iter()
@@ -140,8 +120,11 @@ pub fn map_operation(op: &Operation, offering: Option<&LaunchOffering>) -> Optio
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use quartermaster_cloud::api_error::{Row, check_rows};
     use quartermaster_pricing::CapacityType;
+
+    use super::*;
+    use crate::port::ApiErrorKind;
 
     fn offering() -> LaunchOffering {
         LaunchOffering {
@@ -153,7 +136,48 @@ mod tests {
     }
 
     fn code(c: &str) -> CloudError {
-        map_code(Some(c), None, "words", None, Some(&offering()))
+        TABLE.map_code(Some(c), "words", None, None, Some(&offering()))
+    }
+
+    const fn row(code: Option<&'static str>, status: Option<u16>, want: &'static str) -> Row {
+        Row {
+            code,
+            status,
+            message: "words",
+            want,
+        }
+    }
+
+    /// Every code class, and the statuses read without a code, for a call about one offering.
+    const ROWS: &[Row] = &[
+        row(Some("ZONE_RESOURCE_POOL_EXHAUSTED"), None, "capacity"),
+        row(
+            Some("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"),
+            None,
+            "capacity",
+        ),
+        row(Some("QUOTA_EXCEEDED"), None, "quota"),
+        row(Some("quotaExceeded"), None, "quota"),
+        row(Some("rateLimitExceeded"), None, "throttled"),
+        row(None, Some(429), "throttled"),
+        row(Some("notFound"), None, "not_found"),
+        row(None, Some(404), "not_found"),
+        row(Some("invalid"), None, "invalid"),
+        row(Some("INVALID_FIELD_VALUE"), None, "invalid"),
+        row(None, Some(400), "invalid"),
+        row(None, Some(500), "transient"),
+        // A reservation without room is capacity whatever the code.
+        Row {
+            code: Some("SOME_NEW_CODE"),
+            status: Some(400),
+            message: "Reservation h100-block does not have sufficient capacity for the requested resources.",
+            want: "capacity",
+        },
+    ];
+
+    #[test]
+    fn every_code_and_status_maps_to_its_kind() {
+        check_rows(&TABLE, Some(&offering()), ROWS);
     }
 
     #[test]
@@ -170,56 +194,23 @@ mod tests {
     }
 
     #[test]
-    fn zone_resource_pool_exhausted_with_details_is_capacity() {
-        assert!(code("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS").is_capacity());
-    }
-
-    #[test]
-    fn a_reservation_without_room_is_capacity_whatever_the_code() {
-        let e = map_code(
-            Some("SOME_NEW_CODE"),
-            Some(400),
-            "Reservation h100-block does not have sufficient capacity for the requested resources.",
-            None,
-            Some(&offering()),
-        );
-        assert!(e.is_capacity(), "{e:?}");
-    }
-
-    #[test]
     fn capacity_without_an_offering_is_transient() {
-        let e = map_code(Some("ZONE_RESOURCE_POOL_EXHAUSTED"), None, "m", None, None);
+        let e = TABLE.map_code(Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "m", None, None, None);
         assert!(matches!(e, CloudError::Transient { .. }));
     }
 
     #[test]
-    fn quota_exceeded_is_quota() {
-        assert!(matches!(
-            code("QUOTA_EXCEEDED"),
-            CloudError::QuotaExceeded { .. }
-        ));
-        assert!(matches!(
-            code("quotaExceeded"),
-            CloudError::QuotaExceeded { .. }
-        ));
-    }
-
-    #[test]
-    fn rate_limit_exceeded_is_throttled_with_a_default_delay() {
+    fn throttling_waits_the_servers_retry_after_or_the_default() {
         assert_eq!(
             code("rateLimitExceeded"),
             CloudError::Throttled {
                 retry_after: Some(DEFAULT_THROTTLE_RETRY)
             }
         );
-    }
-
-    #[test]
-    fn http_429_is_throttled_and_keeps_retry_after() {
-        let e = map_code(
+        let e = TABLE.map_code(
             None,
-            Some(429),
             "slow down",
+            Some(429),
             Some(Duration::from_secs(7)),
             None,
         );
@@ -229,36 +220,6 @@ mod tests {
                 retry_after: Some(Duration::from_secs(7))
             }
         );
-    }
-
-    #[test]
-    fn not_found_and_404_are_not_found() {
-        assert!(matches!(code("notFound"), CloudError::NotFound { .. }));
-        assert!(matches!(
-            map_code(None, Some(404), "gone", None, None),
-            CloudError::NotFound { .. }
-        ));
-    }
-
-    #[test]
-    fn invalid_and_4xx_are_invalid_requests() {
-        assert!(matches!(code("invalid"), CloudError::InvalidRequest { .. }));
-        assert!(matches!(
-            code("INVALID_FIELD_VALUE"),
-            CloudError::InvalidRequest { .. }
-        ));
-        assert!(matches!(
-            map_code(None, Some(400), "bad", None, None),
-            CloudError::InvalidRequest { .. }
-        ));
-    }
-
-    #[test]
-    fn a_500_is_transient() {
-        assert!(matches!(
-            map_code(None, Some(500), "oops", None, None),
-            CloudError::Transient { .. }
-        ));
     }
 
     #[test]
@@ -272,7 +233,7 @@ mod tests {
         };
         assert!(map_api_error(&dead, None).is_retryable());
         let auth = ApiError {
-            kind: ApiErrorKind::Authentication,
+            kind: ApiErrorKind::Credential,
             ..dead
         };
         assert!(matches!(

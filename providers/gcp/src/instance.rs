@@ -9,7 +9,7 @@ use quartermaster_policies::GCPNodeClassSpec;
 use quartermaster_pricing::flex_start::FLEX_START_MAX_RUN;
 use quartermaster_pricing::{Accelerator as CatalogAccelerator, CapacityType};
 
-use crate::error::GcpError;
+use crate::errors::GcpError;
 use crate::names::{image_label, instance_name, label_key, label_value, request_id};
 use crate::port::{Accelerator, InsertSpec, ReservationAffinity};
 

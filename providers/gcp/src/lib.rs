@@ -18,7 +18,6 @@ pub mod billing;
 mod cloud;
 mod config;
 pub mod credentials;
-mod error;
 pub mod errors;
 pub mod instance;
 pub mod names;
@@ -31,5 +30,5 @@ pub use cloud::{
     LABEL_RESERVATION, drift_reason, parse_provider_id, provider_id, reservation,
 };
 pub use config::{GcpSettings, OperationWait};
-pub use error::GcpError;
+pub use errors::GcpError;
 pub use rate::RateLimitSettings;

@@ -4,60 +4,11 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
 
 /// What every port method returns.
 pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
 
-/// A failed Compute Engine call, reduced to what error mapping needs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    /// How the call failed.
-    pub kind: ApiErrorKind,
-    /// The error's reason or code (`rateLimitExceeded`, `ZONE_RESOURCE_POOL_EXHAUSTED`,
-    /// `notFound`), when the service gave one.
-    pub code: Option<String>,
-    /// The service's or the transport's words (never credentials).
-    pub message: String,
-    /// The HTTP status, when there was a response.
-    pub status: Option<u16>,
-    /// The `Retry-After` header, when the response had one.
-    pub retry_after: Option<Duration>,
-}
-
-/// How a call failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiErrorKind {
-    /// The service answered with an error (or a finished operation carried one).
-    Service,
-    /// No answer in time.
-    Timeout,
-    /// The request could not be sent (connection refused, DNS, TLS).
-    Dispatch,
-    /// Credentials could not be obtained.
-    Authentication,
-    /// The request or the response could not be (de)serialized.
-    Response,
-}
-
-impl ApiError {
-    /// A service error with `code` and `message` (tests, and operation errors).
-    pub fn service(code: &str, message: &str) -> Self {
-        Self {
-            kind: ApiErrorKind::Service,
-            code: Some(code.to_owned()),
-            message: message.to_owned(),
-            status: None,
-            retry_after: None,
-        }
-    }
-
-    /// The same error with an HTTP status.
-    pub fn with_status(mut self, status: u16) -> Self {
-        self.status = Some(status);
-        self
-    }
-}
+pub use quartermaster_cloud::{ApiError, ApiErrorKind};
 
 /// A Compute Engine instance as `instances.get` / `list` report it.
 #[derive(Debug, Clone, PartialEq, Default)]

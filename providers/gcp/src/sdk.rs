@@ -13,7 +13,7 @@ use google_cloud_gax::error::Error as SdkError;
 use google_cloud_gax::error::rpc::StatusDetails;
 
 use crate::config::GcpSettings;
-use crate::error::GcpError;
+use crate::errors::GcpError;
 use crate::port::{
     ApiError, ApiErrorKind, Compute, GceInstance, GceReservation, InsertSpec, Operation,
     PortFuture, ReservationAffinity,
@@ -100,7 +100,7 @@ fn api_error(e: SdkError) -> ApiError {
     let kind = if e.is_timeout() {
         ApiErrorKind::Timeout
     } else if e.is_authentication() {
-        ApiErrorKind::Authentication
+        ApiErrorKind::Credential
     } else if e.is_serialization() || e.is_deserialization() {
         ApiErrorKind::Response
     } else if status.is_some() {

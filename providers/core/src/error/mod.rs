@@ -4,6 +4,10 @@ use std::time::Duration;
 
 use quartermaster_pricing::CapacityType;
 
+use crate::LaunchOffering;
+
+pub mod api;
+
 /// Why a cloud call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CloudError {
@@ -94,5 +98,89 @@ impl CloudError {
             },
             other @ (Self::Throttled { .. } | Self::NotFound { .. }) => other,
         }
+    }
+}
+
+/// The error of a launch when every offering failed: capacity naming the last offering (so the
+/// engine knows every offering of the request was tried), or quota when only quotas stopped
+/// it; a launch without offerings is an invalid request. `failures` are the offerings' errors
+/// in the order they came, joined into the message.
+pub fn exhausted(offerings: &[LaunchOffering], failures: &[CloudError]) -> CloudError {
+    let words: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    let message = if words.is_empty() {
+        "no offering could be tried".to_owned()
+    } else {
+        words.join("; ")
+    };
+    if !failures.is_empty()
+        && failures
+            .iter()
+            .all(|e| matches!(e, CloudError::QuotaExceeded { .. }))
+    {
+        return CloudError::QuotaExceeded { message };
+    }
+    match offerings.last() {
+        Some(last) => CloudError::InsufficientCapacity {
+            instance_type: last.instance_type.clone(),
+            zone: last.zone.clone(),
+            capacity_type: last.capacity_type,
+            message,
+        },
+        None => CloudError::InvalidRequest { message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(t: &str) -> LaunchOffering {
+        LaunchOffering {
+            instance_type: t.into(),
+            zone: "zone-a".into(),
+            capacity_type: CapacityType::Spot,
+            price_per_hour: 1.0,
+        }
+    }
+
+    #[test]
+    fn exhausted_is_quota_when_only_quotas_stopped_it_else_capacity_of_the_last_offering() {
+        let quota = CloudError::QuotaExceeded {
+            message: "VcpuLimitExceeded".into(),
+        };
+        let capacity = CloudError::InsufficientCapacity {
+            instance_type: "a".into(),
+            zone: "zone-a".into(),
+            capacity_type: CapacityType::Spot,
+            message: "none".into(),
+        };
+        let offerings = [o("a"), o("b")];
+        let cases: &[(&[CloudError], &str)] = &[
+            (std::slice::from_ref(&quota), "quota"),
+            (&[quota.clone(), quota.clone()], "quota"),
+            (&[capacity.clone(), quota.clone()], "capacity b"),
+            (&[], "capacity b"),
+        ];
+        for (failures, want) in cases {
+            let got = match exhausted(&offerings, failures) {
+                CloudError::QuotaExceeded { .. } => "quota".to_owned(),
+                CloudError::InsufficientCapacity { instance_type, .. } => {
+                    format!("capacity {instance_type}")
+                }
+                other => format!("{other:?}"),
+            };
+            assert_eq!(got, *want, "{failures:?}");
+        }
+        assert_eq!(
+            exhausted(&offerings, &[capacity.clone(), quota])
+                .to_string()
+                .matches("; ")
+                .count(),
+            1
+        );
+        assert!(matches!(
+            exhausted(&[], &[capacity]),
+            CloudError::InvalidRequest { .. }
+        ));
     }
 }
