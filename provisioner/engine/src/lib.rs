@@ -23,6 +23,7 @@ mod gangs;
 mod headroom;
 mod lifecycle;
 mod pools;
+mod prices;
 mod provisioning;
 mod provisioning_requests;
 mod repair;

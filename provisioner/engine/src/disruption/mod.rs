@@ -3,6 +3,8 @@
 //! announces.
 
 mod budgets;
+mod candidates;
+mod commands;
 mod consolidation;
 mod drift;
 mod emptiness;
