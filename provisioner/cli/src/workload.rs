@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use quartermaster_cluster::{ClusterError, Ingested};
+use quartermaster_cluster::{ClusterError, Ingested, SnapshotOptions};
 use quartermaster_pricing::Catalog;
 
 use crate::manifests::{Document, read_documents};
@@ -42,8 +42,9 @@ pub fn load(files: &[PathBuf], catalog: &Catalog, reading: Reading<'_>) -> anyho
         read_notes.extend(d.notes.iter().map(|n| format!("{}: {n}", d.file.display())));
     }
     let objects: Vec<_> = documents.iter().map(|d| d.value.clone()).collect();
-    let mut ingested = quartermaster_cluster::snapshot_in_region(&objects, catalog, reading.region)
-        .map_err(|e| with_file(e, &documents))?;
+    let options = SnapshotOptions::priced(catalog).in_region(reading.region);
+    let mut ingested =
+        quartermaster_cluster::snapshot(&objects, options).map_err(|e| with_file(e, &documents))?;
     if reading.extended_resource_toleration {
         let pods =
             quartermaster_cluster::admission::extended_resource_toleration(&mut ingested.snapshot);

@@ -233,7 +233,7 @@ fn a_bound_consumer_handed_over_without_its_node_still_counts() {
         request("job-prov", CLASS_BEST_EFFORT_ATOMIC, &[("ppt-w", 2)], "")
     ));
     objects.push(pod);
-    let ingested = crate::snapshot_from_objects(&objects).unwrap();
+    let ingested = crate::snapshot(&objects, crate::SnapshotOptions::default()).unwrap();
     assert_eq!(ingested.provisioning_requests[0].consumed, 1);
     let names: Vec<&str> = ingested
         .snapshot

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{ClusterError, Ingested, snapshot_from_objects};
+use crate::{ClusterError, Ingested, SnapshotOptions, snapshot};
 
 /// Every document of a multi-document YAML text.
 pub(crate) fn objects(yaml: &str) -> Vec<Value> {
@@ -15,12 +15,12 @@ pub(crate) fn objects(yaml: &str) -> Vec<Value> {
 
 /// Ingests a multi-document YAML text, panicking on error.
 pub(crate) fn ingest(yaml: &str) -> Ingested {
-    snapshot_from_objects(&objects(yaml)).unwrap_or_else(|e| panic!("{e}"))
+    snapshot(&objects(yaml), SnapshotOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Ingests a multi-document YAML text that must fail.
 pub(crate) fn ingest_err(yaml: &str) -> ClusterError {
-    match snapshot_from_objects(&objects(yaml)) {
+    match snapshot(&objects(yaml), SnapshotOptions::default()) {
         Ok(_) => panic!("expected an error"),
         Err(e) => e,
     }

@@ -405,7 +405,7 @@ mod tests {
         assert_eq!(objects[1]["spec"]["replicas"], 2, "50% of 3, rounded up");
         assert!(objects[1]["spec"].get("scalableRef").is_none());
         // Read as the snapshot reads it: limits still cap the chunks.
-        let ingested = quartermaster_cluster::snapshot_from_objects(&objects).unwrap();
+        let ingested = quartermaster_cluster::snapshot(&objects, Default::default()).unwrap();
         let b = &ingested.capacity_buffers[0];
         assert_eq!((b.replicas, b.problem.clone()), (1, None));
         assert_eq!(engine_buffers(&ingested.capacity_buffers).len(), 1);
@@ -419,7 +419,7 @@ mod tests {
             )],
             &[],
         );
-        let ingested = quartermaster_cluster::snapshot_from_objects(&objects).unwrap();
+        let ingested = quartermaster_cluster::snapshot(&objects, Default::default()).unwrap();
         let b = &ingested.capacity_buffers[0];
         let engine = Engine::new(
             quartermaster_engine::EngineSetup {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod as KubePod;
 use quartermaster_cluster::provisioning_request::{CONSUME_ANNOTATION, CONSUME_ANNOTATION_CA};
-use quartermaster_cluster::{ClusterError, snapshot_with_resources_in_region};
+use quartermaster_cluster::{ClusterError, SnapshotOptions, snapshot};
 use quartermaster_pricing::Catalog;
 use quartermaster_solver::{Pod, PodRef, ResourceTable};
 use serde_json::Value;
@@ -133,11 +133,11 @@ fn read_alone(
     resources: &ResourceTable,
     region: Option<&str>,
 ) -> Option<Reading> {
-    match snapshot_with_resources_in_region(
+    match snapshot(
         std::slice::from_ref(&value),
-        catalog,
-        resources.clone(),
-        region,
+        SnapshotOptions::priced(catalog)
+            .with_resources(resources.clone())
+            .in_region(region),
     ) {
         Ok(ingested) => {
             if ingested.snapshot.resources.len() != resources.len() {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod as KubePod};
-use quartermaster_cluster::{ClusterError, snapshot_with_resources_in_region};
+use quartermaster_cluster::{ClusterError, SnapshotOptions, snapshot};
 use quartermaster_engine::{EngineSetup, FoundClaim, NodeCondition, NodeView, PoolPolicy};
 use quartermaster_policies::labels::{LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE};
 use quartermaster_policies::quantity::parse_quantity;
@@ -126,7 +126,7 @@ pub fn is_daemon_pod(pod: &KubePod) -> bool {
 /// table of the engine in use: its slots are kept, new names are appended. Objects that cannot
 /// be read are left out and listed in [`Observed::rejected`]; they never stop the others.
 /// `region` is the cluster's (`--region`): NodePools whose NodeClass names no region buy there
-/// (see [`quartermaster_cluster::snapshot_in_region`]).
+/// (see [`quartermaster_cluster::SnapshotOptions::region`]).
 #[allow(clippy::too_many_arguments)]
 pub fn observe(
     pods: &[std::sync::Arc<KubePod>],
@@ -273,7 +273,10 @@ pub fn observe_with_readings(
     objects.extend(requests);
 
     let ingested = loop {
-        match snapshot_with_resources_in_region(&objects, catalog, resources.clone(), region) {
+        let options = SnapshotOptions::priced(catalog)
+            .with_resources(resources.clone())
+            .in_region(region);
+        match snapshot(&objects, options) {
             Ok(ingested) => break Some(ingested),
             Err(e) => {
                 let (object, index) = match &e {

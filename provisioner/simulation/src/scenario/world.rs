@@ -194,8 +194,11 @@ pub fn build(s: &Scenario) -> Result<World, SimulationError> {
     }
     // NodePools buy in their NodeClass's region, else in the catalog's default region of their
     // cloud (a scenario describes one cluster; it has no region of its own).
-    let ingested = quartermaster_cluster::snapshot_in_region(&objects, &s.catalog, None)
-        .map_err(|e| origins.error(file, e))?;
+    let ingested = quartermaster_cluster::snapshot(
+        &objects,
+        quartermaster_cluster::SnapshotOptions::priced(&s.catalog),
+    )
+    .map_err(|e| origins.error(file, e))?;
     let snapshot = ingested.snapshot;
     let mut templates = Vec::new();
     for w in &s.workloads {

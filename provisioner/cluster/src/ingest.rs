@@ -1,0 +1,280 @@
+//! The one way in: Kubernetes objects and [`SnapshotOptions`] -> [`Ingested`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use quartermaster_policies::labels::{
+    LABEL_CAPACITY_TYPE, LABEL_CLOUD, LABEL_INSTANCE_TYPE, LABEL_ZONE,
+};
+use quartermaster_pricing::{Catalog, Cloud};
+use quartermaster_solver::{ClusterSnapshot, Pod, PodRef, ResourceTable};
+use serde_json::Value;
+
+use crate::node::{self, NodeInfo};
+use crate::objects::Inventory;
+use crate::pod::solver_pod;
+use crate::{
+    ClusterError, Ingested, capacity_buffer, nodepool, provisioning_request, quantities, workloads,
+};
+
+/// How [`snapshot`] reads the objects. `SnapshotOptions::default()`: no catalog, a fresh
+/// resource table, the cluster's region unknown.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotOptions<'a> {
+    /// Prices existing nodes (by their instance-type, zone and capacity-type labels) so that
+    /// they count against their NodePool's `maxHourlyCost`, and tells where each NodePool buys
+    /// (see `region`). `None`: a node is priced only from what it says itself (a NodeClaim's
+    /// `status.pricePerHour`).
+    pub catalog: Option<&'a Catalog>,
+    /// The resource table to start from: names already in it keep their slots, new names are
+    /// appended. A long-running driver (the controller) keeps one table so resource vectors stay
+    /// comparable from one snapshot to the next.
+    pub resources: ResourceTable,
+    /// The cluster's region (`plan --region`, the controller's `--region`). Where each NodePool
+    /// buys: its NodeClass's region (`spec.region`, an AzureNodeClass's `spec.location`);
+    /// without one, this region when the catalog has offerings of the pool's cloud there;
+    /// otherwise the catalog's default region of that cloud ([`Catalog::default_region`]), with
+    /// a note. `None` is "the cluster's region is not known": the default region. A region that
+    /// no cloud of the catalog has is an error on the first NodePool that would use it.
+    pub region: Option<&'a str>,
+}
+
+impl<'a> SnapshotOptions<'a> {
+    /// Existing nodes priced from `catalog`; the other options at their defaults.
+    pub fn priced(catalog: &'a Catalog) -> Self {
+        Self {
+            catalog: Some(catalog),
+            ..Self::default()
+        }
+    }
+
+    /// These options for a cluster in `region` (see [`SnapshotOptions::region`]).
+    pub fn in_region(self, region: Option<&'a str>) -> Self {
+        Self { region, ..self }
+    }
+
+    /// These options starting from `resources` (see [`SnapshotOptions::resources`]).
+    pub fn with_resources(self, resources: ResourceTable) -> Self {
+        Self { resources, ..self }
+    }
+}
+
+/// Builds a snapshot from Kubernetes objects, read as `options` say.
+///
+/// Fails on the first malformed object, naming it (`Kind/namespace/name`) and the field.
+pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Ingested, ClusterError> {
+    let SnapshotOptions {
+        catalog,
+        resources,
+        region: cluster_region,
+    } = options;
+    let mut notes = Vec::new();
+    let inventory = Inventory::sort(objects, &mut notes)?;
+    let mut expansion = workloads::expand(&inventory, &mut notes)?;
+    let requests = provisioning_request::expand(&inventory, &mut expansion.pending, &mut notes);
+    let mut snapshot = ClusterSnapshot {
+        resources,
+        ..ClusterSnapshot::default()
+    };
+
+    // Pods first: they decide which resources take slots.
+    let mut taken: BTreeSet<PodRef> = BTreeSet::new();
+    for workload in &expansion.pending {
+        let template = solver_pod(&workload.template, &mut snapshot.resources, &mut notes)?;
+        for id in &workload.replicas {
+            let mut pod = template.clone();
+            pod.id = unique(id, workload.template.owner.as_deref(), &mut taken);
+            if workload.stateful {
+                pod.labels
+                    .insert(workloads::STATEFULSET_POD_NAME.to_owned(), id.name.clone());
+            }
+            pod.gang = workload.gang.clone();
+            snapshot.pending.push(pod);
+        }
+    }
+    let mut provisioning_requests = Vec::new();
+    for expanded in requests {
+        let mut request = expanded.request;
+        for workload in &expanded.checks {
+            let template = solver_pod(&workload.template, &mut snapshot.resources, &mut notes)?;
+            for id in &workload.replicas {
+                let mut pod = template.clone();
+                pod.id = id.clone();
+                request.check.push(pod);
+            }
+        }
+        provisioning_requests.push(request);
+    }
+    let capacity_buffers = capacity_buffer::expand(&inventory, &mut snapshot.resources, &mut notes);
+    let mut bound: BTreeMap<&str, Vec<Pod>> = BTreeMap::new();
+    for (node, source) in &expansion.bound {
+        let pod = solver_pod(source, &mut snapshot.resources, &mut notes)?;
+        bound.entry(node.as_str()).or_default().push(pod);
+    }
+    for source in &expansion.daemon_sets {
+        let mut pod = solver_pod(source, &mut snapshot.resources, &mut notes)?;
+        pod.tolerations.extend(workloads::daemon_set_tolerations(
+            source.spec.host_network.unwrap_or(false),
+        ));
+        snapshot.daemonsets.push(pod);
+    }
+
+    // NodePools: their limits may register resources no pod asks for.
+    let regions = nodepool::node_class_regions(objects);
+    let storage = nodepool::node_class_storage(objects);
+    let mut static_pools = BTreeMap::new();
+    for (id, pool) in &inventory.node_pools {
+        if let (Some(name), Some(replicas)) = (&pool.metadata.name, pool.spec.replicas) {
+            static_pools.insert(name.clone(), u64::try_from(replicas).unwrap_or(0));
+        }
+        let class = pool.node_class_ref();
+        let key = (class.kind.clone(), class.name.clone());
+        let node_class = inventory
+            .node_classes
+            .contains(&key)
+            .then(|| regions.get(&key).cloned().flatten());
+        let mut spec = nodepool::node_pool(
+            id,
+            pool,
+            node_class.as_ref().map(Option::as_deref),
+            cluster_region,
+            catalog,
+            &mut snapshot.resources,
+            &mut notes,
+        )?;
+        spec.node_shape.ephemeral_storage = storage.get(&key).copied();
+        spec.node_shape.overlays = inventory.overlays.clone();
+        snapshot.node_pools.push(spec);
+    }
+    provisioning_request::prefer_flex_start(&mut snapshot, &mut provisioning_requests, &mut notes);
+
+    // Nodes and claims in flight.
+    let mut infos: Vec<NodeInfo> = Vec::new();
+    for node in &inventory.nodes {
+        infos.push(node::from_node(node, &mut notes)?);
+    }
+    let node_names: BTreeSet<&str> = inventory.nodes.iter().map(|n| n.name.as_str()).collect();
+    for (id, claim) in &inventory.node_claims {
+        let registered = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        match registered {
+            Some(node) if node_names.contains(node) => {}
+            Some(node) => {
+                // Registered, but the Node was not given: the claim stands in for it.
+                let mut info = node::from_claim(id, claim, &mut notes)?;
+                info.node.name = node.to_owned();
+                info.node.in_flight = false;
+                infos.push(info);
+            }
+            None => infos.push(node::from_claim(id, claim, &mut notes)?),
+        }
+    }
+    for info in &mut infos {
+        node::finish(info, &snapshot.resources);
+        if let Some(pods) = bound.remove(info.node.name.as_str()) {
+            info.node.pods = pods.into_iter().map(std::sync::Arc::new).collect();
+        }
+    }
+    for (node, pods) in bound {
+        notes.push(format!(
+            "{} pod(s) bound to node {node}, which is not given, are ignored",
+            pods.len()
+        ));
+    }
+
+    // What each pool already owns.
+    for pool in &mut snapshot.node_pools {
+        for info in infos
+            .iter()
+            .filter(|i| i.node.node_pool.as_deref() == Some(pool.name.as_str()))
+        {
+            pool.usage.nodes += 1;
+            pool.usage.resources +=
+                quantities::to_resources_known(&info.capacity, &snapshot.resources);
+            let price = info
+                .price
+                .or_else(|| catalog.and_then(|c| node_price(c, &info.node.labels, pool.cloud)));
+            match price {
+                Some(p) => pool.usage.hourly_cost += p,
+                None if pool.limits.max_hourly_cost.is_some() => notes.push(format!(
+                    "node {}: price unknown; counted as $0/hour against NodePool {} maxHourlyCost",
+                    info.node.name, pool.name
+                )),
+                None => {}
+            }
+        }
+    }
+    snapshot.nodes = infos.into_iter().map(|i| i.node).collect();
+
+    if !inventory.skipped.is_empty() {
+        let kinds: Vec<String> = inventory
+            .skipped
+            .iter()
+            .map(|(k, n)| format!("{k} ×{n}"))
+            .collect();
+        notes.push(format!(
+            "skipped kinds not used for planning: {}",
+            kinds.join(", ")
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    notes.retain(|n| seen.insert(n.clone()));
+    Ok(Ingested {
+        snapshot,
+        notes,
+        static_pools,
+        provisioning_requests,
+        capacity_buffers,
+    })
+}
+
+/// `id`, or `id` with the owner's kind appended when another pod already has that name (a
+/// Deployment and a StatefulSet of the same name in one namespace).
+fn unique(id: &PodRef, owner: Option<&str>, taken: &mut BTreeSet<PodRef>) -> PodRef {
+    let mut candidate = id.clone();
+    if taken.contains(&candidate) {
+        let kind = owner
+            .and_then(|o| o.split('/').next())
+            .unwrap_or("pod")
+            .to_ascii_lowercase();
+        candidate = PodRef::new(&id.namespace, format!("{}-{kind}", id.name));
+        let mut n = 2;
+        while taken.contains(&candidate) {
+            candidate = PodRef::new(&id.namespace, format!("{}-{kind}{n}", id.name));
+            n += 1;
+        }
+    }
+    taken.insert(candidate.clone());
+    candidate
+}
+
+/// The catalog price of a node, from its instance-type, zone and capacity-type labels.
+fn node_price(
+    catalog: &Catalog,
+    labels: &BTreeMap<String, String>,
+    pool_cloud: Cloud,
+) -> Option<f64> {
+    let cloud = labels
+        .get(LABEL_CLOUD)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(pool_cloud);
+    let instance_type = catalog.get(cloud, labels.get(LABEL_INSTANCE_TYPE)?)?;
+    let capacity_type = labels
+        .get(LABEL_CAPACITY_TYPE)
+        .or_else(|| labels.get("karpenter.sh/capacity-type"))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(quartermaster_pricing::CapacityType::OnDemand);
+    let zone = labels.get(LABEL_ZONE);
+    let matching = instance_type
+        .offerings
+        .iter()
+        .filter(|o| o.capacity_type == capacity_type);
+    let in_zone = matching
+        .clone()
+        .find(|o| zone.is_some_and(|z| *z == o.zone));
+    in_zone
+        .or_else(|| matching.min_by(|a, b| a.price_per_hour.total_cmp(&b.price_per_hour)))
+        .map(|o| o.price_per_hour)
+}
