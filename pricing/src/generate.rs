@@ -128,16 +128,63 @@ fn drop_row(summary: &mut Summary, why: &'static str) {
     *summary.dropped.entry(why).or_default() += 1;
 }
 
+/// Which part of a cloud's offerings a generation writes: the accelerator types (`<cloud>.csv`)
+/// or the CPU types (`<cloud>-cpu.csv`). One snapshot gives both files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Types with an accelerator (GPU, Neuron, Gaudi).
+    Accelerators,
+    /// Types without one: the general-purpose, compute and memory families users put next to
+    /// GPUs. They are not generated in the facts file's default region, whose CPU types stay
+    /// curated (the default-region catalog benchmarks and tests are pinned against keeps its
+    /// CPU types and prices).
+    Cpu,
+}
+
+impl Part {
+    /// Both parts, in file order.
+    pub const ALL: [Part; 2] = [Part::Accelerators, Part::Cpu];
+
+    /// The generated file's name under `data/offerings/`.
+    pub fn file_name(self, cloud: Cloud) -> String {
+        match self {
+            Part::Accelerators => format!("{cloud}.csv"),
+            Part::Cpu => format!("{cloud}-cpu.csv"),
+        }
+    }
+
+    /// The `#! part` metadata value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Part::Accelerators => "accelerators",
+            Part::Cpu => "cpu",
+        }
+    }
+
+    /// Whether type `t` belongs to this part.
+    pub fn holds(self, t: &crate::InstanceType) -> bool {
+        t.accelerator.is_some() == (self == Part::Accelerators)
+    }
+}
+
+/// What a generation takes from the facts file.
+struct Want<'t> {
+    types: BTreeMap<&'t str, &'t crate::InstanceType>,
+    part: Part,
+    default_region: Option<&'t str>,
+}
+
 /// The facts entry of a snapshot row's type when its offerings are to be generated; otherwise
 /// `None`, the row counted as left out (an accelerator type without facts is listed).
 fn wanted<'t>(
-    types: &BTreeMap<&str, &'t crate::InstanceType>,
+    want: &Want<'t>,
     name: &str,
+    region: &str,
     accelerator: bool,
     summary: &mut Summary,
 ) -> Option<&'t crate::InstanceType> {
-    let Some(t) = types.get(name) else {
-        if accelerator {
+    let Some(&t) = want.types.get(name) else {
+        if accelerator && want.part == Part::Accelerators {
             summary.left_out.insert(name.to_owned());
         }
         drop_row(summary, "type not in the facts file");
@@ -146,6 +193,23 @@ fn wanted<'t>(
     if !t.offerings.is_empty() {
         summary.curated.insert(name.to_owned());
         drop_row(summary, "type with curated offerings");
+        return None;
+    }
+    if !want.part.holds(t) {
+        drop_row(
+            summary,
+            match want.part {
+                Part::Accelerators => "CPU type (in the -cpu file)",
+                Part::Cpu => "accelerator type (in the accelerators file)",
+            },
+        );
+        return None;
+    }
+    if want.part == Part::Cpu && want.default_region == Some(region) {
+        drop_row(
+            summary,
+            "CPU type in the default region (the curated CPU types stand there)",
+        );
         return None;
     }
     Some(t)
@@ -187,6 +251,7 @@ fn insert_lenient(rows: &mut Rows, key: (String, String, String), row: Row, summ
 /// the snapshot's `vms.csv` text of that cloud.
 pub fn generate(
     cloud: Cloud,
+    part: Part,
     facts_name: &str,
     facts_text: &str,
     vms_text: &str,
@@ -199,12 +264,16 @@ pub fn generate(
         message,
     };
     let facts = crate::Catalog::parse(facts_name, facts_text)?;
-    let types: BTreeMap<&str, &crate::InstanceType> = facts
-        .instance_types
-        .iter()
-        .filter(|t| t.cloud == cloud)
-        .map(|t| (t.name.as_str(), t))
-        .collect();
+    let want = Want {
+        types: facts
+            .instance_types
+            .iter()
+            .filter(|t| t.cloud == cloud)
+            .map(|t| (t.name.as_str(), t))
+            .collect(),
+        part,
+        default_region: facts.default_regions.get(&cloud).map(String::as_str),
+    };
 
     let mut reader = csv::ReaderBuilder::new().from_reader(vms_text.as_bytes());
     let headers = reader.headers().map_err(|e| err(1, e.to_string()))?.clone();
@@ -236,7 +305,7 @@ pub fn generate(
             &records,
             &cols,
             col("AvailabilityZone")?,
-            &types,
+            &want,
             &mut summary,
             &err,
         )?,
@@ -245,11 +314,11 @@ pub fn generate(
             &cols,
             col("AvailabilityZone")?,
             col("AcceleratorCount")?,
-            &types,
+            &want,
             &mut summary,
             &err,
         )?,
-        Cloud::Azure => azure_rows(&records, &cols, &types, &mut summary, &err)?,
+        Cloud::Azure => azure_rows(&records, &cols, &want, &mut summary, &err)?,
     };
 
     let mut body = String::new();
@@ -269,7 +338,7 @@ pub fn generate(
     summary.regions = regions.len();
     let text = format!(
         "{}{COLUMNS}\n{body}",
-        header(cloud, facts_name, snapshot, &summary)
+        header(cloud, part, facts_name, snapshot, &summary)
     );
     Ok(Generated { text, summary })
 }
@@ -295,7 +364,7 @@ fn aws_rows(
     records: &[(usize, csv::StringRecord)],
     c: &Cols,
     c_az: usize,
-    types: &BTreeMap<&str, &crate::InstanceType>,
+    want: &Want<'_>,
     summary: &mut Summary,
     err: ErrAt<'_>,
 ) -> Result<Rows, PricingError> {
@@ -304,10 +373,10 @@ fn aws_rows(
         let n = *n;
         let name = field(r, c.name);
         let accelerator = !field(r, c.acc).is_empty();
-        if accelerator {
+        if accelerator && want.part == Part::Accelerators {
             summary.accelerator_types.insert(name.to_owned());
         }
-        let Some(t) = wanted(types, name, accelerator, summary) else {
+        let Some(t) = wanted(want, name, field(r, c.region), accelerator, summary) else {
             continue;
         };
         check_spec(t, field(r, c.vcpu), field(r, c.mem)).map_err(|m| err(n, m))?;
@@ -344,7 +413,7 @@ fn gcp_rows(
     c: &Cols,
     c_zone: usize,
     c_count: usize,
-    types: &BTreeMap<&str, &crate::InstanceType>,
+    want: &Want<'_>,
     summary: &mut Summary,
     err: ErrAt<'_>,
 ) -> Result<Rows, PricingError> {
@@ -443,10 +512,10 @@ fn gcp_rows(
         let name = field(r, c.name);
         let family_gpu = gcp_gpu_of(name);
         let accelerator = family_gpu.is_some() || !field(r, c.acc).is_empty();
-        if accelerator {
+        if accelerator && want.part == Part::Accelerators {
             summary.accelerator_types.insert(name.to_owned());
         }
-        let Some(t) = wanted(types, name, accelerator, summary) else {
+        let Some(t) = wanted(want, name, field(r, c.region), accelerator, summary) else {
             continue;
         };
         check_spec(t, field(r, c.vcpu), field(r, c.mem)).map_err(|m| err(n, m))?;
@@ -504,7 +573,7 @@ fn gcp_rows(
 fn azure_rows(
     records: &[(usize, csv::StringRecord)],
     c: &Cols,
-    types: &BTreeMap<&str, &crate::InstanceType>,
+    want: &Want<'_>,
     summary: &mut Summary,
     err: ErrAt<'_>,
 ) -> Result<Rows, PricingError> {
@@ -513,10 +582,10 @@ fn azure_rows(
         let n = *n;
         let name = field(r, c.name);
         let accelerator = !field(r, c.acc).is_empty();
-        if accelerator {
+        if accelerator && want.part == Part::Accelerators {
             summary.accelerator_types.insert(name.to_owned());
         }
-        let Some(t) = wanted(types, name, accelerator, summary) else {
+        let Some(t) = wanted(want, name, field(r, c.region), accelerator, summary) else {
             continue;
         };
         check_spec(t, field(r, c.vcpu), field(r, c.mem)).map_err(|m| err(n, m))?;
@@ -604,7 +673,7 @@ fn check_spec(t: &crate::InstanceType, vcpu: &str, memory_gib: &str) -> Result<(
 }
 
 /// The generated file's header: provenance, rules, what was left out, and the metadata lines.
-fn header(cloud: Cloud, facts_name: &str, s: &Snapshot, summary: &Summary) -> String {
+fn header(cloud: Cloud, part: Part, facts_name: &str, s: &Snapshot, summary: &Summary) -> String {
     let mut h = String::new();
     let _ = writeln!(
         h,
@@ -634,7 +703,7 @@ fn header(cloud: Cloud, facts_name: &str, s: &Snapshot, summary: &Summary) -> St
     );
     let _ = writeln!(h, "#");
     let _ = writeln!(h, "# RULES");
-    for rule in rules(cloud) {
+    for rule in rules(cloud, part) {
         let _ = writeln!(h, "#   {rule}");
     }
     if cloud == Cloud::Aws {
@@ -676,6 +745,7 @@ fn header(cloud: Cloud, facts_name: &str, s: &Snapshot, summary: &Summary) -> St
         );
     }
     let _ = writeln!(h, "#! cloud = {cloud}");
+    let _ = writeln!(h, "#! part = {}", part.as_str());
     let _ = writeln!(h, "#! source = SKY-{}", cloud.as_str().to_uppercase());
     let _ = writeln!(h, "#! as_of = {}", s.read_on);
     let _ = writeln!(
@@ -688,9 +758,22 @@ fn header(cloud: Cloud, facts_name: &str, s: &Snapshot, summary: &Summary) -> St
 }
 
 /// The generation rules of `cloud`, one header line each (continuations indented).
-fn rules(cloud: Cloud) -> Vec<String> {
+fn rules(cloud: Cloud, part: Part) -> Vec<String> {
     let common = "types: only instance types with an entry in the facts file and no curated offerings there.";
     let mut r: Vec<String> = vec![common.to_owned()];
+    r.extend(
+        match part {
+            Part::Accelerators => {
+                &["part: the accelerator types; the CPU types are in the -cpu file."][..]
+            }
+            Part::Cpu => &[
+                "part: the CPU types (no accelerator), outside the facts file's default region, where the",
+                "  curated CPU types stand; the accelerator types are in the file without -cpu.",
+            ][..],
+        }
+        .iter()
+        .map(|l| (*l).to_owned()),
+    );
     match cloud {
         Cloud::Aws => r.extend(
             [

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use chrono::NaiveDate;
 
-use crate::generate::{Snapshot, generate, zone_letter};
+use crate::generate::{Part, Snapshot, generate, zone_letter};
 use crate::generated::{COLUMNS, apply};
 use crate::{CapacityType, Catalog, Cloud, EMBEDDED_FILES, EMBEDDED_OFFERINGS, PricingError};
 
@@ -60,6 +60,7 @@ fn body(text: &str) -> &str {
 fn generator_output_on_the_fixture_is_the_checked_in_expectation() {
     let g = generate(
         Cloud::Aws,
+        Part::Accelerators,
         "facts.toml",
         FIXTURE_FACTS,
         FIXTURE_VMS,
@@ -91,6 +92,7 @@ fn generator_is_deterministic_whatever_the_row_order() {
     let reversed = lines.join("\n") + "\n";
     let a = generate(
         Cloud::Aws,
+        Part::Accelerators,
         "facts.toml",
         FIXTURE_FACTS,
         FIXTURE_VMS,
@@ -99,6 +101,7 @@ fn generator_is_deterministic_whatever_the_row_order() {
     .unwrap();
     let b = generate(
         Cloud::Aws,
+        Part::Accelerators,
         "facts.toml",
         FIXTURE_FACTS,
         &reversed,
@@ -112,6 +115,7 @@ fn generator_is_deterministic_whatever_the_row_order() {
 fn generator_applies_the_rules() {
     let g = generate(
         Cloud::Aws,
+        Part::Accelerators,
         "facts.toml",
         FIXTURE_FACTS,
         FIXTURE_VMS,
@@ -141,6 +145,7 @@ fn generator_rejects_a_snapshot_that_disagrees_with_the_facts() {
     let vms = FIXTURE_VMS.replace("g6.xlarge,L4,1.0,4.0,16.0", "g6.xlarge,L4,1.0,8.0,16.0");
     let e = generate(
         Cloud::Aws,
+        Part::Accelerators,
         "facts.toml",
         FIXTURE_FACTS,
         &vms,
@@ -187,6 +192,7 @@ fn checked_in_offerings_equal_the_generator_output_on_their_own_rows() {
     let read_on = NaiveDate::parse_from_str(meta_value(text, "as_of"), "%Y-%m-%d").unwrap();
     let g = generate(
         Cloud::Aws,
+        Part::Accelerators,
         "aws.toml",
         aws_facts(),
         &vms,

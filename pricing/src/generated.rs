@@ -4,7 +4,8 @@
 //!
 //! The format is kept trivial so that loading stays cheap (the catalog is loaded at start and
 //! by every `plan`): lines starting with `#` are comments, `#! key = value` lines carry the
-//! metadata (`cloud`, `source` and `as_of` are required), then comes the column line
+//! metadata (`cloud`, `source` and `as_of` are required; `part` is `accelerators`, the default,
+//! or `cpu`: the file holds the types with, or without, an accelerator), then comes the column line
 //! [`COLUMNS`], then one row per instance type and zone, sorted by instance type, region and
 //! zone, e.g. `g5.xlarge,us-east-1,us-east-1a,use1-az1,1.006,0.4507`: the zone's on-demand
 //! price and its spot price (empty: no spot figure). On-demand offerings take the source key
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 
 use chrono::NaiveDate;
 
+use crate::generate::Part;
 use crate::{
     CapacityType, CatalogFile, Cloud, MAX_PRICE_PER_HOUR, Offering, PricingError,
     zone_matches_region,
@@ -31,6 +33,8 @@ pub struct Meta {
     pub source: String,
     /// The date its prices are known to hold.
     pub as_of: NaiveDate,
+    /// Which types it holds (`#! part`, `accelerators` when absent).
+    pub part: Part,
 }
 
 /// Reads the `#! key = value` lines before the column line.
@@ -41,6 +45,7 @@ pub fn meta(file: &str, text: &str) -> Result<Meta, PricingError> {
         message,
     };
     let (mut cloud, mut source, mut as_of) = (None, None, None);
+    let mut part = Part::Accelerators;
     for (i, line) in text.lines().enumerate() {
         if line == COLUMNS {
             break;
@@ -61,6 +66,18 @@ pub fn meta(file: &str, text: &str) -> Result<Meta, PricingError> {
                 )
             }
             "source" => source = Some(value.to_owned()),
+            "part" => {
+                part = match value {
+                    "accelerators" => Part::Accelerators,
+                    "cpu" => Part::Cpu,
+                    _ => {
+                        return Err(err(
+                            i + 1,
+                            format!("part is accelerators or cpu, not {value}"),
+                        ));
+                    }
+                }
+            }
             "as_of" => {
                 as_of = Some(
                     NaiveDate::parse_from_str(value, "%Y-%m-%d")
@@ -75,6 +92,7 @@ pub fn meta(file: &str, text: &str) -> Result<Meta, PricingError> {
             cloud,
             source,
             as_of,
+            part,
         }),
         _ => Err(err(
             0,
@@ -85,8 +103,8 @@ pub fn meta(file: &str, text: &str) -> Result<Meta, PricingError> {
 
 /// Attaches the offerings of generated file `file` (text `text`) to the instance types of
 /// `facts`. Every row must name an instance type of the file's cloud that `facts` lists without
-/// offerings of its own (a type's offerings are curated or generated, never both); afterwards
-/// every type of that cloud in `facts` must have offerings.
+/// offerings of its own (a type's offerings are curated or generated, never both) and is of the
+/// file's part; afterwards every type of that cloud and part in `facts` must have offerings.
 pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), PricingError> {
     let meta = meta(file, text)?;
     let err = |line: usize, message: String| PricingError::Data {
@@ -158,6 +176,15 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
                 ),
             ));
         }
+        if !meta.part.holds(&facts.instance_types[at]) {
+            return Err(err(
+                n,
+                format!(
+                    "instance type \"{name}\" is not of this file's part ({})",
+                    meta.part.as_str()
+                ),
+            ));
+        }
         if !zone_matches_region(meta.cloud, region, zone) {
             return Err(err(
                 n,
@@ -200,7 +227,7 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
     if let Some(t) = facts
         .instance_types
         .iter()
-        .find(|t| t.cloud == meta.cloud && t.offerings.is_empty())
+        .find(|t| t.cloud == meta.cloud && meta.part.holds(t) && t.offerings.is_empty())
     {
         return Err(err(
             0,

@@ -2,14 +2,17 @@
 //!
 //! ```text
 //! cargo run -p quartermaster-pricing --bin catalog-gen -- \
-//!     --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--out pricing/data]
+//!     --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure]
+//!     [--part accelerators|cpu] [--out pricing/data]
 //! ```
 //!
 //! `DIR` is a checkout of `skypilot-org/skypilot-catalog` (its `catalogs/v8/<cloud>/vms.csv`
 //! is read) or a directory of extracts laid out as `<cloud>/vms.csv`. For every cloud of
 //! `--cloud` (default: aws, gcp and azure) found there, the facts file `<out>/<cloud>.toml` and
-//! the snapshot give `<out>/offerings/<cloud>.csv`; a cloud whose `vms.csv` is missing is
-//! skipped with a note. Then the coverage of the resulting catalog (the facts files plus every
+//! the snapshot give `<out>/offerings/<cloud>.csv` (accelerator types) and
+//! `<out>/offerings/<cloud>-cpu.csv` (CPU types; `--part` writes one of them only, e.g. from an
+//! extract of the snapshot's rows); a cloud whose `vms.csv` is missing is skipped with a note,
+//! and a part with no generated type is not written. Then the coverage of the resulting catalog (the facts files plus every
 //! `<out>/offerings/<cloud>.csv` there) is printed as the Markdown table the README's catalog
 //! section shows. A new `offerings/<cloud>.csv` is embedded by adding it to
 //! `EMBEDDED_OFFERINGS` (pricing/src/catalog.rs).
@@ -18,16 +21,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use chrono::NaiveDate;
-use quartermaster_pricing::generate::{Snapshot, generate};
+use quartermaster_pricing::generate::{Part, Snapshot, generate};
 use quartermaster_pricing::{Catalog, Cloud, coverage};
 
-const USAGE: &str = "usage: catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--out DIR]";
+const USAGE: &str = "usage: catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--part accelerators|cpu] [--out DIR]";
 
 struct Args {
     skypilot: PathBuf,
     commit: String,
     read_on: NaiveDate,
     clouds: Vec<Cloud>,
+    parts: Vec<Part>,
     out: PathBuf,
 }
 
@@ -35,6 +39,7 @@ fn args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let (mut skypilot, mut commit, mut read_on) = (None, None, None);
     let mut clouds = Cloud::ALL.to_vec();
+    let mut parts = Part::ALL.to_vec();
     let mut out = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value\n{USAGE}"));
@@ -49,6 +54,13 @@ fn args() -> Result<Args, String> {
                 );
             }
             "--out" => out = PathBuf::from(value()?),
+            "--part" => {
+                parts = match value()?.as_str() {
+                    "accelerators" => vec![Part::Accelerators],
+                    "cpu" => vec![Part::Cpu],
+                    other => return Err(format!("--part {other}: accelerators or cpu\n{USAGE}")),
+                };
+            }
             "--cloud" => {
                 clouds = value()?
                     .split(',')
@@ -65,6 +77,7 @@ fn args() -> Result<Args, String> {
             commit,
             read_on,
             clouds,
+            parts,
             out,
         }),
         _ => Err(USAGE.to_owned()),
@@ -101,38 +114,42 @@ fn run() -> Result<(), String> {
             commit: a.commit.clone(),
             read_on: a.read_on,
         };
-        let g = generate(cloud, &facts_name, &facts, &read(&path)?, &snapshot)
-            .map_err(|e| e.to_string())?;
-        if g.summary.types == 0 {
-            // Every type of the facts file has curated offerings (or none is in the snapshot):
-            // an empty offerings file would only shadow nothing.
+        let vms = read(&path)?;
+        for &part in &a.parts {
+            let file = part.file_name(cloud);
+            let g = generate(cloud, part, &facts_name, &facts, &vms, &snapshot)
+                .map_err(|e| e.to_string())?;
+            if g.summary.types == 0 {
+                // No type of this part is generated (all curated, or none in the snapshot): an
+                // empty file is not written, and an existing one is left as it is.
+                eprintln!(
+                    "catalog-gen: no {} type of {facts_name} is generated from the snapshot; offerings/{file} not written",
+                    part.as_str()
+                );
+                continue;
+            }
+            let dir = a.out.join("offerings");
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let target = dir.join(&file);
+            std::fs::write(&target, &g.text).map_err(|e| format!("{}: {e}", target.display()))?;
+            let s = &g.summary;
             eprintln!(
-                "catalog-gen: no type of {facts_name} is generated (curated: {}); offerings/{cloud}.csv not written",
-                g.summary.curated.len()
+                "catalog-gen: {} ({} rows read): {} types, {} regions, {} on-demand and {} spot offerings",
+                target.display(),
+                s.rows_read,
+                s.types,
+                s.regions,
+                s.on_demand,
+                s.spot
             );
-            continue;
+            if !s.left_out.is_empty() {
+                eprintln!(
+                    "catalog-gen: accelerator types left out (no entry in {facts_name}): {}",
+                    s.left_out.iter().cloned().collect::<Vec<_>>().join(" ")
+                );
+            }
+            written += 1;
         }
-        let dir = a.out.join("offerings");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let target = dir.join(format!("{cloud}.csv"));
-        std::fs::write(&target, &g.text).map_err(|e| format!("{}: {e}", target.display()))?;
-        let s = &g.summary;
-        eprintln!(
-            "catalog-gen: {} ({} rows read): {} types, {} regions, {} on-demand and {} spot offerings",
-            target.display(),
-            s.rows_read,
-            s.types,
-            s.regions,
-            s.on_demand,
-            s.spot
-        );
-        if !s.left_out.is_empty() {
-            eprintln!(
-                "catalog-gen: accelerator types left out (no entry in {facts_name}): {}",
-                s.left_out.iter().cloned().collect::<Vec<_>>().join(" ")
-            );
-        }
-        written += 1;
     }
     if written == 0 {
         return Err(format!("nothing generated from {}", a.skypilot.display()));
@@ -144,9 +161,12 @@ fn run() -> Result<(), String> {
     for cloud in Cloud::ALL {
         let name = format!("{cloud}.toml");
         facts.push((name.clone(), read(&a.out.join(&name))?));
-        let generated = a.out.join(format!("offerings/{cloud}.csv"));
-        if generated.is_file() {
-            offerings.push((name, format!("offerings/{cloud}.csv"), read(&generated)?));
+        for part in Part::ALL {
+            let file = format!("offerings/{}", part.file_name(cloud));
+            let generated = a.out.join(&file);
+            if generated.is_file() {
+                offerings.push((name.clone(), file, read(&generated)?));
+            }
         }
     }
     let facts: Vec<(&str, &str)> = facts
