@@ -1,0 +1,236 @@
+//! Feed: what changed about claims, nodes and pods since the last pass, as engine events
+//! (claims found, deleting or gone; registration and node updates; pods pending, bound or gone).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use quartermaster_engine::{ClaimView, Event};
+use quartermaster_policies::NodeClaim;
+use quartermaster_solver::PodRef;
+
+use super::{DELETE_RESEND, Driver, REGISTRATION_RESEND};
+use crate::lifecycle;
+use crate::translate::{LABEL_NODECLAIM, Observed, node_view};
+
+impl Driver {
+    pub(super) fn feed_claims(
+        &mut self,
+        now: DateTime<Utc>,
+        claims: &[Arc<NodeClaim>],
+        nodes: &[Arc<k8s_openapi::api::core::v1::Node>],
+    ) {
+        let Some(engine) = &mut self.engine else {
+            return;
+        };
+        let in_store: BTreeSet<String> = claims
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        // Claims that were in the cluster and are gone: deleted.
+        for gone in self.seen.difference(&in_store).cloned().collect::<Vec<_>>() {
+            engine.handle(
+                now,
+                Event::Deleted {
+                    claim: gone.clone(),
+                },
+            );
+            self.seen.remove(&gone);
+            self.registered.remove(&gone);
+            self.registration_sent.remove(&gone);
+            self.delete_sent.remove(&gone);
+            self.deleting.remove(&gone);
+            self.launch_errors.remove(&gone);
+            self.initialized.remove(&gone);
+            self.written.forget(&gone);
+        }
+        self.seen.extend(in_store.iter().cloned());
+        for claim in claims {
+            let Some(name) = claim.metadata.name.clone() else {
+                continue;
+            };
+            if claim.metadata.deletion_timestamp.is_some() && self.deleting.insert(name.clone()) {
+                engine.handle(
+                    now,
+                    Event::ClaimDeleting {
+                        claim: name.clone(),
+                    },
+                );
+            }
+        }
+        // A claim the engine is deleting that the cluster still shows alive: the delete was
+        // sent before the NodeClaim existed (its launch was under way), or failed. Sent again.
+        let deleting: BTreeSet<String> = engine
+            .claims()
+            .filter(|c| c.deleting)
+            .map(|c| c.name)
+            .collect();
+        for claim in claims {
+            let Some(name) = claim.metadata.name.clone() else {
+                continue;
+            };
+            let resent = self.delete_sent.get(&name).copied();
+            if claim.metadata.deletion_timestamp.is_none()
+                && deleting.contains(&name)
+                && resent.is_none_or(|t| now - t >= DELETE_RESEND)
+            {
+                self.delete_sent.insert(name.clone(), now);
+                let ctx = self.ctx.clone();
+                self.ctx.spawn(async move {
+                    if let Err(e) = ctx.writer.delete_claim(&name).await {
+                        tracing::warn!(nodeclaim = %name, error = %e, "delete failed; sent again later");
+                    }
+                });
+            }
+        }
+        // A Node a user deleted: its NodeClaim goes too (termination removes the Node's
+        // finalizer once the instance is gone).
+        for node in nodes {
+            if node.metadata.deletion_timestamp.is_none() {
+                continue;
+            }
+            let owner = node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_NODECLAIM))
+                .cloned();
+            if let Some(claim) =
+                owner.filter(|c| in_store.contains(c) && !self.deleting.contains(c))
+            {
+                let ctx = self.ctx.clone();
+                self.ctx.spawn(async move {
+                    if let Err(e) = ctx.writer.delete_claim(&claim).await {
+                        tracing::warn!(nodeclaim = %claim, error = %e, "could not delete the NodeClaim of a deleted Node");
+                    }
+                });
+            }
+        }
+        // Registration and node updates.
+        let by_provider_id: BTreeMap<&str, &Arc<k8s_openapi::api::core::v1::Node>> = nodes
+            .iter()
+            .filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n)))
+            .collect();
+        let views: Vec<ClaimView> = engine.claims().collect();
+        for c in views {
+            let Some(provider_id) = &c.provider_id else {
+                continue;
+            };
+            let Some(node) = by_provider_id.get(provider_id.as_str()).copied() else {
+                continue;
+            };
+            let view = node_view(node, &self.table);
+            match self.registered.get(&c.name) {
+                None => {
+                    let pool = self.ctx.stores.node_pool(c.node_pool.as_str());
+                    // The pods this node is for learn it (status.nominatedNodeName) before the
+                    // registration patch makes the node schedulable, so a 1.34+ scheduler
+                    // keeps their room from the first moment.
+                    let node_name = node.metadata.name.clone().unwrap_or_default();
+                    let expected: Vec<PodRef> = engine
+                        .nominated_to(&c.name)
+                        .filter(|p| self.reported.get(*p) == Some(&None))
+                        .filter(|p| self.nominations_written.get(*p) != Some(&node_name))
+                        .cloned()
+                        .collect();
+                    for p in &expected {
+                        self.nominations_written
+                            .insert(p.clone(), node_name.clone());
+                    }
+                    let registered = lifecycle::register(
+                        &self.ctx,
+                        &c,
+                        node,
+                        pool.as_deref(),
+                        lifecycle::Registration::First { expected },
+                    );
+                    self.registration_sent.insert(c.name.clone(), now);
+                    let view = node_view(&registered, &self.table);
+                    engine.handle(
+                        now,
+                        Event::NodeRegistered {
+                            claim: c.name.clone(),
+                            node: view.clone(),
+                        },
+                    );
+                    self.registered.insert(c.name.clone(), view);
+                }
+                Some(last) if *last != view => {
+                    // A node that lost its registration patch (conflict, restart) gets it again,
+                    // once the watch has had time to show the last one.
+                    let sent = self.registration_sent.get(&c.name).copied();
+                    if lifecycle::needs_registration(node)
+                        && sent.is_none_or(|t| now - t >= REGISTRATION_RESEND)
+                    {
+                        self.registration_sent.insert(c.name.clone(), now);
+                        let pool = self.ctx.stores.node_pool(c.node_pool.as_str());
+                        lifecycle::register(
+                            &self.ctx,
+                            &c,
+                            node,
+                            pool.as_deref(),
+                            lifecycle::Registration::Again,
+                        );
+                    }
+                    let view = lifecycle::without_unregistered(view);
+                    engine.handle(now, Event::NodeUpdated { node: view.clone() });
+                    self.registered.insert(c.name.clone(), view);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    pub(super) fn feed_pods(&mut self, now: DateTime<Utc>, observed: &Observed) {
+        let Some(engine) = &mut self.engine else {
+            return;
+        };
+        for (id, o) in &observed.pods {
+            if let Some(created) = o.created_at {
+                self.created.entry(id.clone()).or_insert(created);
+            }
+            let before = self.reported.get(id);
+            match (&o.node, before) {
+                (None, None) => {
+                    engine.handle(now, Event::PodPending(o.pod.as_ref().clone()));
+                }
+                (None, Some(_)) => {}
+                (Some(node), before) if before != Some(&Some(node.clone())) => {
+                    self.nominations_written.remove(id);
+                    if matches!(before, Some(None))
+                        && let Some(created) = self.created.get(id)
+                    {
+                        self.ctx
+                            .metrics
+                            .pod_pending_seconds
+                            .observe((now - *created).num_milliseconds().max(0) as f64 / 1000.0);
+                    }
+                    engine.handle(
+                        now,
+                        Event::PodBound {
+                            pod: o.pod.as_ref().clone(),
+                            node: node.clone(),
+                        },
+                    );
+                }
+                (Some(_), _) => {}
+            }
+            self.reported.insert(id.clone(), o.node.clone());
+        }
+        let gone: Vec<PodRef> = self
+            .reported
+            .keys()
+            .filter(|id| !observed.pods.contains_key(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.reported.remove(&id);
+            self.nominations_written.remove(&id);
+            self.created.remove(&id);
+            self.unschedulable.remove(&id);
+            engine.handle(now, Event::PodGone(id));
+        }
+        let pending = self.reported.values().filter(|n| n.is_none()).count();
+        self.ctx.metrics.pods_pending.set(pending as i64);
+    }
+}

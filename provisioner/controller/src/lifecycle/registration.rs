@@ -1,0 +1,168 @@
+//! Registration of a claim's Node (labels, taints, finalizer, `quartermaster.dev/unregistered`
+//! removed) and the cordon of a disruption.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use quartermaster_engine::{ClaimView, NodeView};
+use quartermaster_policies::NodePool;
+use serde_json::json;
+
+use super::events::claim_event;
+use crate::context::Context;
+use crate::translate::{
+    FINALIZER, LABEL_NODECLAIM, LABEL_NODEPOOL, TAINT_DISRUPTED, TAINT_UNREGISTERED,
+};
+
+/// Whether a node still needs its registration patch.
+pub fn needs_registration(node: &Node) -> bool {
+    let unregistered = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_UNREGISTERED));
+    let labelled = node
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(LABEL_NODEPOOL) && l.contains_key(LABEL_NODECLAIM));
+    let finalized = node
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER);
+    unregistered || !labelled || !finalized
+}
+
+/// A node view without the unregistered taint (registration removes it).
+pub fn without_unregistered(mut view: NodeView) -> NodeView {
+    view.taints.retain(|t| t.key != TAINT_UNREGISTERED);
+    view
+}
+
+/// Which registration patch of a claim's node this is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// The first: the `Registered` event follows it, and `expected` (pending pods the engine
+    /// nominated to the claim) get `status.nominatedNodeName` first.
+    First {
+        /// Pods to nominate to the node before it becomes schedulable.
+        expected: Vec<quartermaster_solver::PodRef>,
+    },
+    /// Sent again (the watch still shows the node unregistered): no event.
+    Again,
+}
+
+/// Registers a claim's node: labels it with the NodePool, claim, capacity type, zone and
+/// instance labels, applies the template's taints and startup taints, removes the
+/// unregistered taint and adds the termination finalizer. Returns the node as it will be.
+pub fn register(
+    ctx: &std::sync::Arc<Context>,
+    claim: &ClaimView,
+    node: &Node,
+    pool: Option<&NodePool>,
+    registration: Registration,
+) -> Node {
+    let mut node = node.clone();
+    let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
+    for (k, v) in claim.labels.iter() {
+        labels.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    labels.insert(LABEL_NODEPOOL.to_owned(), claim.node_pool.clone());
+    labels.insert(LABEL_NODECLAIM.to_owned(), claim.name.clone());
+    let spec = node.spec.get_or_insert_with(Default::default);
+    let mut taints: Vec<Taint> = spec.taints.clone().unwrap_or_default();
+    taints.retain(|t| t.key != TAINT_UNREGISTERED);
+    if let Some(pool) = pool {
+        let template = &pool.spec.template.spec;
+        for t in template.taints.iter().chain(&template.startup_taints) {
+            if !taints
+                .iter()
+                .any(|x| x.key == t.key && x.effect == t.effect)
+            {
+                taints.push(t.clone());
+            }
+        }
+    }
+    spec.taints = Some(taints.clone());
+    let finalizers = node.metadata.finalizers.get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == FINALIZER) {
+        finalizers.push(FINALIZER.to_owned());
+    }
+    let patch = json!({
+        "metadata": {
+            "labels": node.metadata.labels,
+            "finalizers": node.metadata.finalizers,
+        },
+        "spec": {"taints": taints},
+    });
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let ctx2 = ctx.clone();
+    let claim_name = claim.name.clone();
+    ctx.spawn(async move {
+        let announce = matches!(registration, Registration::First { .. });
+        if let Registration::First { expected } = registration {
+            // Best effort: a pod that went, or an old API server, changes nothing.
+            let writes = expected
+                .iter()
+                .map(|p| ctx2.writer.nominate_pod(&p.namespace, &p.name, &name));
+            for result in futures::future::join_all(writes).await {
+                if let Err(e) = result {
+                    tracing::debug!(node = %name, error = %e, "could not write nominatedNodeName");
+                }
+            }
+        }
+        match ctx2.writer.patch_node(&name, patch).await {
+            Ok(()) if announce => {
+                claim_event(&ctx2, &claim_name, false, "Registered", format!("Node {name} registered"))
+                    .await;
+            }
+            Ok(()) => {}
+            Err(e) => tracing::warn!(node = %name, error = %e, "registration patch failed; retried on the next pass"),
+        }
+    });
+    node
+}
+
+/// Cordons (`true`) or uncordons a node for a disruption command. A cordon carries the
+/// `quartermaster.dev/disrupted:NoSchedule` taint besides `spec.unschedulable`, so that a
+/// restarted controller can tell its own cordons (of commands it no longer remembers) from a
+/// user's, and lift them (`Driver::rebuild`).
+pub fn cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
+    let ctx2 = ctx.clone();
+    ctx.spawn(async move {
+        let ctx = ctx2;
+        let current = ctx.stores.node(&node);
+        let mut taints = current
+            .and_then(|n| n.spec.clone())
+            .and_then(|s| s.taints)
+            .unwrap_or_default();
+        taints.retain(|t| t.key != TAINT_DISRUPTED);
+        if on {
+            taints.push(Taint {
+                key: TAINT_DISRUPTED.into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            });
+        }
+        if let Err(e) = ctx
+            .writer
+            .patch_node(
+                &node,
+                json!({"spec": {"unschedulable": on, "taints": taints}}),
+            )
+            .await
+        {
+            tracing::warn!(node, error = %e, "cordon failed");
+        }
+    });
+}
+
+/// Whether `node` carries the cordon of a disruption command ([`cordon`]).
+pub fn cordoned_for_disruption(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_DISRUPTED))
+}
