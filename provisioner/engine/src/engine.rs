@@ -8,6 +8,7 @@ use quartermaster_solver::{OfferingChoice, Pod, PodRef, ResourceTable};
 
 use crate::config::EngineConfig;
 use crate::disruption::DisruptionState;
+use crate::disruption::methods::{DRAINS, VOLUNTARY};
 use crate::events::{Action, Event};
 use crate::pools::PoolPolicy;
 use crate::state::{Claim, GangLaunch, Phase, PodEntry, PodState};
@@ -462,17 +463,17 @@ impl Engine {
         self.gang_progress(now);
         self.retry_launches(now);
         self.enforce_budgets(now);
-        self.repair_nodes(now);
-        self.drain_reservations(now);
-        self.drain_flex_start(now);
+        for method in DRAINS {
+            method.disrupt(self, now);
+        }
         self.keep_static_pools(now);
         if self.batch_due(now) {
             self.solve(now);
         }
         self.keep_headroom(now);
-        self.remove_empty(now);
-        self.expire(now);
-        self.consolidate(now);
+        for method in VOLUNTARY {
+            method.disrupt(self, now);
+        }
         std::mem::take(&mut self.actions)
     }
 }

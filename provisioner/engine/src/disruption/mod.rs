@@ -9,6 +9,7 @@ mod consolidation;
 mod drift;
 mod emptiness;
 mod interruption;
+pub(crate) mod methods;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -30,6 +30,7 @@ use crate::engine::Engine;
 pub(crate) const CONSOLIDATION_BACKOFF: TimeDelta = TimeDelta::minutes(15);
 use crate::events::DeleteReason;
 use crate::state::{Phase, PodState};
+use std::collections::BTreeSet;
 
 /// A move the solver found.
 pub(crate) struct Proposal {
@@ -360,4 +361,45 @@ impl Engine {
     }
 
     // ------------------------------------------------------------------ calling off
+
+    /// When consolidation next has something to do by itself: its interval ending after a
+    /// change, a wake it set, and nominations whose binding grace ends.
+    pub(crate) fn consolidation_deadlines(&self, times: &mut Vec<DateTime<Utc>>) {
+        // Consolidation counts a nomination the cluster has not bound as settled once the grace
+        // is over: wake up then, only for claims that have one (pods bound at once, as the
+        // simulator's planned binder does, need no wake-up).
+        let pending_grace: Vec<DateTime<Utc>> = self
+            .claims
+            .values()
+            .filter(|c| c.phase == Phase::Initialized && !c.deleting)
+            .filter_map(|c| c.nominated_at.map(|t| t + self.config.binding_grace))
+            .filter(|t| self.last_poll.is_none_or(|p| *t > p))
+            .collect();
+        if !pending_grace.is_empty() {
+            let unbound: BTreeSet<&str> = self
+                .pods
+                .values()
+                .filter_map(|e| match &e.state {
+                    PodState::Nominated { claim } => Some(claim.as_str()),
+                    _ => None,
+                })
+                .collect();
+            times.extend(
+                self.claims
+                    .values()
+                    .filter(|c| c.phase == Phase::Initialized && !c.deleting)
+                    .filter(|c| unbound.contains(c.name.as_str()))
+                    .filter_map(|c| c.nominated_at.map(|t| t + self.config.binding_grace)),
+            );
+        }
+        if self.consolidation_enabled() && self.consolidation_seen != Some(self.version) {
+            times.extend(self.consolidation_next);
+        }
+        // A wake that comes due within the consolidation interval is acted on when the interval
+        // ends (polled earlier, the pass would return and the wake would be lost).
+        times.extend(
+            self.consolidation_wake
+                .map(|w| self.consolidation_next.map_or(w, |n| w.max(n))),
+        );
+    }
 }

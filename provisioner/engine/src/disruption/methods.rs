@@ -1,0 +1,117 @@
+//! The disruption methods, one per reason a node goes, behind one [`Method`] trait as Karpenter's
+//! disruption controller has them. The engine's poll runs them in two fixed lists:
+//!
+//! - [`DRAINS`] before provisioning: nodes that must go whatever happens (a broken node,
+//!   a reservation or a flex-start run about to end). Their pods are placed again by the same
+//!   poll's solve, so they come first.
+//! - [`VOLUNTARY`] after provisioning, once this poll's nominations are known: empty nodes,
+//!   expired nodes, then drift and consolidation (one move per pass, only on a settled cluster).
+//!
+//! Each method also says when it next has something to do by itself
+//! ([`Method::deadlines`]), which [`Engine::next_deadline`] gathers.
+
+use chrono::{DateTime, Utc};
+
+use crate::engine::Engine;
+
+/// One way of disrupting nodes, for one reason (the `DeleteReason` its nodes go with).
+pub(crate) trait Method: Sync {
+    /// Looks at the nodes at `now` and starts what it may (within budgets, where they apply).
+    fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>);
+    /// Adds the times at which it has something to do by itself (nothing else happening).
+    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>);
+}
+
+/// Methods run before provisioning: their nodes go whatever happens.
+pub(crate) const DRAINS: &[&dyn Method] = &[&Repair, &ReservationEnding, &FlexStartEnding];
+
+/// Methods run after provisioning, in Karpenter's order.
+pub(crate) const VOLUNTARY: &[&dyn Method] = &[&Emptiness, &Expiration, &Consolidation];
+
+/// Node repair: unhealthy nodes rebooted or replaced (`repair/`).
+pub(crate) struct Repair;
+
+impl Method for Repair {
+    fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
+        engine.repair_nodes(now);
+    }
+    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+        times.extend(engine.repairs.next_due());
+    }
+}
+
+/// Nodes in a reservation or Capacity Block drained before it ends (`reservations/`).
+pub(crate) struct ReservationEnding;
+
+impl Method for ReservationEnding {
+    fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
+        engine.drain_reservations(now);
+    }
+    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+        times.extend(engine.reservation_deadlines());
+    }
+}
+
+/// Flex-start nodes vacated before their run ends (`flex_start.rs`).
+pub(crate) struct FlexStartEnding;
+
+impl Method for FlexStartEnding {
+    fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
+        engine.drain_flex_start(now);
+    }
+    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+        if engine.flex_start_seen {
+            times.extend(
+                engine
+                    .claims
+                    .values()
+                    .filter(|c| !c.deleting)
+                    .filter_map(crate::flex_start::deadline),
+            );
+        }
+    }
+}
+
+/// Empty nodes removed after their pool's `consolidateAfter` (`emptiness.rs`).
+pub(crate) struct Emptiness;
+
+impl Method for Emptiness {
+    fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
+        engine.remove_empty(now);
+    }
+    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+        times.extend(
+            engine
+                .claims
+                .values()
+                .filter(|c| !c.deleting)
+                .filter_map(|c| engine.empty_deadline(c)),
+        );
+    }
+}
+
+/// Nodes older than their pool's `expireAfter` replaced, and deleted once their
+/// `terminationGracePeriod` is over (`drift.rs`).
+pub(crate) struct Expiration;
+
+impl Method for Expiration {
+    fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
+        engine.expire(now);
+    }
+    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+        times.extend(engine.disruption_deadline());
+    }
+}
+
+/// Drift first, then consolidation: one move per pass on a settled cluster
+/// (`drift.rs`, `consolidation/`).
+pub(crate) struct Consolidation;
+
+impl Method for Consolidation {
+    fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
+        engine.consolidate(now);
+    }
+    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+        engine.consolidation_deadlines(times);
+    }
+}
