@@ -19,11 +19,18 @@ pub const EMBEDDED_FILES: [(&str, &str); 3] = [
 
 /// The embedded generated offerings files, each with the facts file it extends:
 /// `(facts file name, offerings file name, contents)` (see [`crate::generated`]).
-pub const EMBEDDED_OFFERINGS: [(&str, &str, &str); 1] = [(
-    "aws.toml",
-    "offerings/aws.csv",
-    include_str!("../data/offerings/aws.csv"),
-)];
+pub const EMBEDDED_OFFERINGS: [(&str, &str, &str); 2] = [
+    (
+        "aws.toml",
+        "offerings/aws.csv",
+        include_str!("../data/offerings/aws.csv"),
+    ),
+    (
+        "aws.toml",
+        "offerings/aws-cpu.csv",
+        include_str!("../data/offerings/aws-cpu.csv"),
+    ),
+];
 
 /// The embedded catalog, every region, parsed once per process.
 fn embedded_all_regions_shared() -> &'static Catalog {
@@ -77,7 +84,8 @@ impl Catalog {
     }
 
     /// The catalog compiled into the binary from the curated facts files `data/aws.toml`,
-    /// `data/gcp.toml` and `data/azure.toml` and the generated offerings `data/offerings/aws.csv`
+    /// `data/gcp.toml` and `data/azure.toml` and the generated offerings `data/offerings/aws.csv` and
+    /// `data/offerings/aws-cpu.csv`
     /// ([`Catalog::from_sources`]), every region of every cloud, with each cloud's default
     /// region. The data is parsed once per process.
     ///

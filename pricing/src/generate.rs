@@ -41,6 +41,9 @@ pub struct Snapshot {
     /// The day it was read (the snapshot carries no date of its own): the `as_of` of every
     /// generated price.
     pub read_on: NaiveDate,
+    /// When the input is an extract of the file rather than the whole file: which rows it holds
+    /// (written into the header).
+    pub extract: Option<String>,
 }
 
 /// What a generation produced besides the file.
@@ -689,6 +692,9 @@ fn header(cloud: Cloud, part: Part, facts_name: &str, s: &Snapshot, summary: &Su
         "# SOURCE  {} {} at commit {}, read on {}.",
         s.repo, s.path, s.commit, s.read_on
     );
+    if let Some(e) = &s.extract {
+        let _ = writeln!(h, "#   INPUT: an extract of that file: {e}.");
+    }
     let _ = writeln!(
         h,
         "#   The snapshot carries no date of its own: as_of is the day it was read, an upper bound"
@@ -706,7 +712,7 @@ fn header(cloud: Cloud, part: Part, facts_name: &str, s: &Snapshot, summary: &Su
     for rule in rules(cloud, part) {
         let _ = writeln!(h, "#   {rule}");
     }
-    if cloud == Cloud::Aws {
+    if cloud == Cloud::Aws && part == Part::Accelerators {
         for (t, z, why) in SPOT_OUTLIERS {
             let _ = writeln!(h, "#   outlier: no spot offering for {t} in {z}: {why}.");
         }

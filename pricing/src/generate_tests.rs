@@ -19,6 +19,7 @@ fn snapshot(commit: &str, read_on: NaiveDate) -> Snapshot {
         path: "catalogs/v8/aws/vms.csv".into(),
         commit: commit.into(),
         read_on,
+        extract: None,
     }
 }
 

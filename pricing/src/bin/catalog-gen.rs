@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run -p quartermaster-pricing --bin catalog-gen -- \
 //!     --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure]
-//!     [--part accelerators|cpu] [--out pricing/data]
+//!     [--part accelerators|cpu] [--extract WHAT] [--out pricing/data]
 //! ```
 //!
 //! `DIR` is a checkout of `skypilot-org/skypilot-catalog` (its `catalogs/v8/<cloud>/vms.csv`
@@ -11,7 +11,7 @@
 //! `--cloud` (default: aws, gcp and azure) found there, the facts file `<out>/<cloud>.toml` and
 //! the snapshot give `<out>/offerings/<cloud>.csv` (accelerator types) and
 //! `<out>/offerings/<cloud>-cpu.csv` (CPU types; `--part` writes one of them only, e.g. from an
-//! extract of the snapshot's rows); a cloud whose `vms.csv` is missing is skipped with a note,
+//! extract of the snapshot's rows, which `--extract WHAT` describes in the header); a cloud whose `vms.csv` is missing is skipped with a note,
 //! and a part with no generated type is not written. Then the coverage of the resulting catalog (the facts files plus every
 //! `<out>/offerings/<cloud>.csv` there) is printed as the Markdown table the README's catalog
 //! section shows. A new `offerings/<cloud>.csv` is embedded by adding it to
@@ -24,7 +24,7 @@ use chrono::NaiveDate;
 use quartermaster_pricing::generate::{Part, Snapshot, generate};
 use quartermaster_pricing::{Catalog, Cloud, coverage};
 
-const USAGE: &str = "usage: catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--part accelerators|cpu] [--out DIR]";
+const USAGE: &str = "usage: catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--part accelerators|cpu] [--extract WHAT] [--out DIR]";
 
 struct Args {
     skypilot: PathBuf,
@@ -32,6 +32,7 @@ struct Args {
     read_on: NaiveDate,
     clouds: Vec<Cloud>,
     parts: Vec<Part>,
+    extract: Option<String>,
     out: PathBuf,
 }
 
@@ -40,6 +41,7 @@ fn args() -> Result<Args, String> {
     let (mut skypilot, mut commit, mut read_on) = (None, None, None);
     let mut clouds = Cloud::ALL.to_vec();
     let mut parts = Part::ALL.to_vec();
+    let mut extract = None;
     let mut out = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value\n{USAGE}"));
@@ -61,6 +63,7 @@ fn args() -> Result<Args, String> {
                     other => return Err(format!("--part {other}: accelerators or cpu\n{USAGE}")),
                 };
             }
+            "--extract" => extract = Some(value()?),
             "--cloud" => {
                 clouds = value()?
                     .split(',')
@@ -78,6 +81,7 @@ fn args() -> Result<Args, String> {
             read_on,
             clouds,
             parts,
+            extract,
             out,
         }),
         _ => Err(USAGE.to_owned()),
@@ -113,6 +117,7 @@ fn run() -> Result<(), String> {
             path: rel,
             commit: a.commit.clone(),
             read_on: a.read_on,
+            extract: a.extract.clone(),
         };
         let vms = read(&path)?;
         for &part in &a.parts {
