@@ -6,7 +6,7 @@ use quartermaster_solver::Pod;
 
 use crate::engine::Engine;
 use crate::events::FoundClaim;
-use crate::state::{Phase, PodEntry, PodState};
+use crate::state::{Lifecycle, Phase, PodEntry, PodState};
 
 impl Engine {
     /// Takes over a NodeClaim found in the cluster. A claim the engine already knows is left
@@ -100,9 +100,6 @@ impl Engine {
             }
         }
         claim.provider_id = found.provider_id;
-        claim.launched_at = found.launched_at;
-        claim.registered_at = found.registered_at;
-        claim.initialized_at = found.initialized_at;
         claim.deleting = found.deleting;
         if let Some(hash) = found.template_hash {
             claim
@@ -111,19 +108,15 @@ impl Engine {
                 .insert(crate::TEMPLATE_HASH_LABEL.to_owned(), hash.clone());
             claim.template_hash = hash;
         }
-        claim.phase = match (&claim.provider_id, &found.node, found.initialized_at) {
-            (None, _, _) => Phase::Launching,
-            (Some(_), None, _) => Phase::Launched,
-            (Some(_), Some(_), None) => Phase::Registered,
-            (Some(_), Some(_), Some(_)) => Phase::Initialized,
-        };
-        if claim.phase >= Phase::Launched && claim.launched_at.is_none() {
-            claim.launched_at = Some(now);
-        }
-        if claim.phase >= Phase::Registered && claim.registered_at.is_none() {
-            claim.registered_at = Some(now);
-        }
-        if claim.phase == Phase::Initialized {
+        claim.life = Lifecycle::found(
+            now,
+            claim.provider_id.is_some(),
+            found.node.is_some(),
+            found.initialized_at,
+            found.launched_at,
+            found.registered_at,
+        );
+        if claim.phase() == Phase::Initialized {
             claim.empty_since = Some(now);
         }
         if let Some(node) = &found.node {
@@ -131,7 +124,7 @@ impl Engine {
         }
         claim.facts.set_node(found.node);
         claim.last_change = now;
-        let relaunch = claim.phase == Phase::Launching && !claim.deleting;
+        let relaunch = claim.phase() == Phase::Launching && !claim.deleting;
         let name = claim.name.clone();
         let gang = found.gang.filter(|_| !claim.deleting);
         if claim.offering.capacity_type == quartermaster_pricing::CapacityType::FlexStart {

@@ -29,11 +29,12 @@ impl Engine {
             times.extend(self.unavailable.next_expiry());
         }
         for c in self.claims.values().filter(|c| !c.deleting) {
-            times.extend(c.retry_at);
-            match c.phase {
+            times.extend(c.life.retry_at());
+            match c.phase() {
                 Phase::Launched => times.extend(self.registration_due(c)),
                 Phase::Registered => times.extend(
-                    c.registered_at
+                    c.life
+                        .registered_at()
                         .map(|t| t + self.config.accelerator_ready_budget),
                 ),
                 Phase::Initialized | Phase::Launching => {}

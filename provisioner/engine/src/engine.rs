@@ -320,14 +320,14 @@ impl Engine {
             offering: c.offering.clone(),
             node_name: c.node().map(|n| n.name.clone()),
             provider_id: c.provider_id.clone(),
-            initialized: c.phase == Phase::Initialized,
+            initialized: c.phase() == Phase::Initialized,
             created_at: c.created_at,
-            initialized_at: c.initialized_at,
+            initialized_at: c.life.initialized_at(),
             labels: c.node_labels(),
             deleting: c.deleting,
             template_hash: c.template_hash.clone(),
-            launched_at: c.launched_at,
-            registered_at: c.registered_at,
+            launched_at: c.life.launched_at(),
+            registered_at: c.life.registered_at(),
             gang: c.gang.as_ref().map(|g| g.gang.clone()),
         }
     }
@@ -396,8 +396,7 @@ impl Engine {
             Event::LaunchFailed { claim, error } => self.launch_failed(now, &claim, &error),
             Event::NodeRegistered { claim, node } => {
                 if let Some(c) = self.claims.get_mut(&claim) {
-                    c.phase = c.phase.max(Phase::Registered);
-                    c.registered_at.get_or_insert(now);
+                    c.life.registered(now);
                     let pool = c.pool;
                     self.observe_health(pool, &claim, &node.conditions, now);
                     if let Some(c) = self.claims.get_mut(&claim) {

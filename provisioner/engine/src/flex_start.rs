@@ -39,7 +39,7 @@ pub(crate) fn is_flex_start(c: &Claim) -> bool {
 /// When the run of a launched flex-start claim ends (the cloud deletes its VM).
 fn run_end(c: &Claim) -> Option<DateTime<Utc>> {
     is_flex_start(c)
-        .then_some(c.launched_at?)
+        .then_some(c.life.launched_at()?)
         .map(|t| t + FLEX_START_MAX_RUN)
 }
 
@@ -72,7 +72,7 @@ impl Engine {
         if is_flex_start(c) {
             budget += FLEX_START_MAX_WAIT;
         }
-        c.launched_at.map(|t| t + budget)
+        c.life.launched_at().map(|t| t + budget)
     }
 
     /// Flex-start nodes whose run ends within [`FLEX_START_DRAIN_BEFORE`] are vacated (their

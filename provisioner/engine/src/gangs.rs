@@ -139,7 +139,7 @@ impl Engine {
             let broken = members.iter().any(|m| m.is_none_or(|c| c.deleting));
             let launched = members
                 .iter()
-                .all(|m| m.is_some_and(|c| c.phase >= Phase::Launched));
+                .all(|m| m.is_some_and(|c| c.phase() >= Phase::Launched));
             if broken || (!launched && now >= launch.deadline) {
                 failed.push(gang.clone());
             } else if launched {

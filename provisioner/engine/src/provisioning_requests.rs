@@ -110,7 +110,7 @@ impl Engine {
                 },
                 PodState::Nominated { claim } | PodState::Bound { claim } => {
                     match self.claims.get(claim) {
-                        Some(c) if c.phase >= Phase::Registered && !c.deleting => {}
+                        Some(c) if c.phase() >= Phase::Registered && !c.deleting => {}
                         Some(c) if c.deleting && was_provisioned => {
                             return RequestVerdict::Revoked(format!(
                                 "{id}: its node {} is being deleted",

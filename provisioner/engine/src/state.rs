@@ -46,6 +46,150 @@ pub(crate) enum Phase {
     Initialized,
 }
 
+/// Where a NodeClaim is in its life, and what that stage has: the times of the steps it went
+/// through (a step the engine did not see, after a restart, is dated when it learnt of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    /// A launch is outstanding; a throttled or failed one is retried at `retry_at`, after
+    /// `attempts` tries of this offering.
+    Launching {
+        attempts: u32,
+        retry_at: Option<DateTime<Utc>>,
+    },
+    /// The cloud accepted the launch.
+    Launched { launched_at: DateTime<Utc> },
+    /// Its node registered (before the launch's answer was seen, when `launched_at` is none).
+    Registered {
+        launched_at: Option<DateTime<Utc>>,
+        registered_at: DateTime<Utc>,
+    },
+    /// Every requested extended resource is allocatable and startup taints are gone.
+    Initialized {
+        launched_at: Option<DateTime<Utc>>,
+        registered_at: DateTime<Utc>,
+        initialized_at: DateTime<Utc>,
+    },
+}
+
+impl Lifecycle {
+    /// A claim whose launch is about to be asked for.
+    pub fn launching() -> Self {
+        Self::Launching {
+            attempts: 0,
+            retry_at: None,
+        }
+    }
+
+    /// Its stage, without the data (stages are ordered).
+    pub fn phase(&self) -> Phase {
+        match self {
+            Self::Launching { .. } => Phase::Launching,
+            Self::Launched { .. } => Phase::Launched,
+            Self::Registered { .. } => Phase::Registered,
+            Self::Initialized { .. } => Phase::Initialized,
+        }
+    }
+
+    /// When the cloud accepted its launch.
+    pub fn launched_at(&self) -> Option<DateTime<Utc>> {
+        match *self {
+            Self::Launching { .. } => None,
+            Self::Launched { launched_at } => Some(launched_at),
+            Self::Registered { launched_at, .. } | Self::Initialized { launched_at, .. } => {
+                launched_at
+            }
+        }
+    }
+
+    /// When its node registered.
+    pub fn registered_at(&self) -> Option<DateTime<Utc>> {
+        match *self {
+            Self::Launching { .. } | Self::Launched { .. } => None,
+            Self::Registered { registered_at, .. } | Self::Initialized { registered_at, .. } => {
+                Some(registered_at)
+            }
+        }
+    }
+
+    /// When its node was initialized.
+    pub fn initialized_at(&self) -> Option<DateTime<Utc>> {
+        match *self {
+            Self::Initialized { initialized_at, .. } => Some(initialized_at),
+            _ => None,
+        }
+    }
+
+    /// When a throttled or failed launch is tried again.
+    pub fn retry_at(&self) -> Option<DateTime<Utc>> {
+        match *self {
+            Self::Launching { retry_at, .. } => retry_at,
+            _ => None,
+        }
+    }
+
+    /// The cloud accepted the launch at `now`. A node that registered first keeps its stage.
+    pub fn launched(&mut self, now: DateTime<Utc>) {
+        match self {
+            Self::Launching { .. } | Self::Launched { .. } => {
+                *self = Self::Launched { launched_at: now }
+            }
+            Self::Registered { launched_at, .. } | Self::Initialized { launched_at, .. } => {
+                *launched_at = Some(now)
+            }
+        }
+    }
+
+    /// Its node registered at `now` (a later registration changes nothing).
+    pub fn registered(&mut self, now: DateTime<Utc>) {
+        if let Some(launched_at) = match *self {
+            Self::Launching { .. } => Some(None),
+            Self::Launched { launched_at } => Some(Some(launched_at)),
+            Self::Registered { .. } | Self::Initialized { .. } => None,
+        } {
+            *self = Self::Registered {
+                launched_at,
+                registered_at: now,
+            };
+        }
+    }
+
+    /// Its node was found initialized at `now`.
+    pub fn initialized(&mut self, now: DateTime<Utc>) {
+        *self = Self::Initialized {
+            launched_at: self.launched_at(),
+            registered_at: self.registered_at().unwrap_or(now),
+            initialized_at: now,
+        };
+    }
+
+    /// A claim rebuilt from the cluster at `now`: its stage from what exists (an instance, a
+    /// Node, an initialized Node), its times from the NodeClaim's status where it has them.
+    pub fn found(
+        now: DateTime<Utc>,
+        launched: bool,
+        registered: bool,
+        initialized_at: Option<DateTime<Utc>>,
+        launched_at: Option<DateTime<Utc>>,
+        registered_at: Option<DateTime<Utc>>,
+    ) -> Self {
+        match (launched, registered, initialized_at) {
+            (false, _, _) => Self::launching(),
+            (true, false, _) => Self::Launched {
+                launched_at: launched_at.unwrap_or(now),
+            },
+            (true, true, None) => Self::Registered {
+                launched_at: Some(launched_at.unwrap_or(now)),
+                registered_at: registered_at.unwrap_or(now),
+            },
+            (true, true, Some(initialized_at)) => Self::Initialized {
+                launched_at: Some(launched_at.unwrap_or(now)),
+                registered_at: registered_at.unwrap_or(now),
+                initialized_at,
+            },
+        }
+    }
+}
+
 /// A NodeClaim.
 #[derive(Debug, Clone)]
 pub(crate) struct Claim {
@@ -60,19 +204,14 @@ pub(crate) struct Claim {
     pub capacity: Resources,
     /// Room for pods: allocatable minus DaemonSet overhead.
     pub room: Resources,
-    pub phase: Phase,
+    /// Where it is in its life, with what that stage has.
+    pub life: Lifecycle,
     pub provider_id: Option<String>,
     pub created_at: DateTime<Utc>,
-    pub launched_at: Option<DateTime<Utc>>,
-    pub registered_at: Option<DateTime<Utc>>,
-    pub initialized_at: Option<DateTime<Utc>>,
     /// Since when it holds no pod (initialized claims only).
     pub empty_since: Option<DateTime<Utc>>,
     /// When a pod was last nominated to it (the kube-scheduler may not have bound it yet).
     pub nominated_at: Option<DateTime<Utc>>,
-    /// A throttled or failed launch is retried at this time.
-    pub retry_at: Option<DateTime<Utc>>,
-    pub attempts: u32,
     /// Set when the cloud announced its reclamation.
     pub interrupted_at: Option<DateTime<Utc>>,
     /// Pods that ran on it when the interruption notice came; once all of them run elsewhere
@@ -195,6 +334,11 @@ impl NodeFacts {
 }
 
 impl Claim {
+    /// Its stage in its life.
+    pub fn phase(&self) -> Phase {
+        self.life.phase()
+    }
+
     /// The labels its node carries: the offering's and the pool's, and its gang's.
     pub fn node_labels(&self) -> Arc<BTreeMap<String, String>> {
         let Some(g) = &self.gang else {
@@ -223,5 +367,65 @@ impl Claim {
     /// Whether its pods are being moved off it (spot interruption or consolidation).
     pub fn vacating(&self) -> bool {
         self.interrupted_at.is_some() || self.consolidating
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(minutes: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + minutes * 60, 0).expect("valid time")
+    }
+
+    #[test]
+    fn a_claim_goes_through_its_stages_keeping_each_steps_time() {
+        let mut life = Lifecycle::launching();
+        assert_eq!(life.phase(), Phase::Launching);
+        life.launched(at(1));
+        life.registered(at(2));
+        life.registered(at(3));
+        assert_eq!(
+            life.registered_at(),
+            Some(at(2)),
+            "a second registration changes nothing"
+        );
+        life.initialized(at(4));
+        assert_eq!(
+            life,
+            Lifecycle::Initialized {
+                launched_at: Some(at(1)),
+                registered_at: at(2),
+                initialized_at: at(4),
+            }
+        );
+        assert_eq!(life.retry_at(), None);
+    }
+
+    #[test]
+    fn a_node_that_registers_before_the_launch_answer_keeps_its_stage() {
+        let mut life = Lifecycle::launching();
+        life.registered(at(2));
+        assert_eq!(life.launched_at(), None);
+        life.launched(at(3));
+        assert_eq!(life.phase(), Phase::Registered);
+        assert_eq!(life.launched_at(), Some(at(3)));
+    }
+
+    #[test]
+    fn a_claim_found_after_a_restart_is_dated_when_its_times_are_unknown() {
+        let life = Lifecycle::found(at(9), true, true, None, Some(at(1)), None);
+        assert_eq!(
+            life,
+            Lifecycle::Registered {
+                launched_at: Some(at(1)),
+                registered_at: at(9),
+            }
+        );
+        assert_eq!(
+            Lifecycle::found(at(9), false, true, Some(at(5)), None, None),
+            Lifecycle::launching(),
+            "no instance: the launch is asked for again"
+        );
     }
 }

@@ -13,12 +13,13 @@ impl Engine {
             if c.deleting {
                 continue;
             }
-            match c.phase {
+            match c.phase() {
                 Phase::Launched if self.registration_due(c).is_some_and(|t| now >= t) => {
                     expired.push((c.name.clone(), DeleteReason::RegistrationTimeout));
                 }
                 Phase::Registered
-                    if c.registered_at
+                    if c.life
+                        .registered_at()
                         .is_some_and(|t| now >= t + self.config.accelerator_ready_budget) =>
                 {
                     expired.push((c.name.clone(), DeleteReason::AcceleratorsNotReady));

@@ -95,7 +95,7 @@ impl Engine {
                 if self
                     .claims
                     .get(claim)
-                    .is_some_and(|c| c.phase == Phase::Initialized) =>
+                    .is_some_and(|c| c.phase() == Phase::Initialized) =>
             {
                 Some(claim)
             }
@@ -132,7 +132,7 @@ impl Engine {
         let held = self.headroom.by_claim();
         self.claims
             .values()
-            .filter(|c| c.phase == Phase::Initialized && c.schedulable())
+            .filter(|c| c.phase() == Phase::Initialized && c.schedulable())
             .filter(|c| c.consolidation_backoff.is_none_or(|t| now >= t))
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
             .filter(|c| !self.node_protected(c))

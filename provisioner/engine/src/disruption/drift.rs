@@ -97,7 +97,7 @@ impl Engine {
         let expired: Vec<String> = self
             .claims
             .values()
-            .filter(|c| c.phase == Phase::Initialized && !c.deleting && !c.vacating())
+            .filter(|c| c.phase() == Phase::Initialized && !c.deleting && !c.vacating())
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
             .filter(|c| self.expires_at(c).is_some_and(|t| now >= t))
             .map(|c| c.name.clone())
@@ -164,7 +164,7 @@ impl Engine {
             .filter_map(|c| {
                 if c.vacating() {
                     c.forced_at
-                } else if c.phase == Phase::Initialized
+                } else if c.phase() == Phase::Initialized
                     && self.setup.pools[c.pool].replicas.is_none()
                 {
                     self.expires_at(c)

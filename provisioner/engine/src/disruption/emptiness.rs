@@ -25,7 +25,7 @@ impl Engine {
         let since = c.empty_since?;
         let grace = self.config.binding_grace;
         let mut at = since + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX);
-        at = at.max(c.initialized_at.map_or(since, |t| t + grace));
+        at = at.max(c.life.initialized_at().map_or(since, |t| t + grace));
         if let Some(t) = c.nominated_at {
             at = at.max(t + grace);
         }
@@ -44,7 +44,7 @@ impl Engine {
                 PodState::Nominated { claim } => self
                     .claims
                     .get(claim)
-                    .is_some_and(|t| t.phase != Phase::Initialized),
+                    .is_some_and(|t| t.phase() != Phase::Initialized),
                 PodState::Bound { .. } => false,
             };
             unbound
@@ -66,7 +66,7 @@ impl Engine {
         let mut empty_now = Vec::new();
         let mut occupied_now = Vec::new();
         for c in self.claims.values() {
-            if c.phase != Phase::Initialized || c.deleting || c.vacating() {
+            if c.phase() != Phase::Initialized || c.deleting || c.vacating() {
                 continue;
             }
             if occupied.contains(c.name.as_str()) {
@@ -104,7 +104,7 @@ impl Engine {
                                 && self
                                     .claims
                                     .get(claim)
-                                    .is_some_and(|t| t.phase == Phase::Initialized)
+                                    .is_some_and(|t| t.phase() == Phase::Initialized)
                         }
                         PodState::Waiting { .. } => false,
                     },
@@ -146,7 +146,7 @@ impl Engine {
         let due: Vec<(String, usize)> = self
             .claims
             .values()
-            .filter(|c| !c.deleting && c.phase == Phase::Initialized && !c.vacating())
+            .filter(|c| !c.deleting && c.phase() == Phase::Initialized && !c.vacating())
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
             .filter(|c| !self.node_protected(c))
             .filter(|c| self.empty_deadline(c).is_some_and(|at| now >= at))

@@ -14,7 +14,7 @@ impl Engine {
         let Some(c) = self.claims.get(name) else {
             return;
         };
-        if c.phase == Phase::Initialized {
+        if c.phase() == Phase::Initialized {
             return;
         }
         let Some(node) = c.node() else { return };
@@ -45,8 +45,7 @@ impl Engine {
         // first (pods may have become do-not-disrupt, a PDB may no longer allow it).
         self.revalidate_move(now, name);
         let c = self.claims.get_mut(name).expect("claim exists");
-        c.phase = Phase::Initialized;
-        c.initialized_at = Some(now);
+        c.life.initialized(now);
         c.last_change = now;
         let mut any = false;
         for (id, e) in &self.pods {

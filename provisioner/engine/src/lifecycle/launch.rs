@@ -10,7 +10,7 @@ use quartermaster_solver::{OfferingChoice, OfferingKey};
 
 use crate::engine::Engine;
 use crate::events::Action;
-use crate::state::Phase;
+use crate::state::Lifecycle;
 
 impl Engine {
     pub(crate) fn launch(&mut self, name: &str) {
@@ -57,12 +57,14 @@ impl Engine {
         let due: Vec<String> = self
             .claims
             .values()
-            .filter(|c| c.phase == Phase::Launching && c.retry_at.is_some_and(|t| t <= now))
+            .filter(|c| c.life.retry_at().is_some_and(|t| t <= now))
             .map(|c| c.name.clone())
             .collect();
         for name in due {
-            if let Some(c) = self.claims.get_mut(&name) {
-                c.retry_at = None;
+            if let Some(Lifecycle::Launching { retry_at, .. }) =
+                self.claims.get_mut(&name).map(|c| &mut c.life)
+            {
+                *retry_at = None;
             }
             self.launch(&name);
         }
@@ -109,9 +111,8 @@ impl Engine {
             }
         }
         let c = self.claims.get_mut(name).expect("claim exists");
-        c.phase = Phase::Launched;
+        c.life.launched(now);
         c.provider_id = Some(instance.provider_id);
-        c.launched_at = Some(now);
     }
 
     pub(crate) fn launch_failed(&mut self, now: DateTime<Utc>, name: &str, error: &CloudError) {
@@ -119,14 +120,16 @@ impl Engine {
             return;
         };
         if error.is_retryable() {
-            let delay = match error {
-                CloudError::Throttled {
-                    retry_after: Some(d),
-                } => TimeDelta::from_std(*d).unwrap_or(self.config.max_backoff),
-                _ => TimeDelta::seconds(1 << c.attempts.min(6)),
-            };
-            c.attempts += 1;
-            c.retry_at = Some(now + delay.min(self.config.max_backoff));
+            if let Lifecycle::Launching { attempts, retry_at } = &mut c.life {
+                let delay = match error {
+                    CloudError::Throttled {
+                        retry_after: Some(d),
+                    } => TimeDelta::from_std(*d).unwrap_or(self.config.max_backoff),
+                    _ => TimeDelta::seconds(1 << (*attempts).min(6)),
+                };
+                *attempts += 1;
+                *retry_at = Some(now + delay.min(self.config.max_backoff));
+            }
             self.stats.retries += 1;
             return;
         }
@@ -186,7 +189,9 @@ impl Engine {
             *c.facts.labels_mut() = labels;
             c.capacity = capacity;
             c.room = room;
-            c.attempts = 0;
+            if let Lifecycle::Launching { attempts, .. } = &mut c.life {
+                *attempts = 0;
+            }
             self.nominations_dirty = true;
             self.stats.fallbacks += 1;
             self.launch(name);

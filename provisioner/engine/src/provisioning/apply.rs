@@ -9,7 +9,7 @@ use quartermaster_solver::{
 };
 
 use crate::engine::Engine;
-use crate::state::{Claim, NodeFacts, Phase, PodState};
+use crate::state::{Claim, Lifecycle, NodeFacts, PodState};
 
 impl Engine {
     /// Carries out a plan; returns the names of the NodeClaims it created.
@@ -129,16 +129,11 @@ impl Engine {
             facts: NodeFacts::new(labels),
             capacity,
             room,
-            phase: Phase::Launching,
+            life: Lifecycle::launching(),
             provider_id: None,
             created_at: now,
-            launched_at: None,
-            registered_at: None,
-            initialized_at: None,
             empty_since: None,
             nominated_at: None,
-            retry_at: None,
-            attempts: 0,
             interrupted_at: None,
             displaced: Vec::new(),
             deleting: false,

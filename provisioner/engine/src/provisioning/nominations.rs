@@ -46,7 +46,7 @@ impl Engine {
             return;
         };
         c.nominated_at = Some(now);
-        if c.phase == Phase::Initialized {
+        if c.phase() == Phase::Initialized {
             c.empty_since = None;
             c.last_change = now;
             let node = c.target_name().to_owned();

@@ -80,7 +80,7 @@ impl Engine {
             target_to_claim.insert(target.clone(), c.name.clone());
             nodes.push(ExistingNode {
                 name: target,
-                in_flight: c.phase != Phase::Initialized,
+                in_flight: c.phase() != Phase::Initialized,
                 node_pool: Some(self.setup.pools[c.pool].spec.name.clone()),
                 labels,
                 taints: self.setup.pools[c.pool].spec.taints.clone(),

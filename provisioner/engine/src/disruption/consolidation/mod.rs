@@ -60,7 +60,7 @@ impl Engine {
         let settled = self.pods.values().all(|e| match &e.state {
             PodState::Waiting { reason, .. } => reason.is_some(),
             PodState::Nominated { claim } => self.claims.get(claim).is_some_and(|c| {
-                c.phase == Phase::Initialized
+                c.phase() == Phase::Initialized
                     && c.nominated_at
                         .is_none_or(|t| now >= t + self.config.binding_grace)
             }),
@@ -68,7 +68,7 @@ impl Engine {
         }) && self
             .claims
             .values()
-            .all(|c| c.phase == Phase::Initialized && !c.vacating() && !c.deleting);
+            .all(|c| c.phase() == Phase::Initialized && !c.vacating() && !c.deleting);
         if !settled {
             return;
         }
@@ -371,7 +371,7 @@ impl Engine {
         let pending_grace: Vec<DateTime<Utc>> = self
             .claims
             .values()
-            .filter(|c| c.phase == Phase::Initialized && !c.deleting)
+            .filter(|c| c.phase() == Phase::Initialized && !c.deleting)
             .filter_map(|c| c.nominated_at.map(|t| t + self.config.binding_grace))
             .filter(|t| self.last_poll.is_none_or(|p| *t > p))
             .collect();
@@ -387,7 +387,7 @@ impl Engine {
             times.extend(
                 self.claims
                     .values()
-                    .filter(|c| c.phase == Phase::Initialized && !c.deleting)
+                    .filter(|c| c.phase() == Phase::Initialized && !c.deleting)
                     .filter(|c| unbound.contains(c.name.as_str()))
                     .filter_map(|c| c.nominated_at.map(|t| t + self.config.binding_grace)),
             );
