@@ -130,6 +130,7 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
     }
     let mut prev: Option<(&str, &str, &str)> = None;
     let mut current: Option<usize> = None;
+    let mut last: Option<(&str, usize)> = None;
     // Spot offerings of the current (type, region), appended after its on-demand ones.
     let mut spot: Vec<Offering> = Vec::new();
     for (i, line) in lines {
@@ -158,33 +159,16 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
         }
         let new_region = prev.is_none_or(|p| (p.0, p.1) != (name, region));
         prev = Some(key);
-        let Some(&at) = index.get(name) else {
-            return Err(err(
-                n,
-                format!(
-                    "instance type \"{name}\" has no entry in {} (the curated facts)",
-                    facts.file_name
-                ),
-            ));
+        // Rows come grouped by type: the type is looked up and checked once per group.
+        let at = match last {
+            Some((last_name, at)) if last_name == name => at,
+            _ => {
+                let at =
+                    type_at(name, &index, &curated, meta.part, facts).map_err(|m| err(n, m))?;
+                last = Some((name, at));
+                at
+            }
         };
-        if curated[at] {
-            return Err(err(
-                n,
-                format!(
-                    "instance type \"{name}\" has curated offerings in {}; a type's offerings are curated or generated, not both",
-                    facts.file_name
-                ),
-            ));
-        }
-        if !meta.part.holds(&facts.instance_types[at]) {
-            return Err(err(
-                n,
-                format!(
-                    "instance type \"{name}\" is not of this file's part ({})",
-                    meta.part.as_str()
-                ),
-            ));
-        }
         if !zone_matches_region(meta.cloud, region, zone) {
             return Err(err(
                 n,
@@ -216,11 +200,11 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
         ));
         if !sp.is_empty() {
             let p = price(sp).map_err(|m| err(n, format!("spot: {m}")))?;
-            spot.push(offering(
-                CapacityType::Spot,
-                p,
-                format!("{}:{zone_id}", meta.source),
-            ));
+            let mut source = String::with_capacity(meta.source.len() + 1 + zone_id.len());
+            source.push_str(&meta.source);
+            source.push(':');
+            source.push_str(zone_id);
+            spot.push(offering(CapacityType::Spot, p, source));
         }
     }
     flush(facts, current, &mut spot);
@@ -238,6 +222,36 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
         ));
     }
     Ok(())
+}
+
+/// The index in `facts` of generated-file row type `name`, which must be of the file's cloud
+/// (`index`) and `part`, without curated offerings.
+fn type_at(
+    name: &str,
+    index: &HashMap<String, usize>,
+    curated: &[bool],
+    part: Part,
+    facts: &CatalogFile,
+) -> Result<usize, String> {
+    let Some(&at) = index.get(name) else {
+        return Err(format!(
+            "instance type \"{name}\" has no entry in {} (the curated facts)",
+            facts.file_name
+        ));
+    };
+    if curated[at] {
+        return Err(format!(
+            "instance type \"{name}\" has curated offerings in {}; a type's offerings are curated or generated, not both",
+            facts.file_name
+        ));
+    }
+    if !part.holds(&facts.instance_types[at]) {
+        return Err(format!(
+            "instance type \"{name}\" is not of this file's part ({})",
+            part.as_str()
+        ));
+    }
+    Ok(at)
 }
 
 /// Appends the buffered spot offerings to type `at`.
