@@ -18,7 +18,7 @@
 //!
 //! API failures (network, 429, 5xx) are logged and retried; nothing here panics.
 //!
-//! Time is an input: [`LeaderElector`] reads a [`Clock`] for every timestamp it writes and every
+//! Time is an input: [`LeaderElector`] reads a [`Clock`](quartermaster_cloud::Clock) for every timestamp it writes and every
 //! expiry it decides, so tests drive it with a `ManualClock`; the loop in [`LeaderElector::run`]
 //! waits on tokio timers.
 //!
