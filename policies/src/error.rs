@@ -93,4 +93,32 @@ pub enum PolicyError {
         /// Why it was rejected.
         reason: String,
     },
+    /// A CEL device selector that does not compile (the API server's words where it has them).
+    #[error("{field}: Invalid value: {expression:?}: {message}")]
+    InvalidSelector {
+        /// Where it was written (`spec.devices.requests[0].exactly.selectors[0].cel.expression`).
+        field: String,
+        /// The expression.
+        expression: String,
+        /// Why it was rejected.
+        message: String,
+    },
+    /// A device a ResourceSlice publishes that cannot be read.
+    #[error("device {device:?}: {field}: {reason}")]
+    InvalidDevice {
+        /// The device's name.
+        device: String,
+        /// The field (`attributes[gpu.nvidia.com/productName]`).
+        field: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A ResourceClaim (or template) that cannot be allocated as written.
+    #[error("{field}: {reason}")]
+    InvalidClaim {
+        /// Where (`spec.devices.requests[0].exactly.deviceClassName`).
+        field: String,
+        /// Why it was rejected.
+        reason: String,
+    },
 }

@@ -27,6 +27,7 @@
 pub mod budget;
 pub mod common;
 pub mod conditions;
+pub mod dra;
 pub mod duration;
 pub mod error;
 pub mod karpenter;
