@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::file::{self, CatalogFile, CatalogMode, OfferingKey};
 use crate::label_cache::{LabelCache, TypeLabels};
@@ -42,6 +42,14 @@ fn embedded_all_regions_shared() -> &'static Catalog {
     })
 }
 
+/// Serializes the shared list of instance types as the list itself.
+fn serialize_types<S: serde::Serializer>(
+    types: &Arc<Vec<InstanceType>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(types.as_slice(), s)
+}
+
 /// An ordered collection of instance types, unique by `(cloud, name)`, with each cloud's
 /// default region and the interruption bands of spot offerings where known.
 ///
@@ -49,7 +57,10 @@ fn embedded_all_regions_shared() -> &'static Catalog {
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
 #[serde(transparent)]
 pub struct Catalog {
-    instance_types: Vec<InstanceType>,
+    // Shared by clones (a catalog is cloned by every caller of the embedded one and by every
+    // plan); copied on the first change of a shared one.
+    #[serde(serialize_with = "serialize_types")]
+    instance_types: Arc<Vec<InstanceType>>,
     #[serde(skip)]
     default_regions: BTreeMap<Cloud, String>,
     #[serde(skip)]
@@ -178,14 +189,17 @@ impl Catalog {
 
     pub(crate) fn merge(&mut self, types: Vec<InstanceType>) {
         self.labels.clear();
+        if types.is_empty() {
+            return;
+        }
+        let list = Arc::make_mut(&mut self.instance_types);
         for t in types {
-            match self
-                .instance_types
+            match list
                 .iter_mut()
                 .find(|e| e.cloud == t.cloud && e.name == t.name)
             {
                 Some(existing) => *existing = t,
-                None => self.instance_types.push(t),
+                None => list.push(t),
             }
         }
     }
@@ -295,7 +309,7 @@ impl Catalog {
             })
             .collect();
         Catalog {
-            instance_types,
+            instance_types: Arc::new(instance_types),
             default_regions: self.default_regions.clone(),
             spot_interruptions: self.spot_interruptions.clone(),
             labels: LabelCache::default(),

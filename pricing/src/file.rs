@@ -233,7 +233,15 @@ fn de_date<'de, D: Deserializer<'de>>(d: D) -> Result<NaiveDate, D::Error> {
 }
 
 /// Parses and validates one catalog file.
+///
+/// The text is deserialized without path tracking first (the catalog is loaded at start and by
+/// every `plan`, and tracking every field's path was a sixth of the load); only a file that does
+/// not deserialize is read again with `serde_path_to_error`, for the path its error names.
 pub(crate) fn parse(file: &str, text: &str) -> Result<CatalogFile, PricingError> {
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| syntax(file, text, &e))?;
+    if let Ok(raw) = RawFile::deserialize(deserializer) {
+        return validate(file, raw);
+    }
     let deserializer = toml::Deserializer::parse(text).map_err(|e| syntax(file, text, &e))?;
     let raw: RawFile =
         serde_path_to_error::deserialize(deserializer).map_err(|e| serde_error(file, text, &e))?;
