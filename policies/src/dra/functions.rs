@@ -102,7 +102,7 @@ fn as_quantity(ftx: &FunctionContext, v: &Value) -> Result<Millis, cel::Executio
     .ok_or_else(|| ftx.error(format!("{} expects a quantity, got {v:?}", ftx.name)))
 }
 
-fn as_semver<'a>(v: &'a Value) -> Option<&'a semver::Version> {
+fn as_semver(v: &Value) -> Option<&semver::Version> {
     match v {
         Value::Opaque(o) => o.downcast_ref::<Semver>().map(|s| &s.0),
         _ => None,

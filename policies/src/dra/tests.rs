@@ -225,7 +225,7 @@ fn match_attribute_keeps_devices_in_one_nvlink_domain() {
         .devices
         .iter()
         .map(|d| {
-            if d.device < "gpu-4".to_string() {
+            if d.device.as_str() < "gpu-4" {
                 "nvl-a"
             } else {
                 "nvl-b"
