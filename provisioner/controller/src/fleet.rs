@@ -13,6 +13,7 @@ use quartermaster_policies::quantity::parse_quantity;
 use quartermaster_pricing::{Catalog, Cloud};
 
 use crate::driver::Driver;
+use crate::metrics::{FleetCostLabels, NodeCostLabels, NodeCountLabels, PodCostLabels};
 use crate::time::from_kube;
 use crate::translate::{LABEL_NODEPOOL, bound_node, is_finished};
 
@@ -286,32 +287,32 @@ pub fn export(driver: &mut Driver, now: DateTime<Utc>) {
     m.pod_allocated_hourly_cost.clear();
     for n in &nodes {
         m.nodes
-            .get_or_create(&vec![
-                ("nodepool", n.nodepool.clone()),
-                ("instance_type", n.instance_type.clone()),
-                ("capacity_type", n.capacity_type.to_string()),
-            ])
+            .get_or_create(&NodeCountLabels {
+                nodepool: n.nodepool.clone(),
+                instance_type: n.instance_type.clone(),
+                capacity_type: n.capacity_type.to_string(),
+            })
             .inc();
         m.fleet_hourly_cost
-            .get_or_create(&vec![
-                ("nodepool", n.nodepool.clone()),
-                ("capacity_type", n.capacity_type.to_string()),
-            ])
+            .get_or_create(&FleetCostLabels {
+                nodepool: n.nodepool.clone(),
+                capacity_type: n.capacity_type.to_string(),
+            })
             .inc_by(n.price_per_hour);
         m.node_hourly_cost
-            .get_or_create(&vec![
-                ("node", n.node.clone()),
-                ("nodeclaim", n.nodeclaim.clone()),
-                ("nodepool", n.nodepool.clone()),
-                ("cloud", n.cloud.to_string()),
-                ("region", n.region.clone()),
-                ("zone", n.zone.clone()),
-                ("instance_type", n.instance_type.clone()),
-                ("capacity_type", n.capacity_type.to_string()),
-                ("accelerator", n.accelerator.clone()),
-                ("accelerator_count", n.accelerator_count.to_string()),
-                ("price_source", n.price_source.clone()),
-            ])
+            .get_or_create(&NodeCostLabels {
+                node: n.node.clone(),
+                nodeclaim: n.nodeclaim.clone(),
+                nodepool: n.nodepool.clone(),
+                cloud: n.cloud.to_string(),
+                region: n.region.clone(),
+                zone: n.zone.clone(),
+                instance_type: n.instance_type.clone(),
+                capacity_type: n.capacity_type.to_string(),
+                accelerator: n.accelerator.clone(),
+                accelerator_count: n.accelerator_count.to_string(),
+                price_source: n.price_source.clone(),
+            })
             .set(n.price_per_hour);
     }
     for split in split_at(&nodes, &pods, now) {
@@ -319,14 +320,14 @@ pub fn export(driver: &mut Driver, now: DateTime<Utc>) {
         for (j, dollars) in split.pods {
             let p = &pods[j];
             m.pod_allocated_hourly_cost
-                .get_or_create(&vec![
-                    ("namespace", p.namespace.clone()),
-                    ("pod", p.pod.clone()),
-                    ("workload", p.workload.clone()),
-                    ("node", p.node.clone()),
-                    ("nodepool", n.nodepool.clone()),
-                    ("capacity_type", n.capacity_type.to_string()),
-                ])
+                .get_or_create(&PodCostLabels {
+                    namespace: p.namespace.clone(),
+                    pod: p.pod.clone(),
+                    workload: p.workload.clone(),
+                    node: p.node.clone(),
+                    nodepool: n.nodepool.clone(),
+                    capacity_type: n.capacity_type.to_string(),
+                })
                 .set(dollars);
         }
     }

@@ -6,6 +6,7 @@
 
 use std::sync::atomic::AtomicU64;
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -13,8 +14,108 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// A label set: (name, value) pairs.
-pub type Labels = Vec<(&'static str, String)>;
+/// `nodepool`: NodeClaims created.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    /// The NodePool.
+    pub nodepool: String,
+}
+
+/// `nodepool`, `reason`: NodeClaims terminated.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TerminationLabels {
+    /// The NodePool.
+    pub nodepool: String,
+    /// Why the engine deleted the claim (`DeleteReason`).
+    pub reason: String,
+}
+
+/// `error`: launches that failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LaunchFailureLabels {
+    /// The error's kind (`launch::error_kind`).
+    pub error: String,
+}
+
+/// `nodepool`, `instance_type`, `capacity_type`: nodes.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeCountLabels {
+    /// The NodePool.
+    pub nodepool: String,
+    /// The instance type.
+    pub instance_type: String,
+    /// The capacity type.
+    pub capacity_type: String,
+}
+
+/// `nodepool`, `capacity_type`: fleet cost.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FleetCostLabels {
+    /// The NodePool.
+    pub nodepool: String,
+    /// The capacity type.
+    pub capacity_type: String,
+}
+
+/// One node's cost series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeCostLabels {
+    /// The Node.
+    pub node: String,
+    /// Its NodeClaim.
+    pub nodeclaim: String,
+    /// Its NodePool.
+    pub nodepool: String,
+    /// Its cloud.
+    pub cloud: String,
+    /// Its region.
+    pub region: String,
+    /// Its zone.
+    pub zone: String,
+    /// Its instance type.
+    pub instance_type: String,
+    /// Its capacity type.
+    pub capacity_type: String,
+    /// Its accelerator (empty for none).
+    pub accelerator: String,
+    /// How many accelerators it has.
+    pub accelerator_count: String,
+    /// Where its price comes from.
+    pub price_source: String,
+}
+
+/// One pod's allocated-cost series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PodCostLabels {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod.
+    pub pod: String,
+    /// Its workload.
+    pub workload: String,
+    /// Its node.
+    pub node: String,
+    /// The node's NodePool.
+    pub nodepool: String,
+    /// The node's capacity type.
+    pub capacity_type: String,
+}
+
+/// `kind`, `reason`: voluntary disruption commands and their expected savings.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DisruptionLabels {
+    /// The command's kind.
+    pub kind: String,
+    /// Its reason.
+    pub reason: String,
+}
+
+/// `condition`: node repairs and reboots.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RepairLabels {
+    /// The condition that broke the node.
+    pub condition: String,
+}
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
@@ -30,29 +131,29 @@ pub struct Metrics {
     /// Seconds one pass of the provisioning loop took (observe, decide, dispatch).
     pub reconcile_seconds: Histogram,
     /// NodeClaims created, by NodePool.
-    pub nodeclaims_created: Family<Labels, Counter>,
+    pub nodeclaims_created: Family<PoolLabels, Counter>,
     /// NodeClaims terminated, by NodePool and reason.
-    pub nodeclaims_terminated: Family<Labels, Counter>,
+    pub nodeclaims_terminated: Family<TerminationLabels, Counter>,
     /// Launches that failed, by error kind.
-    pub launch_failures: Family<Labels, Counter>,
+    pub launch_failures: Family<LaunchFailureLabels, Counter>,
     /// Nodes by NodePool, instance type and capacity type.
-    pub nodes: Family<Labels, Gauge>,
+    pub nodes: Family<NodeCountLabels, Gauge>,
     /// Fleet cost per hour by NodePool and capacity type, dollars.
-    pub fleet_hourly_cost: Family<Labels, FloatGauge>,
+    pub fleet_hourly_cost: Family<FleetCostLabels, FloatGauge>,
     /// Accelerator-seconds paid for while not allocatable (launching, registering, plugin late).
     pub gpu_seconds_not_allocatable: Counter<f64, AtomicU64>,
     /// Hourly cost removed by consolidation (deleted or replaced nodes), dollars per hour.
     pub consolidation_savings: Counter<f64, AtomicU64>,
     /// Voluntary disruption commands decided, by kind and reason.
-    pub disruption_commands: Family<Labels, Counter>,
+    pub disruption_commands: Family<DisruptionLabels, Counter>,
     /// Expected saving of those commands, dollars per hour, by kind and reason.
-    pub disruption_expected_savings: Family<Labels, Counter<f64, AtomicU64>>,
+    pub disruption_expected_savings: Family<DisruptionLabels, Counter<f64, AtomicU64>>,
     /// Per-node hourly cost (labels: node, nodeclaim, nodepool, cloud, region, zone,
     /// instance_type, capacity_type, accelerator, accelerator_count, price_source).
-    pub node_hourly_cost: Family<Labels, FloatGauge>,
+    pub node_hourly_cost: Family<NodeCostLabels, FloatGauge>,
     /// Per-pod allocated hourly cost (labels: namespace, pod, workload, node, nodepool,
     /// capacity_type): the node's cost split over its pods.
-    pub pod_allocated_hourly_cost: Family<Labels, FloatGauge>,
+    pub pod_allocated_hourly_cost: Family<PodCostLabels, FloatGauge>,
     /// 1 on the replica that holds the leader lease, 0 elsewhere.
     pub leader: Gauge,
     /// Seconds from the first pod of a batch to the solve that closed it (the batch window:
@@ -63,9 +164,9 @@ pub struct Metrics {
     pub nodeclaim_create_seconds: Histogram,
     /// Nodes replaced by node repair, by the condition that broke them
     /// (`AcceleratedHardwareReady=False`).
-    pub repairs: Family<Labels, Counter>,
+    pub repairs: Family<RepairLabels, Counter>,
     /// Nodes node repair rebooted in place, by the condition that broke them.
-    pub repair_reboots: Family<Labels, Counter>,
+    pub repair_reboots: Family<RepairLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -82,16 +183,17 @@ impl Metrics {
         let pod_pending_seconds = Histogram::new(exponential_buckets(0.5, 2.0, 14));
         let solve_seconds = Histogram::new(exponential_buckets(0.0001, 4.0, 12));
         let reconcile_seconds = Histogram::new(exponential_buckets(0.0001, 4.0, 12));
-        let nodeclaims_created = Family::<Labels, Counter>::default();
-        let nodeclaims_terminated = Family::<Labels, Counter>::default();
-        let launch_failures = Family::<Labels, Counter>::default();
-        let nodes = Family::<Labels, Gauge>::default();
-        let fleet_hourly_cost = Family::<Labels, FloatGauge>::default();
+        let nodeclaims_created = Family::<PoolLabels, Counter>::default();
+        let nodeclaims_terminated = Family::<TerminationLabels, Counter>::default();
+        let launch_failures = Family::<LaunchFailureLabels, Counter>::default();
+        let nodes = Family::<NodeCountLabels, Gauge>::default();
+        let fleet_hourly_cost = Family::<FleetCostLabels, FloatGauge>::default();
         let gpu_seconds_not_allocatable = Counter::<f64, AtomicU64>::default();
         let consolidation_savings = Counter::<f64, AtomicU64>::default();
-        let node_hourly_cost = Family::<Labels, FloatGauge>::default();
-        let disruption_commands = Family::<Labels, Counter>::default();
-        let disruption_expected_savings = Family::<Labels, Counter<f64, AtomicU64>>::default();
+        let node_hourly_cost = Family::<NodeCostLabels, FloatGauge>::default();
+        let disruption_commands = Family::<DisruptionLabels, Counter>::default();
+        let disruption_expected_savings =
+            Family::<DisruptionLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
             "disruption_commands",
             "Voluntary disruption commands decided, by kind and reason",
@@ -102,7 +204,7 @@ impl Metrics {
             "Expected saving of the disruption commands decided, dollars per hour, by kind and reason",
             disruption_expected_savings.clone(),
         );
-        let pod_allocated_hourly_cost = Family::<Labels, FloatGauge>::default();
+        let pod_allocated_hourly_cost = Family::<PodCostLabels, FloatGauge>::default();
         let leader = Gauge::default();
         let batch_window_seconds = Histogram::new(exponential_buckets(0.125, 2.0, 10));
         let nodeclaim_create_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
@@ -116,13 +218,13 @@ impl Metrics {
             "Seconds from the pass that decided a launch to its NodeClaim being created",
             nodeclaim_create_seconds.clone(),
         );
-        let repairs = Family::<Labels, Counter>::default();
+        let repairs = Family::<RepairLabels, Counter>::default();
         registry.register(
             "repairs",
             "Nodes replaced by node repair, by the condition that broke them",
             repairs.clone(),
         );
-        let repair_reboots = Family::<Labels, Counter>::default();
+        let repair_reboots = Family::<RepairLabels, Counter>::default();
         registry.register(
             "repair_reboots",
             "Nodes rebooted in place by node repair, by the condition that broke them",
@@ -255,26 +357,40 @@ mod tests {
     #[test]
     fn names_are_the_contract() {
         let m = Metrics::new();
+        let s = |v: &str| v.to_owned();
         m.node_hourly_cost
-            .get_or_create(&vec![("node", "n1".to_owned())])
+            .get_or_create(&NodeCostLabels {
+                node: s("n1"),
+                nodeclaim: s("c1"),
+                nodepool: s("gpu"),
+                cloud: s("aws"),
+                region: s("us-east-1"),
+                zone: s("us-east-1a"),
+                instance_type: s("g5.xlarge"),
+                capacity_type: s("spot"),
+                accelerator: s("a10g"),
+                accelerator_count: s("1"),
+                price_source: s("catalog"),
+            })
             .set(1.5);
         m.nodeclaims_created
-            .get_or_create(&vec![("nodepool", "gpu".to_owned())])
+            .get_or_create(&PoolLabels { nodepool: s("gpu") })
             .inc();
         m.solve_seconds.observe(0.01);
         m.repairs
-            .get_or_create(&vec![("condition", "Ready=False".to_owned())])
+            .get_or_create(&RepairLabels {
+                condition: s("Ready=False"),
+            })
             .inc();
         m.repair_reboots
-            .get_or_create(&vec![(
-                "condition",
-                "AcceleratedHardwareReady=False (NvidiaXID48Error)".to_owned(),
-            )])
+            .get_or_create(&RepairLabels {
+                condition: s("AcceleratedHardwareReady=False (NvidiaXID48Error)"),
+            })
             .inc();
-        let disruption = vec![
-            ("kind", "multi_delete".to_owned()),
-            ("reason", "underutilized".to_owned()),
-        ];
+        let disruption = DisruptionLabels {
+            kind: s("multi_delete"),
+            reason: s("underutilized"),
+        };
         m.disruption_commands.get_or_create(&disruption).inc();
         m.disruption_expected_savings
             .get_or_create(&disruption)
@@ -286,7 +402,8 @@ mod tests {
             "quartermaster_solve_duration_seconds_count 1",
             "quartermaster_reconcile_duration_seconds_count 0",
             "quartermaster_nodeclaims_created_total{nodepool=\"gpu\"} 1",
-            "quartermaster_node_hourly_cost_dollars{node=\"n1\"} 1.5",
+            // Every label key of a node's cost series, in this order (dashboards read them).
+            "quartermaster_node_hourly_cost_dollars{node=\"n1\",nodeclaim=\"c1\",nodepool=\"gpu\",cloud=\"aws\",region=\"us-east-1\",zone=\"us-east-1a\",instance_type=\"g5.xlarge\",capacity_type=\"spot\",accelerator=\"a10g\",accelerator_count=\"1\",price_source=\"catalog\"} 1.5",
             "quartermaster_gpu_seconds_paid_not_allocatable_total",
             "quartermaster_consolidation_savings_dollars_per_hour_total",
             "quartermaster_disruption_commands_total{kind=\"multi_delete\",reason=\"underutilized\"} 1",

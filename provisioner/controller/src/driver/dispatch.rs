@@ -10,6 +10,7 @@ use quartermaster_solver::PodRef;
 use super::{Driver, EXPLAINED_PER_PASS, Outcome, TOP_REASONS};
 use crate::launch::launch;
 use crate::lifecycle;
+use crate::metrics::{DisruptionLabels, PoolLabels, TerminationLabels};
 use crate::termination::terminate;
 use crate::translate::FINALIZER;
 
@@ -34,7 +35,9 @@ impl Driver {
                     self.ctx
                         .metrics
                         .nodeclaims_created
-                        .get_or_create(&vec![("nodepool", request.node_pool.clone())])
+                        .get_or_create(&PoolLabels {
+                            nodepool: request.node_pool.clone(),
+                        })
                         .inc();
                     self.written.mark_created(&claim);
                     lifecycle::nominated_events(self, &claim);
@@ -66,7 +69,10 @@ impl Driver {
                 self.ctx
                     .metrics
                     .nodeclaims_terminated
-                    .get_or_create(&vec![("nodepool", pool), ("reason", reason.to_string())])
+                    .get_or_create(&TerminationLabels {
+                        nodepool: pool,
+                        reason: reason.to_string(),
+                    })
                     .inc();
                 if reason == quartermaster_engine::DeleteReason::Underutilized
                     && let Some(v) = &view
@@ -146,10 +152,10 @@ impl Driver {
                     pods = command.pods,
                     "disruption decided"
                 );
-                let labels = vec![
-                    ("kind", command.kind.to_string()),
-                    ("reason", command.reason.to_string()),
-                ];
+                let labels = DisruptionLabels {
+                    kind: command.kind.to_string(),
+                    reason: command.reason.to_string(),
+                };
                 self.ctx
                     .metrics
                     .disruption_commands

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use crate::context::Context;
 use crate::launch::error_kind;
 use crate::lifecycle;
+use crate::metrics::LaunchFailureLabels;
 
 mod dispatch;
 mod duties;
@@ -262,7 +263,9 @@ impl Driver {
                         self.ctx
                             .metrics
                             .launch_failures
-                            .get_or_create(&vec![("error", error_kind(error).to_owned())])
+                            .get_or_create(&LaunchFailureLabels {
+                                error: error_kind(error).to_owned(),
+                            })
                             .inc();
                         self.launch_errors.insert(claim.clone(), error.clone());
                         lifecycle::launch_failed_event(&self.ctx, claim, error);

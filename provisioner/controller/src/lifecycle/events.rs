@@ -8,6 +8,7 @@ use quartermaster_solver::PodRef;
 
 use crate::context::Context;
 use crate::driver::Driver;
+use crate::metrics::RepairLabels;
 
 fn claim_ref(ctx: &Context, claim: &str) -> ObjectReference {
     let uid = ctx
@@ -150,7 +151,7 @@ pub fn rebooting_event(driver: &Driver, claim: &str, why: &str) {
     let condition = why.split(" for ").next().unwrap_or_default().to_owned();
     ctx.metrics
         .repair_reboots
-        .get_or_create(&vec![("condition", condition)])
+        .get_or_create(&RepairLabels { condition })
         .inc();
     tracing::warn!(nodeclaim = claim, condition = %why, "repairing: rebooting an unhealthy node");
     spawn_event(
@@ -179,7 +180,7 @@ pub fn disrupting_event(
         let condition = why.split(" for ").next().unwrap_or_default().to_owned();
         ctx.metrics
             .repairs
-            .get_or_create(&vec![("condition", condition)])
+            .get_or_create(&RepairLabels { condition })
             .inc();
         tracing::warn!(nodeclaim = claim, condition = %why, "repairing: replacing an unhealthy node");
         spawn_event(
