@@ -12,7 +12,7 @@
 //!
 //! Interruption notices come from the EventBridge -> SQS queue when one is configured.
 //!
-//! SDK types stop in `sdk.rs`, `sdk_sqs.rs`, `sdk_ssm.rs`, `sdk_pricing.rs`, `doctor.rs` and `config.rs`: the provider talks to the [`port::Ec2`] trait.
+//! SDK types stop in `sdk/`, `sdk_sqs.rs`, `sdk_ssm.rs`, `sdk_pricing.rs`, `doctor.rs` and `config.rs`: the provider talks to the [`port::Ec2`] trait.
 
 mod cloud;
 mod config;

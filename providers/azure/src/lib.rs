@@ -16,13 +16,14 @@
 //! of the reservation its NodeClaim names, and VMs in a group report capacity type reserved.
 //! `reboot` is `virtualMachines/restart`, its operation followed like a create's.
 //!
-//! Prices come from the Retail Prices API ([`prices`]). SDK types stop in `sdk.rs`: the
+//! Prices come from the Retail Prices API ([`prices`]). SDK types stop in `sdk/`: the
 //! provider talks to the [`port::Arm`] trait, so the official `azure_resourcemanager_compute`
 //! can replace the frozen `azure_mgmt_compute` there alone.
 
 mod cloud;
 mod config;
 mod credentials;
+pub mod doctor;
 pub mod errors;
 pub mod names;
 pub mod port;

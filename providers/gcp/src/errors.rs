@@ -28,6 +28,9 @@ pub enum GcpError {
     /// The Cloud Billing Catalog answered something that is not a SKU list.
     #[error("Cloud Billing Catalog: {0}")]
     Prices(String),
+    /// A Cloud Billing call failed (its words, with the URL called).
+    #[error("{0}")]
+    Billing(String),
 }
 
 impl From<GcpError> for CloudError {

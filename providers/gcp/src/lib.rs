@@ -18,6 +18,7 @@ pub mod billing;
 mod cloud;
 mod config;
 pub mod credentials;
+pub mod doctor;
 pub mod errors;
 pub mod instance;
 pub mod names;

@@ -4,7 +4,7 @@
 //! price is the sum of its parts: vCPUs × core SKU + GiB × RAM SKU + GPUs × GPU SKU. Types
 //! whose parts are not all priced get no quote (the embedded price stays).
 //!
-//! Parsing only; the HTTP calls are the caller's.
+//! Parsing here; the HTTP calls are in [`fetch`].
 
 use std::collections::BTreeMap;
 
@@ -13,6 +13,8 @@ use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType, PriceQuo
 use serde::Deserialize;
 
 use crate::errors::GcpError;
+
+pub mod fetch;
 
 /// The public Cloud Billing API.
 pub const BILLING_ENDPOINT: &str = "https://cloudbilling.googleapis.com";
