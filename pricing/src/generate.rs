@@ -241,7 +241,7 @@ fn insert_lenient(rows: &mut Rows, key: (String, String, String), row: Row, summ
         Some(old) => {
             drop_row(
                 summary,
-                "type listed twice for a zone (the lower prices kept)",
+                "type listed twice for a zone or region (the lower prices kept)",
             );
             if (row.1, row.2.unwrap_or(f64::MAX)) < (old.1, old.2.unwrap_or(f64::MAX)) {
                 *old = row;

@@ -167,42 +167,57 @@ fn az_ids_map_to_zone_letters_and_local_zones_have_none() {
     assert_eq!(zone_letter("use1-az0"), None);
 }
 
-/// The checked-in generated file is what the generator makes of it: rebuilding `vms.csv` rows
-/// from its rows (and the facts) and generating again gives the same rows and metadata.
+/// The checked-in generated files are what the generator makes of them: rebuilding `vms.csv`
+/// rows from their rows (and the facts) and generating again gives the same rows and metadata.
 #[test]
 fn checked_in_offerings_equal_the_generator_output_on_their_own_rows() {
-    let text = aws_generated();
-    let facts = Catalog::parse("aws.toml", aws_facts()).unwrap();
-    let mut vms = String::from(
-        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch\n",
-    );
-    for row in body(text).lines().skip(1) {
-        let f: Vec<&str> = row.split(',').collect();
-        let t = facts
-            .instance_types
-            .iter()
-            .find(|t| t.name == f[0])
-            .unwrap();
-        let acc = t.accelerator.as_ref().map_or("", |a| a.name.as_str());
-        let gib = t.memory_mib as f64 / 1024.0;
-        vms.push_str(&format!(
-            "{},{acc},,{},{gib},,{},{},{},{},x86_64\n",
-            f[0], t.vcpu, f[4], f[5], f[1], f[3]
-        ));
-    }
-    let read_on = NaiveDate::parse_from_str(meta_value(text, "as_of"), "%Y-%m-%d").unwrap();
-    let g = generate(
-        Cloud::Aws,
-        Part::Accelerators,
-        "aws.toml",
-        aws_facts(),
-        &vms,
-        &snapshot("any", read_on),
-    )
-    .unwrap();
-    assert_eq!(body(&g.text), body(text));
-    for key in ["cloud", "source", "as_of"] {
-        assert_eq!(meta_value(&g.text, key), meta_value(text, key), "{key}");
+    assert_eq!(EMBEDDED_OFFERINGS.len(), 2);
+    for (facts_name, file, text) in EMBEDDED_OFFERINGS {
+        assert_eq!(facts_name, "aws.toml");
+        // aws.csv predates the `#! part` line: without it a file holds accelerator types.
+        let part = if text.contains("\n#! part = cpu\n") {
+            Part::Cpu
+        } else {
+            Part::Accelerators
+        };
+        assert_eq!(file, format!("offerings/{}", part.file_name(Cloud::Aws)));
+        let facts = Catalog::parse("aws.toml", aws_facts()).unwrap();
+        let mut vms = String::from(
+            "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch\n",
+        );
+        for row in body(text).lines().skip(1) {
+            let f: Vec<&str> = row.split(',').collect();
+            let t = facts
+                .instance_types
+                .iter()
+                .find(|t| t.name == f[0])
+                .unwrap();
+            let acc = t.accelerator.as_ref().map_or("", |a| a.name.as_str());
+            let gib = t.memory_mib as f64 / 1024.0;
+            vms.push_str(&format!(
+                "{},{acc},,{},{gib},,{},{},{},{},x86_64\n",
+                f[0], t.vcpu, f[4], f[5], f[1], f[3]
+            ));
+        }
+        let read_on = NaiveDate::parse_from_str(meta_value(text, "as_of"), "%Y-%m-%d").unwrap();
+        let g = generate(
+            Cloud::Aws,
+            part,
+            "aws.toml",
+            aws_facts(),
+            &vms,
+            &snapshot("any", read_on),
+        )
+        .unwrap();
+        assert_eq!(body(&g.text), body(text), "{file}");
+        assert_eq!(meta_value(&g.text, "part"), part.as_str(), "{file}");
+        for key in ["cloud", "source", "as_of"] {
+            assert_eq!(
+                meta_value(&g.text, key),
+                meta_value(text, key),
+                "{file} {key}"
+            );
+        }
     }
 }
 
@@ -364,4 +379,246 @@ fn loading_rejects_bad_generated_files() {
         assert!(e.contains(want), "{want:?} not in {e:?}");
         assert!(e.starts_with("offerings.csv: line "), "{e}");
     }
+}
+
+const GCP_FACTS: &str = include_str!("../tests/fixtures/catalog-gen/gcp/facts.toml");
+const GCP_VMS: &str = include_str!("../tests/fixtures/catalog-gen/gcp/vms.csv");
+const AZURE_FACTS: &str = include_str!("../tests/fixtures/catalog-gen/azure/facts.toml");
+const AZURE_VMS: &str = include_str!("../tests/fixtures/catalog-gen/azure/vms.csv");
+
+fn generate_fixture(
+    cloud: Cloud,
+    part: Part,
+    facts: &str,
+    vms: &str,
+) -> crate::generate::Generated {
+    let snapshot = Snapshot {
+        repo: "skypilot-org/skypilot-catalog".into(),
+        path: format!("catalogs/v8/{cloud}/vms.csv"),
+        commit: "0123456789abcdef".into(),
+        read_on: NaiveDate::from_ymd_opt(2026, 12, 4).unwrap(),
+        extract: None,
+    };
+    generate(cloud, part, "facts.toml", facts, vms, &snapshot).unwrap()
+}
+
+fn rows(text: &str) -> Vec<&str> {
+    body(text).lines().skip(1).collect()
+}
+
+#[test]
+fn gcp_accelerator_optimized_types_cost_their_host_row_plus_their_gpu_row() {
+    let g = generate_fixture(Cloud::Gcp, Part::Accelerators, GCP_FACTS, GCP_VMS);
+    // a2-highgpu-1g in us-central1-a: host 0.73948 + one A100 2.93391, spot 0.36975 + 1.4341;
+    // a2-highgpu-2g: host + the two-A100 row. europe-west4-a's A100 rows disagree (1.6 per GPU
+    // for one, 3.2 for two): both are left out, and with them the types they would price there;
+    // us-west3-b has no A100 row.
+    assert_eq!(
+        rows(&g.text),
+        vec![
+            "a2-highgpu-1g,us-central1,us-central1-a,us-central1-a,3.67339,1.80385",
+            "a2-highgpu-1g,us-central1,us-central1-b,us-central1-b,3.67339,1.80385",
+            "a2-highgpu-2g,us-central1,us-central1-a,us-central1-a,7.34677,3.6077",
+        ]
+    );
+    let s = &g.summary;
+    let dropped = |why: &str| s.dropped.get(why).copied().unwrap_or(0);
+    assert_eq!(
+        dropped(
+            "GPU row whose per-GPU price is off its zone's median for that GPU by more than 10% (left out)"
+        ),
+        2
+    );
+    assert_eq!(
+        dropped("accelerator-optimized host row without its GPU row in the zone"),
+        3
+    );
+    assert_eq!(dropped("TPU rows (TPUs are not modelled)"), 1);
+    assert_eq!(dropped("CPU type (in the -cpu file)"), 3);
+    assert_eq!(s.left_out, BTreeSet::from(["a3-highgpu-1g".to_owned()]));
+    assert_eq!(s.other_accelerators, BTreeSet::from(["T4".to_owned()]));
+    assert_eq!(meta_value(&g.text, "left_out"), "a3-highgpu-1g");
+    assert_eq!(meta_value(&g.text, "source"), "SKY-GCP");
+    assert!(g.text.contains("N1-attached, not modelled): T4"));
+}
+
+#[test]
+fn cpu_types_are_generated_outside_the_default_region_only() {
+    let g = generate_fixture(Cloud::Gcp, Part::Cpu, GCP_FACTS, GCP_VMS);
+    // us-central1 is the facts file's default region; a spot price of 0 is no spot figure.
+    assert_eq!(
+        rows(&g.text),
+        vec![
+            "n2-standard-4,europe-west4,europe-west4-a,europe-west4-a,0.21372,0.0511",
+            "n2-standard-4,europe-west4,europe-west4-b,europe-west4-b,0.21372,",
+        ]
+    );
+    assert_eq!(meta_value(&g.text, "part"), "cpu");
+    assert_eq!(
+        g.summary.dropped["CPU type in the default region (the curated CPU types stand there)"],
+        1
+    );
+}
+
+#[test]
+fn azure_rows_are_offered_in_three_zones_of_their_region() {
+    let g = generate_fixture(Cloud::Azure, Part::Accelerators, AZURE_FACTS, AZURE_VMS);
+    let mut want = Vec::new();
+    for (name, region, od, spot) in [
+        ("Standard_NC24ads_A100_v4", "eastus", "3.673", "0.444433"),
+        ("Standard_NC24ads_A100_v4", "westeurope", "4.041", "0.5111"),
+        // Spot equal to on-demand: no spot figure.
+        ("Standard_NC40ads_H100_v5", "eastus", "6.98", ""),
+    ] {
+        for z in 1..=3 {
+            want.push(format!("{name},{region},{region}-{z},{region},{od},{spot}"));
+        }
+    }
+    assert_eq!(rows(&g.text), want);
+    let s = &g.summary;
+    assert_eq!(
+        s.dropped["type listed twice for a zone or region (the lower prices kept)"],
+        1
+    );
+    assert_eq!(
+        s.left_out,
+        BTreeSet::from(["Standard_ND96isr_MI300X_v5".to_owned()])
+    );
+    let cpu = generate_fixture(Cloud::Azure, Part::Cpu, AZURE_FACTS, AZURE_VMS);
+    assert_eq!(
+        rows(&cpu.text),
+        (1..=3)
+            .map(|z| format!("Standard_D4s_v5,westeurope,westeurope-{z},westeurope,0.21,0.042"))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn gcp_and_azure_output_loads_and_does_not_depend_on_the_row_order() {
+    for (cloud, facts, vms) in [
+        (Cloud::Gcp, GCP_FACTS, GCP_VMS),
+        (Cloud::Azure, AZURE_FACTS, AZURE_VMS),
+    ] {
+        let mut lines: Vec<&str> = vms.lines().collect();
+        lines[1..].reverse();
+        let reversed = lines.join("\n") + "\n";
+        let mut loaded = Catalog::parse("facts.toml", facts).unwrap();
+        for part in Part::ALL {
+            let a = generate_fixture(cloud, part, facts, vms);
+            let b = generate_fixture(cloud, part, facts, &reversed);
+            assert_eq!(a.text, b.text, "{cloud} {part:?}");
+            apply("offerings.csv", &a.text, &mut loaded).unwrap();
+        }
+        // Every type of the fixture facts got offerings, from one part or the other.
+        assert!(
+            loaded
+                .instance_types
+                .iter()
+                .all(|t| !t.offerings.is_empty())
+        );
+        let spot_sources: BTreeSet<&str> = loaded
+            .instance_types
+            .iter()
+            .flat_map(|t| &t.offerings)
+            .filter(|o| o.capacity_type == CapacityType::Spot)
+            .map(|o| o.price_source.as_str())
+            .collect();
+        let want: BTreeSet<&str> = match cloud {
+            Cloud::Gcp => [
+                "SKY-GCP:europe-west4-a",
+                "SKY-GCP:us-central1-a",
+                "SKY-GCP:us-central1-b",
+            ]
+            .into(),
+            _ => ["SKY-AZURE:eastus", "SKY-AZURE:westeurope"].into(),
+        };
+        assert_eq!(spot_sources, want, "{cloud}");
+    }
+}
+
+#[test]
+fn a_generated_file_holds_the_types_of_its_part_only() {
+    let text = "#! cloud = aws\n#! part = cpu\n#! source = SKY-AWS\n#! as_of = 2026-12-04\ninstance_type,region,zone,zone_id,on_demand,spot\ng6.xlarge,us-east-1,us-east-1a,use1-az1,1.0,\n";
+    let e = apply_to_fixture(text).unwrap_err().to_string();
+    assert!(e.contains("is not of this file's part (cpu)"), "{e}");
+}
+
+/// A CPU pod next to GPU pods can be placed in every AWS region that sells GPUs: each has a
+/// general-purpose and a compute-optimized CPU type, and a memory-optimized one except where
+/// the snapshot sells none of ours (r7i.xlarge: not in ap-east-1 and me-central-1).
+#[test]
+fn cpu_families_are_in_every_aws_region_with_gpus() {
+    let catalog = Catalog::embedded_all_regions();
+    let mut gpu_regions = BTreeSet::new();
+    let mut cpu: BTreeSet<(&str, char)> = BTreeSet::new();
+    for t in catalog.for_cloud(Cloud::Aws) {
+        for o in &t.offerings {
+            if t.accelerator.is_some() {
+                gpu_regions.insert(o.region.as_str());
+            } else if o.capacity_type == CapacityType::OnDemand {
+                cpu.insert((o.region.as_str(), t.family.chars().next().unwrap()));
+            }
+        }
+    }
+    assert_eq!(gpu_regions.len(), 19);
+    for region in &gpu_regions {
+        for family in ['m', 'c', 'r'] {
+            if family == 'r' && ["ap-east-1", "me-central-1"].contains(region) {
+                continue;
+            }
+            assert!(
+                cpu.contains(&(*region, family)),
+                "no {family} CPU type in {region}"
+            );
+        }
+    }
+    // The generated CPU types stay out of the default region, whose catalog is unchanged.
+    let default = Catalog::embedded();
+    for name in [
+        "m7i.large",
+        "m7i.xlarge",
+        "c7i.large",
+        "c7i.xlarge",
+        "r7i.xlarge",
+    ] {
+        assert!(default.get(Cloud::Aws, name).is_none(), "{name}");
+        let t = catalog.get(Cloud::Aws, name).expect(name);
+        assert!(
+            t.offerings.iter().all(|o| o.region != "us-east-1"),
+            "{name}"
+        );
+        assert!(
+            t.offerings
+                .iter()
+                .any(|o| o.capacity_type == CapacityType::Spot),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn coverage_counts_gpu_and_cpu_types_apart() {
+    let catalog = Catalog::embedded_all_regions();
+    let rows = crate::coverage::coverage(&catalog);
+    assert_eq!(rows.len(), 6);
+    for cloud in Cloud::ALL {
+        let types = catalog
+            .for_cloud(cloud)
+            .filter(|t| !t.offerings.is_empty())
+            .count();
+        let counted: usize = rows
+            .iter()
+            .filter(|r| r.cloud == cloud)
+            .map(|r| r.types)
+            .sum();
+        assert_eq!(counted, types, "{cloud}");
+    }
+    let aws_cpu = rows
+        .iter()
+        .find(|r| r.cloud == Cloud::Aws && !r.accelerators)
+        .unwrap();
+    assert!(aws_cpu.regions >= 20 && aws_cpu.spot > 300, "{aws_cpu:?}");
+    let table = crate::coverage::markdown(&rows);
+    assert_eq!(table.lines().count(), 8);
+    assert!(table.contains("| aws | CPU |"));
 }

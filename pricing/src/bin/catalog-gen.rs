@@ -14,7 +14,7 @@
 //! extract of the snapshot's rows, which `--extract WHAT` describes in the header); a cloud whose `vms.csv` is missing is skipped with a note,
 //! and a part with no generated type is not written. Then the coverage of the resulting catalog (the facts files plus every
 //! `<out>/offerings/<cloud>.csv` there) is printed as the Markdown table the README's catalog
-//! section shows. A new `offerings/<cloud>.csv` is embedded by adding it to
+//! section shows (`catalog-gen --coverage` prints it alone, generating nothing). A new `offerings/<cloud>.csv` is embedded by adding it to
 //! `EMBEDDED_OFFERINGS` (pricing/src/catalog.rs).
 
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ use chrono::NaiveDate;
 use quartermaster_pricing::generate::{Part, Snapshot, generate};
 use quartermaster_pricing::{Catalog, Cloud, coverage};
 
-const USAGE: &str = "usage: catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--part accelerators|cpu] [--extract WHAT] [--out DIR]";
+const USAGE: &str = "usage: catalog-gen --coverage [--out DIR] | catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--part accelerators|cpu] [--extract WHAT] [--out DIR]";
 
 struct Args {
     skypilot: PathBuf,
@@ -92,7 +92,25 @@ fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// `catalog-gen --coverage [--out DIR]`: the coverage table of the catalog in `DIR` (default:
+/// pricing/data), nothing generated.
+fn coverage_only() -> Option<Result<(), String>> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) != Some("--coverage") {
+        return None;
+    }
+    let out = match argv.get(1..).unwrap_or_default() {
+        [] => Path::new(env!("CARGO_MANIFEST_DIR")).join("data"),
+        [flag, dir] if flag == "--out" => PathBuf::from(dir),
+        _ => return Some(Err(USAGE.to_owned())),
+    };
+    Some(print_coverage(&out))
+}
+
 fn run() -> Result<(), String> {
+    if let Some(r) = coverage_only() {
+        return r;
+    }
     let a = args()?;
     let mut written = 0;
     for &cloud in &a.clouds {
@@ -159,16 +177,20 @@ fn run() -> Result<(), String> {
     if written == 0 {
         return Err(format!("nothing generated from {}", a.skypilot.display()));
     }
-    // The coverage of the catalog as it will be embedded: the facts files plus the offerings
-    // files in `<out>/offerings` (not the copies compiled into this binary).
+    print_coverage(&a.out)
+}
+
+/// Prints the coverage of the catalog as it will be embedded: the facts files in `out` plus the
+/// offerings files in `<out>/offerings` (not the copies compiled into this binary).
+fn print_coverage(out: &Path) -> Result<(), String> {
     let mut facts = Vec::new();
     let mut offerings = Vec::new();
     for cloud in Cloud::ALL {
         let name = format!("{cloud}.toml");
-        facts.push((name.clone(), read(&a.out.join(&name))?));
+        facts.push((name.clone(), read(&out.join(&name))?));
         for part in Part::ALL {
             let file = format!("offerings/{}", part.file_name(cloud));
-            let generated = a.out.join(&file);
+            let generated = out.join(&file);
             if generated.is_file() {
                 offerings.push((name.clone(), file, read(&generated)?));
             }
