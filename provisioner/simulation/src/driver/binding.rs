@@ -1,5 +1,5 @@
-//! Binding: the kube-scheduler stand-in's cycle (or the engine's planned binds) and what the
-//! engine is told of pods bound and unbound.
+//! Binding: the kube-scheduler stand-in's cycle (the engine's planned binds are `Action::Bind`,
+//! carried out in `actions.rs`) and what the engine is told of pods bound and unbound.
 
 use quartermaster_engine::Event;
 use quartermaster_solver::PodRef;
