@@ -118,10 +118,14 @@ pub async fn launch(
     let claim = request.claim_name.clone();
     let result = launch_inner(&ctx, cloud, &request, pool.as_deref(), decided).await;
     let event = match result {
-        Ok(instance) => Event::Launched {
-            claim: claim.clone(),
-            instance,
-        },
+        Ok(instance) => {
+            // In the launch's span (the driver's): the claim and its pods.
+            tracing::debug!(instance = %instance.provider_id, "launch finished");
+            Event::Launched {
+                claim: claim.clone(),
+                instance,
+            }
+        }
         Err(error) => Event::LaunchFailed {
             claim: claim.clone(),
             error,

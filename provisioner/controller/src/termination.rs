@@ -127,6 +127,7 @@ pub fn plan_drain(
 
 /// Drives the termination of `name` until it is done, this replica stops leading, or the
 /// claim disappears. Transient failures are retried with backoff; nothing panics.
+#[tracing::instrument(name = "terminate", skip_all, fields(nodeclaim = %name))]
 pub async fn terminate(ctx: Arc<Context>, name: String) {
     let mut backoff = RETRY;
     loop {
@@ -327,6 +328,11 @@ const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
 
 /// One drain pass over `node` as [`plan_drain`] decides it; returns how many pods are left to
 /// wait for (0 once the grace period is over, whatever still runs).
+#[tracing::instrument(
+    name = "drain",
+    skip_all,
+    fields(node = node.metadata.name.as_deref().unwrap_or_default(), pods = tracing::field::Empty)
+)]
 async fn drain(
     ctx: &Context,
     node: &Node,
@@ -335,6 +341,15 @@ async fn drain(
 ) -> Result<usize, ControllerError> {
     let node_name = node.metadata.name.as_deref().unwrap_or_default();
     let pods = drain_pods(ctx, node_name);
+    let span = tracing::Span::current();
+    if !span.is_disabled() && !pods.is_empty() {
+        let names: Vec<String> = pods
+            .iter()
+            .map(|p| format!("{}/{}", p.namespace, p.name))
+            .collect();
+        span.record("pods", names.join(","));
+        tracing::debug!(left = pods.len(), "draining");
+    }
     let plan = plan_drain(&pods, deadline, now);
     for (pod, step) in pods.iter().zip(&plan.steps) {
         let (ns, name) = (pod.namespace.as_str(), pod.name.as_str());

@@ -6,6 +6,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use quartermaster_engine::{Action, ClaimView, Event};
 use quartermaster_solver::PodRef;
+use tracing::Instrument as _;
 
 use super::{Driver, EXPLAINED_PER_PASS, Outcome, TOP_REASONS};
 use crate::launch::launch;
@@ -31,6 +32,27 @@ impl Driver {
                     return;
                 };
                 let pool = self.ctx.stores.node_pool(request.node_pool.as_str());
+                // The launch's span names the claim and the pods it is for: every line of the
+                // launch task (the API writes, the cloud's calls) carries them.
+                let span = tracing::info_span!(
+                    "launch",
+                    nodeclaim = %claim,
+                    nodepool = %request.node_pool,
+                    pods = %PodList(
+                        self.engine
+                            .as_ref()
+                            .map(|e| e.nominated_to(&claim).cloned().collect())
+                            .unwrap_or_default()
+                    ),
+                );
+                span.in_scope(|| {
+                    tracing::info!(
+                        instance_type = %request.instance_type,
+                        zone = %request.zone,
+                        capacity_type = %request.capacity_type,
+                        "launch decided"
+                    )
+                });
                 if !self.seen.contains(&claim) && !self.written.created(&claim) {
                     self.ctx
                         .metrics
@@ -47,14 +69,17 @@ impl Driver {
                         crate::page::Decision::launch(&request),
                     );
                 }
-                self.ctx.spawn(launch(
-                    self.ctx.clone(),
-                    cloud,
-                    request,
-                    pool,
-                    self.outcomes_tx.clone(),
-                    Instant::now(),
-                ));
+                self.ctx.spawn(
+                    launch(
+                        self.ctx.clone(),
+                        cloud,
+                        request,
+                        pool,
+                        self.outcomes_tx.clone(),
+                        Instant::now(),
+                    )
+                    .instrument(span),
+                );
             }
             Action::Delete {
                 claim,
@@ -96,6 +121,7 @@ impl Driver {
                 let in_cluster = self.seen.contains(&claim)
                     || self.written.created(&claim)
                     || self.launching.contains(&claim);
+                let span = tracing::info_span!("delete", nodeclaim = %claim, %reason);
                 self.ctx.spawn(async move {
                     if in_cluster {
                         if let Err(e) = ctx.writer.delete_claim(&claim).await {
@@ -111,7 +137,7 @@ impl Driver {
                         let _ = provider.delete(&id).await;
                     }
                     let _ = tx.send(Outcome::Engine(Box::new(Event::Deleted { claim })));
-                });
+                }.instrument(span));
             }
             // The kube-scheduler binds pods: it is told where they are expected, no more.
             Action::Bind { pod, node } => self.nominate_pod(pod, node),
@@ -268,5 +294,21 @@ impl Driver {
                 let _ = tx.send(Outcome::TerminationDone { claim: name });
             });
         }
+    }
+}
+
+/// Pod names for a span field: `namespace/name`, comma-separated (formatted only when the span
+/// is recorded).
+struct PodList(Vec<PodRef>);
+
+impl std::fmt::Display for PodList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, pod) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{pod}")?;
+        }
+        Ok(())
     }
 }

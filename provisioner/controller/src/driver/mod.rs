@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_cloud::CloudError;
-use quartermaster_engine::{ClaimView, Engine, EngineConfig, Event, NodeView};
+use quartermaster_engine::{Action, ClaimView, Engine, EngineConfig, Event, NodeView};
 use quartermaster_solver::{PodRef, ResourceTable};
 use tokio::sync::mpsc;
 
@@ -298,6 +298,7 @@ impl Driver {
 
     /// One pass at `now`: observe, decide, dispatch, write status.
     pub fn pass(&mut self, now: DateTime<Utc>) {
+        let _pass = tracing::info_span!("pass").entered();
         let started = Instant::now();
         while let Ok(outcome) = self.outcomes_rx.try_recv() {
             self.outcome(outcome);
@@ -308,7 +309,16 @@ impl Driver {
         };
         let solves = engine.stats().solves;
         let poll_started = Instant::now();
-        let actions = engine.poll(now);
+        // The solve's span lists the claims it launches or deletes and the pods it binds.
+        let solve = tracing::info_span!(
+            "solve",
+            nodeclaims = tracing::field::Empty,
+            pods = tracing::field::Empty
+        );
+        let actions = solve.in_scope(|| engine.poll(now));
+        if !solve.is_disabled() {
+            record_decisions(&solve, engine, &actions);
+        }
         if engine.stats().solves > solves {
             self.ctx
                 .metrics
@@ -400,4 +410,29 @@ fn due(next: &mut Option<DateTime<Utc>>, now: DateTime<Utc>, interval: TimeDelta
     }
     *next = Some(now + interval);
     true
+}
+
+/// Records on the solve's span the claims its actions launch or delete and the pods they are
+/// for (nominated to a launched claim, or bound), and logs them there (one line per solve that
+/// decided something).
+fn record_decisions(span: &tracing::Span, engine: &Engine, actions: &[Action]) {
+    let mut claims = Vec::new();
+    let mut pods = Vec::new();
+    for action in actions {
+        match action {
+            Action::Launch { claim, .. } => {
+                claims.push(claim.as_str());
+                pods.extend(engine.nominated_to(claim).map(ToString::to_string));
+            }
+            Action::Delete { claim, .. } => claims.push(claim.as_str()),
+            Action::Bind { pod, .. } => pods.push(pod.to_string()),
+            _ => {}
+        }
+    }
+    if claims.is_empty() && pods.is_empty() {
+        return;
+    }
+    span.record("nodeclaims", claims.join(","));
+    span.record("pods", pods.join(","));
+    span.in_scope(|| tracing::debug!(actions = actions.len(), "solved"));
 }

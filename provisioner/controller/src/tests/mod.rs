@@ -10,6 +10,7 @@ mod reservations;
 mod scenarios;
 mod scheduler_disobeys;
 mod secrets;
+mod spans;
 
 use std::sync::Arc;
 
