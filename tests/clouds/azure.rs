@@ -7,16 +7,13 @@
 //! reservation's group and reads back reserved; reboot restarts the VM (a missing one is
 //! NotFound).
 
-#[path = "azure_server.rs"]
-pub(crate) mod azure_server;
-
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use azure_server::{AzureServer, Call, HttpFault};
+use crate::azure_server::{AzureServer, Call, HttpFault};
 use base64::Engine as _;
 use quartermaster_azure::{
     AzureCloud, AzureError, AzureSettings, BootstrapData, CallLimits, CredentialSource,
@@ -611,7 +608,7 @@ const RESERVATION_GROUP: &str = quartermaster_pricing::reservation::TAG_RESERVAT
 fn group_id(resource_group: &str, group: &str) -> String {
     format!(
         "/subscriptions/{}/resourceGroups/{resource_group}/providers/Microsoft.Compute/capacityReservationGroups/{group}",
-        azure_server::SUBSCRIPTION
+        crate::azure_server::SUBSCRIPTION
     )
 }
 

@@ -11,19 +11,13 @@
 //! VMs held whose `capacityReservation.capacityReservationGroup.id` is its group and whose size
 //! and zone are its own (a VM is never deallocated here, so both lists are the same).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::convert::Infallible;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::Method;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+
+use crate::local_server::{Api, LocalServer, Queued, Reply, Req, reply};
 
 /// The kinds of call faults can be queued for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -98,12 +92,8 @@ struct State {
     operations: BTreeMap<String, (String, Value, u32)>,
     /// (size, zone number) without capacity.
     exhausted: BTreeSet<(String, String)>,
-    /// Queued faults per call.
-    faults: BTreeMap<Call, VecDeque<HttpFault>>,
-    /// Queued raw answers per call: (status, body), answered instead of the call.
-    canned: BTreeMap<Call, VecDeque<(u16, String)>>,
-    /// Every call, `METHOD path`.
-    calls: Vec<String>,
+    /// Every call, and the faults and raw answers queued per call.
+    queued: Queued<Call, HttpFault>,
     /// Resource SKUs listed.
     skus: Vec<Value>,
     /// Retail price items listed.
@@ -128,57 +118,30 @@ struct State {
 }
 
 /// The running server; stops when dropped.
-pub struct AzureServer {
-    addr: SocketAddr,
-    state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for AzureServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+pub struct AzureServer(LocalServer<State>);
 
 impl AzureServer {
     /// A server on a free port of 127.0.0.1 holding `resource_group`; operations need one poll
     /// before they are final.
     pub async fn start(resource_group: &str) -> AzureServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the Azure server");
-        let addr = listener.local_addr().expect("server address");
-        let state = Arc::new(Mutex::new(State {
-            polls_before_done: 1,
-            page_size: 100,
-            resource_groups: BTreeSet::from([resource_group.to_ascii_lowercase()]),
-            ..State::default()
-        }));
-        let s = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, s.clone(), addr));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        AzureServer { addr, state, task }
+        AzureServer(
+            LocalServer::start(State {
+                polls_before_done: 1,
+                page_size: 100,
+                resource_groups: BTreeSet::from([resource_group.to_ascii_lowercase()]),
+                ..State::default()
+            })
+            .await,
+        )
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        self.0.endpoint()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.state()
     }
 
     /// PUTs of `size` in zone number `zone` finish with `AllocationFailed`.
@@ -190,21 +153,13 @@ impl AzureServer {
 
     /// The next `call` answers `fault`.
     pub fn fail_next(&self, call: Call, fault: HttpFault) {
-        self.state()
-            .faults
-            .entry(call)
-            .or_default()
-            .push_back(fault);
+        self.state().queued.fail_next(call, fault);
     }
 
     /// The next `call` is answered `status` with `body` verbatim (`application/json`, whatever
     /// it holds), without doing anything: malformed or surprising responses.
     pub fn reply_next(&self, call: Call, status: u16, body: impl Into<String>) {
-        self.state()
-            .canned
-            .entry(call)
-            .or_default()
-            .push_back((status, body.into()));
+        self.state().queued.reply_next(call, status, body.into());
     }
 
     /// The resource SKUs the SKU list answers.
@@ -334,39 +289,11 @@ impl AzureServer {
 
     /// How many calls started with `prefix` (`PUT`, `GET /subscriptions/...`).
     pub fn calls(&self, prefix: &str) -> usize {
-        self.state()
-            .calls
-            .iter()
-            .filter(|c| c.starts_with(prefix))
-            .count()
+        self.state().queued.count(prefix)
     }
 }
 
-fn reply(status: u16, body: &Value, headers: &[(&str, String)]) -> Response<Full<Bytes>> {
-    let mut r = Response::builder()
-        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header("content-type", "application/json");
-    for (k, v) in headers {
-        r = r.header(*k, v);
-    }
-    r.body(Full::new(Bytes::from(body.to_string())))
-        .expect("a valid response")
-}
-
-fn raw(status: u16, body: String) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .expect("a valid response")
-}
-
-fn error(
-    status: u16,
-    code: &str,
-    message: &str,
-    retry_after: Option<u64>,
-) -> Response<Full<Bytes>> {
+fn error(status: u16, code: &str, message: &str, retry_after: Option<u64>) -> Reply {
     let headers: Vec<(&str, String)> = retry_after
         .map(|s| ("retry-after", s.to_string()))
         .into_iter()
@@ -487,158 +414,153 @@ fn route(path: &str) -> Route {
     }
 }
 
-async fn handle(
-    req: Request<Incoming>,
-    state: Arc<Mutex<State>>,
-    addr: SocketAddr,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    let method = req.method().clone();
-    let path = req.uri().path().to_owned();
-    let query: BTreeMap<String, String> =
-        form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
-            .into_owned()
-            .collect();
-    let authorized = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("Bearer ") && v.len() > "Bearer ".len());
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let route = route(&path);
-    let call = match (&method, &route) {
-        (&Method::PUT, Route::Vm(_)) => Some(Call::Put),
-        (&Method::GET, Route::Vm(_)) => Some(Call::Get),
-        (&Method::DELETE, Route::Vm(_)) => Some(Call::Delete),
-        (&Method::GET, Route::Vms) => Some(Call::List),
-        (&Method::GET, Route::Operation(_)) => Some(Call::Operation),
-        (&Method::GET, Route::Skus) => Some(Call::Skus),
-        (&Method::GET, Route::Usages) => Some(Call::Usages),
-        (&Method::GET, Route::ResourceGroup(_)) => Some(Call::ResourceGroup),
-        (&Method::GET, Route::Prices) => Some(Call::Prices),
-        (&Method::GET, Route::ReservationGroups) => Some(Call::ReservationGroups),
-        (&Method::GET, Route::ReservationGroup(_)) => Some(Call::ReservationGroup),
-        (&Method::GET, Route::Reservations(_)) => Some(Call::Reservations),
-        (&Method::POST, Route::Restart(_)) => Some(Call::Restart),
-        _ => None,
-    };
-    let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-    st.calls.push(format!("{method} {path}"));
-    let Some(call) = call else {
-        return Ok(error(
-            404,
-            "NotFound",
-            &format!("no route {method} {path}"),
-            None,
-        ));
-    };
-    if call != Call::Prices && !authorized {
-        return Ok(error(401, "AuthenticationFailed", "no bearer token", None));
+impl Api for State {
+    type Call = Call;
+    type Fault = HttpFault;
+
+    fn queued(&mut self) -> &mut Queued<Call, HttpFault> {
+        &mut self.queued
     }
-    if let Some(f) = st.faults.get_mut(&call).and_then(VecDeque::pop_front) {
-        return Ok(error(f.status, &f.code, "injected fault", f.retry_after));
+
+    fn call_of(&self, req: &Req) -> Result<Call, Box<Reply>> {
+        let (method, path) = (&req.method, &req.path);
+        let authorized = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("Bearer ") && v.len() > "Bearer ".len());
+        let route = route(path);
+        let call = match (method, &route) {
+            (&Method::PUT, Route::Vm(_)) => Some(Call::Put),
+            (&Method::GET, Route::Vm(_)) => Some(Call::Get),
+            (&Method::DELETE, Route::Vm(_)) => Some(Call::Delete),
+            (&Method::GET, Route::Vms) => Some(Call::List),
+            (&Method::GET, Route::Operation(_)) => Some(Call::Operation),
+            (&Method::GET, Route::Skus) => Some(Call::Skus),
+            (&Method::GET, Route::Usages) => Some(Call::Usages),
+            (&Method::GET, Route::ResourceGroup(_)) => Some(Call::ResourceGroup),
+            (&Method::GET, Route::Prices) => Some(Call::Prices),
+            (&Method::GET, Route::ReservationGroups) => Some(Call::ReservationGroups),
+            (&Method::GET, Route::ReservationGroup(_)) => Some(Call::ReservationGroup),
+            (&Method::GET, Route::Reservations(_)) => Some(Call::Reservations),
+            (&Method::POST, Route::Restart(_)) => Some(Call::Restart),
+            _ => None,
+        };
+        let Some(call) = call else {
+            return Err(Box::new(error(
+                404,
+                "NotFound",
+                &format!("no route {method} {path}"),
+                None,
+            )));
+        };
+        if call != Call::Prices && !authorized {
+            return Err(Box::new(error(
+                401,
+                "AuthenticationFailed",
+                "no bearer token",
+                None,
+            )));
+        }
+        Ok(call)
     }
-    if let Some((status, body)) = st.canned.get_mut(&call).and_then(VecDeque::pop_front) {
-        return Ok(raw(status, body));
+
+    fn fault(&self, f: &HttpFault) -> Reply {
+        error(f.status, &f.code, "injected fault", f.retry_after)
     }
-    let response = match route {
-        Route::Vm(name) => match method {
-            Method::PUT => put_vm(&mut st, &name, &body, &path, addr),
-            Method::GET => match st.vms.get(&name) {
-                Some(vm) => reply(200, vm, &[]),
+
+    fn answer(&mut self, _call: Call, req: Req, addr: SocketAddr) -> Reply {
+        let st = &mut *self;
+        let (method, path, query) = (req.method, req.path, req.query);
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let route = route(&path);
+        match route {
+            Route::Vm(name) => match method {
+                Method::PUT => put_vm(st, &name, &body, &path, addr),
+                Method::GET => match st.vms.get(&name) {
+                    Some(vm) => reply(200, vm, &[]),
+                    None => error(
+                        404,
+                        "ResourceNotFound",
+                        &format!("VM {name} not found"),
+                        None,
+                    ),
+                },
+                _ => match st.vms.remove(&name) {
+                    Some(_) => reply(202, &Value::Null, &[]),
+                    None => reply(204, &Value::Null, &[]),
+                },
+            },
+            Route::Vms => {
+                let vms: Vec<Value> = st.vms.values().cloned().collect();
+                reply(200, &json!({ "value": vms }), &[])
+            }
+            Route::Operation(id) => operation(st, &id),
+            Route::Skus => reply(200, &json!({ "value": st.skus }), &[]),
+            Route::Usages => reply(200, &json!({ "value": st.usages }), &[]),
+            Route::ResourceGroup(rg) => {
+                if st.resource_groups.contains(&rg) {
+                    reply(200, &json!({ "name": rg, "location": "eastus" }), &[])
+                } else {
+                    error(
+                        404,
+                        "ResourceGroupNotFound",
+                        &format!("resource group {rg} not found"),
+                        None,
+                    )
+                }
+            }
+            Route::Prices => reply(
+                200,
+                &json!({ "BillingCurrency": "USD", "Items": st.prices, "NextPageLink": null, "Count": st.prices.len() }),
+                &[],
+            ),
+            Route::Restart(name) => restart(st, &name, &path, addr),
+            Route::ReservationGroups => {
+                let groups: Vec<Value> = st.groups.values().cloned().collect();
+                page(&groups, st.page_size, &query, &path, addr)
+            }
+            Route::ReservationGroup(id) => match st.groups.get(&id) {
+                Some(g) => {
+                    let mut g = g.clone();
+                    if query.get("$expand").map(String::as_str) == Some("instanceView") {
+                        g["properties"]["instanceView"] = instance_view(st, &id);
+                    }
+                    reply(200, &g, &[])
+                }
                 None => error(
                     404,
                     "ResourceNotFound",
-                    &format!("VM {name} not found"),
+                    &format!("capacity reservation group {id} not found"),
                     None,
                 ),
             },
-            _ => match st.vms.remove(&name) {
-                Some(_) => reply(202, &Value::Null, &[]),
-                None => reply(204, &Value::Null, &[]),
-            },
-        },
-        Route::Vms => {
-            let vms: Vec<Value> = st.vms.values().cloned().collect();
-            reply(200, &json!({ "value": vms }), &[])
-        }
-        Route::Operation(id) => operation(&mut st, &id),
-        Route::Skus => reply(200, &json!({ "value": st.skus }), &[]),
-        Route::Usages => reply(200, &json!({ "value": st.usages }), &[]),
-        Route::ResourceGroup(rg) => {
-            if st.resource_groups.contains(&rg) {
-                reply(200, &json!({ "name": rg, "location": "eastus" }), &[])
-            } else {
-                error(
-                    404,
-                    "ResourceGroupNotFound",
-                    &format!("resource group {rg} not found"),
-                    None,
-                )
-            }
-        }
-        Route::Prices => reply(
-            200,
-            &json!({ "BillingCurrency": "USD", "Items": st.prices, "NextPageLink": null, "Count": st.prices.len() }),
-            &[],
-        ),
-        Route::Restart(name) => restart(&mut st, &name, &path, addr),
-        Route::ReservationGroups => {
-            let groups: Vec<Value> = st.groups.values().cloned().collect();
-            page(&groups, st.page_size, &query, &path, addr)
-        }
-        Route::ReservationGroup(id) => match st.groups.get(&id) {
-            Some(g) => {
-                let mut g = g.clone();
-                if query.get("$expand").map(String::as_str) == Some("instanceView") {
-                    g["properties"]["instanceView"] = instance_view(&st, &id);
+            Route::Reservations(group) => {
+                if st.groups.contains_key(&group) {
+                    let rs: Vec<Value> = reservations_of(st, &group)
+                        .into_iter()
+                        .map(|r| {
+                            let mut r = r.clone();
+                            r["properties"]["virtualMachinesAssociated"] = json!(allocated(st, &r));
+                            r
+                        })
+                        .collect();
+                    page(&rs, st.page_size, &query, &path, addr)
+                } else {
+                    error(
+                        404,
+                        "ResourceNotFound",
+                        &format!("capacity reservation group {group} not found"),
+                        None,
+                    )
                 }
-                reply(200, &g, &[])
             }
-            None => error(
-                404,
-                "ResourceNotFound",
-                &format!("capacity reservation group {id} not found"),
-                None,
-            ),
-        },
-        Route::Reservations(group) => {
-            if st.groups.contains_key(&group) {
-                let rs: Vec<Value> = reservations_of(&st, &group)
-                    .into_iter()
-                    .map(|r| {
-                        let mut r = r.clone();
-                        r["properties"]["virtualMachinesAssociated"] = json!(allocated(&st, &r));
-                        r
-                    })
-                    .collect();
-                page(&rs, st.page_size, &query, &path, addr)
-            } else {
-                error(
-                    404,
-                    "ResourceNotFound",
-                    &format!("capacity reservation group {group} not found"),
-                    None,
-                )
-            }
+            Route::Unknown => error(404, "NotFound", "no route", None),
         }
-        Route::Unknown => error(404, "NotFound", "no route", None),
-    };
-    Ok(response)
+    }
 }
 
-fn put_vm(
-    st: &mut State,
-    name: &str,
-    body: &Value,
-    path: &str,
-    addr: SocketAddr,
-) -> Response<Full<Bytes>> {
+fn put_vm(st: &mut State, name: &str, body: &Value, path: &str, addr: SocketAddr) -> Reply {
     let size = body["properties"]["hardwareProfile"]["vmSize"]
         .as_str()
         .unwrap_or_default()
@@ -693,7 +615,7 @@ fn page(
     query: &BTreeMap<String, String>,
     path: &str,
     addr: SocketAddr,
-) -> Response<Full<Bytes>> {
+) -> Reply {
     let from = query
         .get("$skiptoken")
         .and_then(|t| t.parse::<usize>().ok())
@@ -761,7 +683,7 @@ fn instance_view(st: &State, group: &str) -> Value {
 }
 
 /// A VM restart: 202 with an operation to follow, or 404 for a VM not held.
-fn restart(st: &mut State, name: &str, path: &str, addr: SocketAddr) -> Response<Full<Bytes>> {
+fn restart(st: &mut State, name: &str, path: &str, addr: SocketAddr) -> Reply {
     if !st.vms.contains_key(name) {
         return error(
             404,
@@ -787,7 +709,7 @@ fn restart(st: &mut State, name: &str, path: &str, addr: SocketAddr) -> Response
     reply(202, &Value::Null, &[("azure-asyncoperation", url)])
 }
 
-fn operation(st: &mut State, id: &str) -> Response<Full<Bytes>> {
+fn operation(st: &mut State, id: &str) -> Reply {
     let Some((name, done, polls)) = st.operations.get_mut(id) else {
         return error(404, "NotFound", "no such operation", None);
     };

@@ -403,8 +403,8 @@ async fn aws_malformed_responses_give_exact_errors_and_leak_nothing() {
 
 mod gcp_cases {
     use super::*;
-    use crate::gcp::gcp_server::{Call, GcpServer};
     use crate::gcp::{PROJECT, ZONE_A, cloud, offering, request};
+    use crate::gcp_server::{Call, GcpServer};
 
     const CLAIM: &str = "gpu-bad";
     const NAME: &str = "qm-gpu-bad";
@@ -620,8 +620,8 @@ mod gcp_cases {
 
 mod azure_cases {
     use super::*;
-    use crate::azure::azure_server::{AzureServer, Call};
     use crate::azure::{A100, FixedBootstrap, offering, request, settings};
+    use crate::azure_server::{AzureServer, Call};
     use quartermaster_azure::AzureCloud;
     use quartermaster_cloud::SystemClock;
     use quartermaster_pricing::Catalog;

@@ -5,9 +5,6 @@
 //! listed by the cluster label; spot preemption as an interruption event; reservations listed
 //! (every page) and launched into; flex-start launches; reset.
 
-#[path = "gcp_server.rs"]
-pub(crate) mod gcp_server;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +21,7 @@ use quartermaster_pricing::reservation::{
 };
 use quartermaster_pricing::{CapacityType, Catalog, Cloud, ReservationKind};
 
-use gcp_server::{Call, GcpServer, HttpFault};
+use crate::gcp_server::{Call, GcpServer, HttpFault};
 
 pub(crate) const PROJECT: &str = "test-project";
 pub(crate) const ZONE_A: &str = "us-central1-a";

@@ -12,19 +12,13 @@
 //! affinity takes a free slot of a matching reservation that VMs consume automatically; the
 //! reservation's `inUseCount` counts them.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::convert::Infallible;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::Method;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+
+use crate::local_server::{self, Api, LocalServer, Queued, Reply, Req};
 
 /// The kinds of call faults can be queued for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -97,12 +91,8 @@ struct State {
     request_ids: BTreeMap<String, String>,
     /// (machine type, zone) without capacity.
     exhausted: BTreeSet<(String, String)>,
-    /// Queued faults per call.
-    faults: BTreeMap<Call, VecDeque<HttpFault>>,
-    /// Queued raw answers per call: (status, body), answered instead of the call.
-    canned: BTreeMap<Call, VecDeque<(u16, String)>>,
-    /// Every call, `METHOD path`.
-    calls: Vec<String>,
+    /// Every call, and the faults and raw answers queued per call.
+    queued: Queued<Call, HttpFault>,
     /// Operations are `RUNNING` for this many polls before they are `DONE`.
     polls_before_done: u32,
     next_op: u64,
@@ -115,55 +105,28 @@ struct State {
 }
 
 /// The running server; stops when dropped.
-pub struct GcpServer {
-    addr: SocketAddr,
-    state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for GcpServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+pub struct GcpServer(LocalServer<State>);
 
 impl GcpServer {
     /// A server on a free port of 127.0.0.1; operations need one poll before they are done.
     pub async fn start() -> GcpServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the GCP server");
-        let addr = listener.local_addr().expect("server address");
-        let state = Arc::new(Mutex::new(State {
-            polls_before_done: 1,
-            reservations_page_size: 500,
-            ..State::default()
-        }));
-        let s = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, s.clone()));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        GcpServer { addr, state, task }
+        GcpServer(
+            LocalServer::start(State {
+                polls_before_done: 1,
+                reservations_page_size: 500,
+                ..State::default()
+            })
+            .await,
+        )
     }
 
     /// `http://127.0.0.1:PORT`, for `with_endpoint`.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        self.0.endpoint()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.state()
     }
 
     /// Inserts of `machine_type` in `zone` finish with `ZONE_RESOURCE_POOL_EXHAUSTED`.
@@ -175,21 +138,13 @@ impl GcpServer {
 
     /// The next `call` answers `fault`.
     pub fn fail_next(&self, call: Call, fault: HttpFault) {
-        self.state()
-            .faults
-            .entry(call)
-            .or_default()
-            .push_back(fault);
+        self.state().queued.fail_next(call, fault);
     }
 
     /// The next `call` is answered `status` with `body` verbatim (`application/json`, whatever
     /// it holds), without doing anything: malformed or surprising responses.
     pub fn reply_next(&self, call: Call, status: u16, body: impl Into<String>) {
-        self.state()
-            .canned
-            .entry(call)
-            .or_default()
-            .push_back((status, body.into()));
+        self.state().queued.reply_next(call, status, body.into());
     }
 
     /// Puts an instance in place, as if launched earlier (or by someone else).
@@ -289,11 +244,7 @@ impl GcpServer {
 
     /// How many calls started with `prefix` (`POST`, `GET /compute/v1/...`).
     pub fn calls(&self, prefix: &str) -> usize {
-        self.state()
-            .calls
-            .iter()
-            .filter(|c| c.starts_with(prefix))
-            .count()
+        self.state().queued.count(prefix)
     }
 }
 
@@ -433,31 +384,15 @@ fn stored_instance(project: &str, zone: &str, body: &Value, status: &str) -> Val
     i
 }
 
-fn reply(status: u16, body: &Value, retry_after: Option<u64>) -> Response<Full<Bytes>> {
-    let mut r = Response::builder()
-        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header("content-type", "application/json");
-    if let Some(s) = retry_after {
-        r = r.header("retry-after", s.to_string());
-    }
-    r.body(Full::new(Bytes::from(body.to_string())))
-        .expect("a valid response")
+fn reply(status: u16, body: &Value, retry_after: Option<u64>) -> Reply {
+    let headers: Vec<(&str, String)> = retry_after
+        .map(|s| ("retry-after", s.to_string()))
+        .into_iter()
+        .collect();
+    local_server::reply(status, body, &headers)
 }
 
-fn raw(status: u16, body: String) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .expect("a valid response")
-}
-
-fn error(
-    status: u16,
-    reason: &str,
-    message: &str,
-    retry_after: Option<u64>,
-) -> Response<Full<Bytes>> {
+fn error(status: u16, reason: &str, message: &str, retry_after: Option<u64>) -> Reply {
     let rpc_status = match status {
         404 => "NOT_FOUND",
         409 => "ALREADY_EXISTS",
@@ -492,192 +427,186 @@ fn label_terms(filter: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn query(req: &Request<Incoming>) -> BTreeMap<String, String> {
-    req.uri()
-        .query()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default()
-}
+impl Api for State {
+    type Call = Call;
+    type Fault = HttpFault;
 
-async fn handle(
-    req: Request<Incoming>,
-    state: Arc<Mutex<State>>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    let method = req.method().clone();
-    let path = req.uri().path().to_owned();
-    let q = query(&req);
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-    st.calls.push(format!("{method} {path}"));
-    let segments: Vec<&str> = path.trim_start_matches("/compute/v1/").split('/').collect();
-    let call = match (&method, segments.as_slice()) {
-        (&Method::POST, ["projects", _, "zones", _, "instances"]) => Call::Insert,
-        (&Method::GET, ["projects", _, "zones", _, "instances", _]) => Call::Get,
-        (&Method::DELETE, ["projects", _, "zones", _, "instances", _]) => Call::Delete,
-        (&Method::POST, ["projects", _, "zones", _, "instances", _, "reset"]) => Call::Reset,
-        (&Method::GET, ["projects", _, "aggregated", "reservations"]) => Call::Reservations,
-        (&Method::GET, ["projects", _, "aggregated", "instances"]) => Call::List,
-        (&Method::GET, ["projects", _, "zones", _, "operations", _]) => Call::Operation,
-        (&Method::GET, ["projects", _, "zones", _]) => Call::Zone,
-        _ => {
-            return Ok(error(
-                404,
-                "notFound",
-                &format!("no route {method} {path}"),
-                None,
-            ));
-        }
-    };
-    if let Some(f) = st.faults.get_mut(&call).and_then(VecDeque::pop_front) {
-        return Ok(error(f.status, &f.reason, "injected fault", f.retry_after));
+    fn queued(&mut self) -> &mut Queued<Call, HttpFault> {
+        &mut self.queued
     }
-    if let Some((status, body)) = st.canned.get_mut(&call).and_then(VecDeque::pop_front) {
-        return Ok(raw(status, body));
-    }
-    let project = segments[1].to_owned();
-    Ok(match call {
-        Call::Insert => {
-            let zone = segments[3].to_owned();
-            let Ok(instance) = serde_json::from_slice::<Value>(&body) else {
-                return Ok(error(400, "invalid", "the body is not JSON", None));
-            };
-            insert(&mut st, &project, &zone, &q, instance)
-        }
-        Call::Get => match st.instances.get(&(
-            project.clone(),
-            segments[3].to_owned(),
-            segments[5].to_owned(),
-        )) {
-            Some(i) => reply(200, i, None),
-            None => error(404, "notFound", "The resource was not found", None),
-        },
-        Call::Delete => {
-            let key = (
-                project.clone(),
-                segments[3].to_owned(),
-                segments[5].to_owned(),
-            );
-            if st.instances.remove(&key).is_none() {
-                return Ok(error(404, "notFound", "The resource was not found", None));
-            }
-            st.consumed.remove(&key);
-            let op = new_operation(&mut st, &project, &key.1, "delete", None);
-            reply(200, &op, None)
-        }
-        Call::Reset => {
-            let key = (
-                project.clone(),
-                segments[3].to_owned(),
-                segments[5].to_owned(),
-            );
-            if !st.instances.contains_key(&key) {
-                return Ok(error(
+
+    fn call_of(&self, req: &Req) -> Result<Call, Box<Reply>> {
+        let (method, path) = (&req.method, &req.path);
+        let segments: Vec<&str> = path.trim_start_matches("/compute/v1/").split('/').collect();
+        let call = match (method, segments.as_slice()) {
+            (&Method::POST, ["projects", _, "zones", _, "instances"]) => Call::Insert,
+            (&Method::GET, ["projects", _, "zones", _, "instances", _]) => Call::Get,
+            (&Method::DELETE, ["projects", _, "zones", _, "instances", _]) => Call::Delete,
+            (&Method::POST, ["projects", _, "zones", _, "instances", _, "reset"]) => Call::Reset,
+            (&Method::GET, ["projects", _, "aggregated", "reservations"]) => Call::Reservations,
+            (&Method::GET, ["projects", _, "aggregated", "instances"]) => Call::List,
+            (&Method::GET, ["projects", _, "zones", _, "operations", _]) => Call::Operation,
+            (&Method::GET, ["projects", _, "zones", _]) => Call::Zone,
+            _ => {
+                return Err(Box::new(error(
                     404,
                     "notFound",
-                    &format!(
-                        "The resource 'projects/{project}/zones/{}/instances/{}' was not found",
-                        key.1, key.2
-                    ),
+                    &format!("no route {method} {path}"),
                     None,
-                ));
+                )));
             }
-            let op = new_operation(&mut st, &project, &key.1, "reset", None);
-            reply(200, &op, None)
-        }
-        Call::Reservations => {
-            let keys: Vec<(String, String, String)> = st
-                .reservations
-                .keys()
-                .filter(|(p, _, _)| *p == project)
-                .cloned()
-                .collect();
-            let start: usize = q.get("pageToken").and_then(|t| t.parse().ok()).unwrap_or(0);
-            let end = (start + st.reservations_page_size).min(keys.len());
-            let mut items: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-            for k in keys.get(start..end).unwrap_or_default() {
-                items
-                    .entry(format!("zones/{}", k.1))
-                    .or_default()
-                    .push(reservation_json(&st, k));
+        };
+        Ok(call)
+    }
+
+    fn fault(&self, f: &HttpFault) -> Reply {
+        error(f.status, &f.reason, "injected fault", f.retry_after)
+    }
+
+    fn answer(&mut self, call: Call, req: Req, _addr: SocketAddr) -> Reply {
+        let st = &mut *self;
+        let (path, q, body) = (&req.path, &req.query, &req.body);
+        let segments: Vec<&str> = path.trim_start_matches("/compute/v1/").split('/').collect();
+        let project = segments[1].to_owned();
+        match call {
+            Call::Insert => {
+                let zone = segments[3].to_owned();
+                let Ok(instance) = serde_json::from_slice::<Value>(body) else {
+                    return error(400, "invalid", "the body is not JSON", None);
+                };
+                insert(st, &project, &zone, q, instance)
             }
-            let mut items: BTreeMap<String, Value> = items
-                .into_iter()
-                .map(|(k, v)| (k, json!({"reservations": v})))
-                .collect();
-            // A zone without reservations answers a warning instead, as Compute Engine does.
-            items.insert(
+            Call::Get => match st.instances.get(&(
+                project.clone(),
+                segments[3].to_owned(),
+                segments[5].to_owned(),
+            )) {
+                Some(i) => reply(200, i, None),
+                None => error(404, "notFound", "The resource was not found", None),
+            },
+            Call::Delete => {
+                let key = (
+                    project.clone(),
+                    segments[3].to_owned(),
+                    segments[5].to_owned(),
+                );
+                if st.instances.remove(&key).is_none() {
+                    return error(404, "notFound", "The resource was not found", None);
+                }
+                st.consumed.remove(&key);
+                let op = new_operation(st, &project, &key.1, "delete", None);
+                reply(200, &op, None)
+            }
+            Call::Reset => {
+                let key = (
+                    project.clone(),
+                    segments[3].to_owned(),
+                    segments[5].to_owned(),
+                );
+                if !st.instances.contains_key(&key) {
+                    return error(
+                        404,
+                        "notFound",
+                        &format!(
+                            "The resource 'projects/{project}/zones/{}/instances/{}' was not found",
+                            key.1, key.2
+                        ),
+                        None,
+                    );
+                }
+                let op = new_operation(st, &project, &key.1, "reset", None);
+                reply(200, &op, None)
+            }
+            Call::Reservations => {
+                let keys: Vec<(String, String, String)> = st
+                    .reservations
+                    .keys()
+                    .filter(|(p, _, _)| *p == project)
+                    .cloned()
+                    .collect();
+                let start: usize = q.get("pageToken").and_then(|t| t.parse().ok()).unwrap_or(0);
+                let end = (start + st.reservations_page_size).min(keys.len());
+                let mut items: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+                for k in keys.get(start..end).unwrap_or_default() {
+                    items
+                        .entry(format!("zones/{}", k.1))
+                        .or_default()
+                        .push(reservation_json(st, k));
+                }
+                let mut items: BTreeMap<String, Value> = items
+                    .into_iter()
+                    .map(|(k, v)| (k, json!({"reservations": v})))
+                    .collect();
+                // A zone without reservations answers a warning instead, as Compute Engine does.
+                items.insert(
                 "zones/us-central1-f".to_owned(),
                 json!({"warning": {"code": "NO_RESULTS_ON_PAGE",
                                    "message": "There are no results for scope 'zones/us-central1-f' on this page."}}),
             );
-            let mut page = json!({"kind": "compute#reservationAggregatedList", "items": items});
-            if end < keys.len() {
-                page["nextPageToken"] = json!(end.to_string());
-            }
-            reply(200, &page, None)
-        }
-        Call::List => {
-            let terms = label_terms(q.get("filter").map(String::as_str).unwrap_or_default());
-            let mut items: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-            for ((p, zone, _), i) in &st.instances {
-                let matches = terms
-                    .iter()
-                    .all(|(k, v)| i["labels"][k].as_str() == Some(v.as_str()));
-                if *p == project && matches {
-                    items
-                        .entry(format!("zones/{zone}"))
-                        .or_default()
-                        .push(i.clone());
+                let mut page = json!({"kind": "compute#reservationAggregatedList", "items": items});
+                if end < keys.len() {
+                    page["nextPageToken"] = json!(end.to_string());
                 }
+                reply(200, &page, None)
             }
-            let items: BTreeMap<String, Value> = items
-                .into_iter()
-                .map(|(k, v)| (k, json!({"instances": v})))
-                .collect();
-            reply(
-                200,
-                &json!({"kind": "compute#instanceAggregatedList", "items": items}),
-                None,
-            )
-        }
-        Call::Operation => match st.operations.get_mut(segments[5]) {
-            Some((op, polls_left)) => {
-                let mut op = op.clone();
-                if *polls_left > 0 {
-                    *polls_left -= 1;
-                    op["status"] = json!("RUNNING");
-                    if let Some(o) = op.as_object_mut() {
-                        o.remove("error");
-                        o.remove("httpErrorStatusCode");
+            Call::List => {
+                let terms = label_terms(q.get("filter").map(String::as_str).unwrap_or_default());
+                let mut items: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+                for ((p, zone, _), i) in &st.instances {
+                    let matches = terms
+                        .iter()
+                        .all(|(k, v)| i["labels"][k].as_str() == Some(v.as_str()));
+                    if *p == project && matches {
+                        items
+                            .entry(format!("zones/{zone}"))
+                            .or_default()
+                            .push(i.clone());
                     }
                 }
-                reply(200, &op, None)
-            }
-            None => error(404, "notFound", "no such operation", None),
-        },
-        Call::Zone => {
-            let zone = segments[3];
-            if zone.starts_with("us-central1-") || zone.starts_with("europe-west4-") {
+                let items: BTreeMap<String, Value> = items
+                    .into_iter()
+                    .map(|(k, v)| (k, json!({"instances": v})))
+                    .collect();
                 reply(
                     200,
-                    &json!({"kind": "compute#zone", "name": zone, "status": "UP"}),
-                    None,
-                )
-            } else {
-                error(
-                    404,
-                    "notFound",
-                    &format!("The resource 'projects/{project}/zones/{zone}' was not found"),
+                    &json!({"kind": "compute#instanceAggregatedList", "items": items}),
                     None,
                 )
             }
+            Call::Operation => match st.operations.get_mut(segments[5]) {
+                Some((op, polls_left)) => {
+                    let mut op = op.clone();
+                    if *polls_left > 0 {
+                        *polls_left -= 1;
+                        op["status"] = json!("RUNNING");
+                        if let Some(o) = op.as_object_mut() {
+                            o.remove("error");
+                            o.remove("httpErrorStatusCode");
+                        }
+                    }
+                    reply(200, &op, None)
+                }
+                None => error(404, "notFound", "no such operation", None),
+            },
+            Call::Zone => {
+                let zone = segments[3];
+                if zone.starts_with("us-central1-") || zone.starts_with("europe-west4-") {
+                    reply(
+                        200,
+                        &json!({"kind": "compute#zone", "name": zone, "status": "UP"}),
+                        None,
+                    )
+                } else {
+                    error(
+                        404,
+                        "notFound",
+                        &format!("The resource 'projects/{project}/zones/{zone}' was not found"),
+                        None,
+                    )
+                }
+            }
         }
-    })
+    }
 }
 
 fn new_operation(
@@ -719,7 +648,7 @@ fn insert(
     zone: &str,
     q: &BTreeMap<String, String>,
     body: Value,
-) -> Response<Full<Bytes>> {
+) -> Reply {
     if let Some(op) = q
         .get("requestId")
         .and_then(|id| st.request_ids.get(id))

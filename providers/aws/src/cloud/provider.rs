@@ -25,12 +25,7 @@ impl CloudProvider for AwsCloud {
             self.ec2
                 .terminate_instances(vec![instance.id])
                 .await
-                .map_err(|e| match map_api_error(&e, None) {
-                    CloudError::NotFound { .. } => CloudError::NotFound {
-                        provider_id: provider_id.to_owned(),
-                    },
-                    other => other,
-                })
+                .map_err(|e| map_api_error(&e, None).not_found_as(provider_id))
         })
     }
 
@@ -45,12 +40,7 @@ impl CloudProvider for AwsCloud {
             self.ec2
                 .reboot_instances(vec![instance.id])
                 .await
-                .map_err(|e| match map_api_error(&e, None) {
-                    CloudError::NotFound { .. } => CloudError::NotFound {
-                        provider_id: provider_id.to_owned(),
-                    },
-                    other => other,
-                })
+                .map_err(|e| map_api_error(&e, None).not_found_as(provider_id))
         })
     }
 

@@ -20,12 +20,7 @@ impl CloudProvider for AzureCloud {
             self.arm
                 .delete_vm(vm.name)
                 .await
-                .map_err(|e| match map_api_error(&e, None) {
-                    CloudError::NotFound { .. } => CloudError::NotFound {
-                        provider_id: provider_id.to_owned(),
-                    },
-                    other => other,
-                })
+                .map_err(|e| map_api_error(&e, None).not_found_as(provider_id))
         })
     }
 
@@ -117,17 +112,11 @@ impl CloudProvider for AzureCloud {
     fn reboot<'a>(&'a self, provider_id: &'a str) -> CloudFuture<'a, ()> {
         Box::pin(async move {
             let name = Self::vm_name_of(provider_id)?;
-            let not_found = |e: CloudError| match e {
-                CloudError::NotFound { .. } => CloudError::NotFound {
-                    provider_id: provider_id.to_owned(),
-                },
-                other => other,
-            };
             let started = self
                 .arm
                 .restart_vm(name.to_owned())
                 .await
-                .map_err(|e| not_found(map_api_error(&e, None)))?;
+                .map_err(|e| map_api_error(&e, None).not_found_as(provider_id))?;
             let Some(url) = started.operation_url else {
                 return Ok(());
             };
@@ -135,7 +124,7 @@ impl CloudProvider for AzureCloud {
                 format!("VM {name} was still restarting after {secs}s")
             })
             .await
-            .map_err(not_found)
+            .map_err(|e| e.not_found_as(provider_id))
         })
     }
 

@@ -68,6 +68,17 @@ impl CloudError {
         matches!(self, Self::InsufficientCapacity { .. })
     }
 
+    /// The same error, a not-found naming `provider_id` (the instance the caller asked for,
+    /// whatever the cloud's words named).
+    pub fn not_found_as(self, provider_id: &str) -> CloudError {
+        match self {
+            Self::NotFound { .. } => Self::NotFound {
+                provider_id: provider_id.to_owned(),
+            },
+            other => other,
+        }
+    }
+
     /// The same error with every one of `secrets` scrubbed from its message: a cloud that
     /// rejects a launch may quote the request (user data, metadata) in its words, and those
     /// words become a log line, an Event and a NodeClaim condition.
@@ -141,6 +152,23 @@ mod tests {
             capacity_type: CapacityType::Spot,
             price_per_hour: 1.0,
         }
+    }
+
+    #[test]
+    fn not_found_as_names_the_instance_asked_for_and_leaves_other_errors() {
+        let gone = CloudError::NotFound {
+            provider_id: "InvalidInstanceID.NotFound: words".into(),
+        };
+        assert_eq!(
+            gone.not_found_as("aws:///z/i-1"),
+            CloudError::NotFound {
+                provider_id: "aws:///z/i-1".into()
+            }
+        );
+        let quota = CloudError::QuotaExceeded {
+            message: "q".into(),
+        };
+        assert_eq!(quota.clone().not_found_as("aws:///z/i-1"), quota);
     }
 
     #[test]

@@ -403,7 +403,7 @@ impl GcpCloud {
             .compute
             .get(project.to_owned(), zone.to_owned(), name.to_owned())
             .await
-            .map_err(|e| not_found_as(map_api_error(&e, None), provider_id))?;
+            .map_err(|e| map_api_error(&e, None).not_found_as(provider_id))?;
         Ok((project.to_owned(), i))
     }
 
@@ -531,15 +531,6 @@ fn state(status: &str) -> InstanceState {
         "RUNNING" => InstanceState::Running,
         "TERMINATED" => InstanceState::Terminated,
         _ => InstanceState::ShuttingDown,
-    }
-}
-
-fn not_found_as(e: CloudError, provider_id: &str) -> CloudError {
-    match e {
-        CloudError::NotFound { .. } => CloudError::NotFound {
-            provider_id: provider_id.to_owned(),
-        },
-        other => other,
     }
 }
 

@@ -22,7 +22,7 @@ impl CloudProvider for GcpCloud {
             self.compute
                 .delete(project.to_owned(), zone.to_owned(), name.to_owned())
                 .await
-                .map_err(|e| not_found_as(map_api_error(&e, None), provider_id))?;
+                .map_err(|e| map_api_error(&e, None).not_found_as(provider_id))?;
             Ok(())
         })
     }
@@ -81,10 +81,10 @@ impl CloudProvider for GcpCloud {
                 .compute
                 .reset(project.to_owned(), zone.to_owned(), name.to_owned())
                 .await
-                .map_err(|e| not_found_as(map_api_error(&e, None), provider_id))?;
+                .map_err(|e| map_api_error(&e, None).not_found_as(provider_id))?;
             self.wait(project, zone, op, None)
                 .await
-                .map_err(|e| not_found_as(e, provider_id))
+                .map_err(|e| e.not_found_as(provider_id))
         })
     }
 
