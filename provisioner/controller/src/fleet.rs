@@ -335,7 +335,6 @@ pub fn export(driver: &mut Driver, now: DateTime<Utc>) {
     // show them, since the last pass.
     if let Some(last) = driver.last_export() {
         let seconds = (now - last).num_milliseconds().max(0) as f64 / 1000.0;
-        let node_objects = ctx.stores.nodes.state();
         let mut missing = 0u64;
         for n in &nodes {
             if n.accelerator_count == 0 {
@@ -346,9 +345,9 @@ pub fn export(driver: &mut Driver, now: DateTime<Utc>) {
                 .get(n.cloud, &n.instance_type)
                 .and_then(|it| it.accelerator.as_ref().map(|a| a.resource.clone()))
                 .unwrap_or_default();
-            let shown = node_objects
-                .iter()
-                .find(|o| o.metadata.name.as_deref() == Some(n.node.as_str()))
+            let shown = ctx
+                .stores
+                .node(&n.node)
                 .and_then(|o| {
                     o.status
                         .as_ref()?

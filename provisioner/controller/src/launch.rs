@@ -253,28 +253,18 @@ pub fn node_classes(ctx: &Context, cloud: Cloud) -> Vec<(String, NodeClassSpec)>
 
 /// The spec of the NodeClass `name` of `cloud`'s kind, from the watched objects.
 fn node_class_spec(ctx: &Context, cloud: Cloud, name: &str) -> Option<NodeClassSpec> {
-    let named = |n: Option<&String>| n.map(String::as_str) == Some(name);
     match cloud {
         Cloud::Aws => ctx
             .stores
-            .aws_node_classes
-            .state()
-            .into_iter()
-            .find(|c| named(c.metadata.name.as_ref()))
+            .aws_node_class(name)
             .map(|c| NodeClassSpec::Aws(Box::new(c.spec.clone()))),
         Cloud::Gcp => ctx
             .stores
-            .gcp_node_classes
-            .state()
-            .into_iter()
-            .find(|c| named(c.metadata.name.as_ref()))
+            .gcp_node_class(name)
             .map(|c| NodeClassSpec::Gcp(Box::new(c.spec.clone()))),
         Cloud::Azure => ctx
             .stores
-            .azure_node_classes
-            .state()
-            .into_iter()
-            .find(|c| named(c.metadata.name.as_ref()))
+            .azure_node_class(name)
             .map(|c| NodeClassSpec::Azure(Box::new(c.spec.clone()))),
     }
 }

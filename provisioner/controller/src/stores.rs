@@ -1,6 +1,8 @@
 //! Watches, not polls: one reflector per kind the controller reads, each filling an in-memory
 //! store that every other part reads. The driver is woken whenever any store changes; no
-//! decision is made before every store has synced once.
+//! decision is made before every store has synced once. Objects are cached without their
+//! `metadata.managedFields` (nothing here reads them; on Pods and Nodes they are often the
+//! largest part of the object): [`trim`] runs on every object before the store takes it.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -236,6 +238,21 @@ impl Stores {
     pub fn node_pool(&self, name: &str) -> Option<Arc<NodePool>> {
         self.node_pools.get(&ObjectRef::new(name))
     }
+
+    /// The AWSNodeClass `name`.
+    pub fn aws_node_class(&self, name: &str) -> Option<Arc<AWSNodeClass>> {
+        self.aws_node_classes.get(&ObjectRef::new(name))
+    }
+
+    /// The GCPNodeClass `name`.
+    pub fn gcp_node_class(&self, name: &str) -> Option<Arc<GCPNodeClass>> {
+        self.gcp_node_classes.get(&ObjectRef::new(name))
+    }
+
+    /// The AzureNodeClass `name`.
+    pub fn azure_node_class(&self, name: &str) -> Option<Arc<AzureNodeClass>> {
+        self.azure_node_classes.get(&ObjectRef::new(name))
+    }
 }
 
 /// Writers for [`Stores::from_writers`]: fill them with [`Writers::replace`].
@@ -259,18 +276,26 @@ pub struct Writers {
 }
 
 impl Writers {
-    /// Replaces everything in `writer`'s store with `objects`, as a watch's re-list would.
+    /// Replaces everything in `writer`'s store with `objects`, as a watch's re-list would
+    /// (each [`trim`]med as a watch's are).
     pub fn replace<K>(writer: &mut reflector::store::Writer<K>, objects: Vec<K>)
     where
-        K: kube::runtime::reflector::Lookup + Clone,
-        K::DynamicType: Eq + std::hash::Hash + Clone,
+        K: Resource + kube::runtime::reflector::Lookup + Clone,
+        <K as kube::runtime::reflector::Lookup>::DynamicType: Eq + std::hash::Hash + Clone,
     {
         writer.apply_watcher_event(&watcher::Event::Init);
-        for o in objects {
+        for mut o in objects {
+            trim(&mut o);
             writer.apply_watcher_event(&watcher::Event::InitApply(o));
         }
         writer.apply_watcher_event(&watcher::Event::InitDone);
     }
+}
+
+/// What the stores keep of an object: everything but `metadata.managedFields` (the
+/// server-side-apply field ownership, which the controller never reads).
+pub fn trim<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 fn watch<K>(
@@ -357,6 +382,7 @@ where
         }
         let stream = watcher(api, watcher::Config::default().any_semantic())
             .default_backoff()
+            .modify(trim)
             .reflect(writer);
         let mut stream = std::pin::pin!(stream.into_stream());
         while let Some(event) = stream.next().await {
@@ -381,4 +407,98 @@ where
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// A `metadata.managedFields` as the API server writes it.
+    fn managed_fields() -> Value {
+        json!([{"manager": "kubectl", "operation": "Apply", "apiVersion": "v1",
+            "time": "2026-12-04T10:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}}}])
+    }
+
+    /// Runs the watch of `K` against a server whose first list answers `list` (at `path`), and
+    /// returns the store once it has synced.
+    async fn watched<K>(path: &str, list: Value) -> Store<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    {
+        let (service, mut server) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let (changed, synced) = (Arc::new(Notify::new()), Arc::new(AtomicUsize::new(0)));
+        let (store, writer) = reflector::store::<K>();
+        let run = tokio::spawn(watch(Api::<K>::all(client), writer, &changed, &synced));
+        let (request, reply) = server.next_request().await.expect("the first list");
+        assert_eq!(request.uri().path(), path);
+        reply.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&list).expect("JSON")))
+                .expect("a response"),
+        );
+        store.wait_until_ready().await.expect("the store synced");
+        run.abort();
+        store
+    }
+
+    #[tokio::test]
+    async fn pods_and_nodes_are_cached_without_their_managed_fields() {
+        let pods: Store<Pod> = watched(
+            "/api/v1/pods",
+            json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "7"},
+                "items": [{"metadata": {"name": "llm-0", "namespace": "ml", "resourceVersion": "7",
+                    "labels": {"app": "llm"}, "managedFields": managed_fields()},
+                    "spec": {"containers": [{"name": "main", "image": "vllm"}]}}]}),
+        )
+        .await;
+        let pod = pods
+            .get(&ObjectRef::new("llm-0").within("ml"))
+            .expect("the pod is cached");
+        assert_eq!(pod.metadata.managed_fields, None, "{pod:?}");
+        assert_eq!(
+            pod.metadata.labels.as_ref().and_then(|l| l.get("app")),
+            Some(&"llm".to_owned()),
+            "the rest of the object is kept"
+        );
+
+        let nodes: Store<Node> = watched(
+            "/api/v1/nodes",
+            json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "9"},
+                "items": [{"metadata": {"name": "node-0", "resourceVersion": "9",
+                    "managedFields": managed_fields()},
+                    "spec": {"providerID": "kwok://node-0"}}]}),
+        )
+        .await;
+        let node = nodes
+            .get(&ObjectRef::new("node-0"))
+            .expect("the node is cached");
+        assert_eq!(node.metadata.managed_fields, None, "{node:?}");
+        assert_eq!(
+            node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+            Some("kwok://node-0")
+        );
+    }
+
+    #[test]
+    fn stores_filled_by_hand_are_trimmed_too() {
+        let mut writer = reflector::store::Writer::<Pod>::default();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ml", "managedFields": managed_fields()}
+        }))
+        .expect("a Pod");
+        assert!(pod.metadata.managed_fields.is_some());
+        Writers::replace(&mut writer, vec![pod]);
+        let cached = writer
+            .as_reader()
+            .get(&ObjectRef::new("p").within("ml"))
+            .expect("cached");
+        assert_eq!(cached.metadata.managed_fields, None);
+    }
 }

@@ -40,7 +40,7 @@ pub async fn forward_events(
                 terminates_at,
             },
             CloudEvent::Terminated { provider_id } => {
-                let claim = ctx.stores.node_claims.state().into_iter().find(|c| {
+                let claim = ctx.stores.node_claims.find(|c| {
                     c.status.as_ref().and_then(|s| s.provider_id.as_deref())
                         == Some(provider_id.as_str())
                 });

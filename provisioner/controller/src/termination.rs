@@ -241,7 +241,7 @@ fn find_node(ctx: &Context, claim: &NodeClaim) -> Option<Arc<Node>> {
     if let Some(node) = by_name.as_deref().and_then(|n| ctx.stores.node(n)) {
         return Some(node);
     }
-    ctx.stores.nodes.state().into_iter().find(|n| {
+    ctx.stores.nodes.find(|n| {
         by_name.is_some() && n.metadata.name == by_name
             || by_id.is_some() && n.spec.as_ref().and_then(|s| s.provider_id.clone()) == by_id
             || name.is_some()

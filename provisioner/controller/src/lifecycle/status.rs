@@ -1,6 +1,6 @@
 //! NodeClaim and NodePool status, by server-side apply, written only when it changes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -176,16 +176,9 @@ const REWRITE_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds(15);
 /// Writes NodeClaim and NodePool statuses that changed.
 pub fn sync_status(driver: &mut Driver, now: DateTime<Utc>) {
     let ctx = driver.ctx().clone();
-    let in_store: BTreeMap<String, std::sync::Arc<quartermaster_policies::NodeClaim>> = ctx
-        .stores
-        .node_claims
-        .state()
-        .into_iter()
-        .filter_map(|c| Some((c.metadata.name.clone()?, c)))
-        .collect();
     let views = driver.claims();
     for view in &views {
-        let Some(object) = in_store.get(&view.name) else {
+        let Some(object) = ctx.stores.node_claim(&view.name) else {
             continue;
         };
         if object.metadata.deletion_timestamp.is_some() {
@@ -227,30 +220,6 @@ pub fn sync_status(driver: &mut Driver, now: DateTime<Utc>) {
 
 fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) {
     let ctx = driver.ctx().clone();
-    let classes: BTreeSet<(String, String)> = ctx
-        .stores
-        .aws_node_classes
-        .state()
-        .iter()
-        .map(|c| {
-            (
-                "AWSNodeClass".to_owned(),
-                c.metadata.name.clone().unwrap_or_default(),
-            )
-        })
-        .chain(ctx.stores.gcp_node_classes.state().iter().map(|c| {
-            (
-                "GCPNodeClass".to_owned(),
-                c.metadata.name.clone().unwrap_or_default(),
-            )
-        }))
-        .chain(ctx.stores.azure_node_classes.state().iter().map(|c| {
-            (
-                "AzureNodeClass".to_owned(),
-                c.metadata.name.clone().unwrap_or_default(),
-            )
-        }))
-        .collect();
     for pool in ctx.stores.node_pools.state() {
         let Some(name) = pool.metadata.name.clone() else {
             continue;
@@ -284,7 +253,12 @@ fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) {
         } else {
             class_ref.kind.clone()
         };
-        let class_ok = classes.contains(&(class_kind, class_ref.name.clone()));
+        let class_ok = match class_kind.as_str() {
+            "AWSNodeClass" => ctx.stores.aws_node_class(&class_ref.name).is_some(),
+            "GCPNodeClass" => ctx.stores.gcp_node_class(&class_ref.name).is_some(),
+            "AzureNodeClass" => ctx.stores.azure_node_class(&class_ref.name).is_some(),
+            _ => false,
+        };
         let mut conditions = vec![if class_ok {
             condition(CONDITION_READY, true, "Ready", String::new(), now)
         } else {
