@@ -866,21 +866,39 @@ fn chart_renders_the_cloud_settings_as_the_controllers_env_vars() {
 /// by its name, a counter with `_total`, a histogram with `_bucket`, `_sum` and `_count`.
 fn exported_series() -> BTreeSet<String> {
     let metrics = quartermaster_controller::metrics::Metrics::new();
-    let labels = vec![("nodepool", "gpu".to_owned())];
-    metrics.nodeclaims_created.get_or_create(&labels).inc();
-    metrics.nodeclaims_terminated.get_or_create(&labels).inc();
-    metrics.launch_failures.get_or_create(&labels).inc();
-    metrics.nodes.get_or_create(&labels).inc();
-    metrics.fleet_hourly_cost.get_or_create(&labels).set(1.0);
-    metrics.disruption_commands.get_or_create(&labels).inc();
+    // Each family's typed label set, its values empty: only the series names count here.
+    metrics
+        .nodeclaims_created
+        .get_or_create(&Default::default())
+        .inc();
+    metrics
+        .nodeclaims_terminated
+        .get_or_create(&Default::default())
+        .inc();
+    metrics
+        .launch_failures
+        .get_or_create(&Default::default())
+        .inc();
+    metrics.nodes.get_or_create(&Default::default()).inc();
+    metrics
+        .fleet_hourly_cost
+        .get_or_create(&Default::default())
+        .set(1.0);
+    metrics
+        .disruption_commands
+        .get_or_create(&Default::default())
+        .inc();
     metrics
         .disruption_expected_savings
-        .get_or_create(&labels)
+        .get_or_create(&Default::default())
         .inc();
-    metrics.node_hourly_cost.get_or_create(&labels).set(1.0);
+    metrics
+        .node_hourly_cost
+        .get_or_create(&Default::default())
+        .set(1.0);
     metrics
         .pod_allocated_hourly_cost
-        .get_or_create(&labels)
+        .get_or_create(&Default::default())
         .set(1.0);
     let text = metrics.encode();
     let mut names = BTreeSet::new();

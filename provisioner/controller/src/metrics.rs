@@ -15,14 +15,14 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// `nodepool`: NodeClaims created.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PoolLabels {
     /// The NodePool.
     pub nodepool: String,
 }
 
 /// `nodepool`, `reason`: NodeClaims terminated.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TerminationLabels {
     /// The NodePool.
     pub nodepool: String,
@@ -31,14 +31,14 @@ pub struct TerminationLabels {
 }
 
 /// `error`: launches that failed.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LaunchFailureLabels {
     /// The error's kind (`launch::error_kind`).
     pub error: String,
 }
 
 /// `nodepool`, `instance_type`, `capacity_type`: nodes.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NodeCountLabels {
     /// The NodePool.
     pub nodepool: String,
@@ -49,7 +49,7 @@ pub struct NodeCountLabels {
 }
 
 /// `nodepool`, `capacity_type`: fleet cost.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FleetCostLabels {
     /// The NodePool.
     pub nodepool: String,
@@ -58,7 +58,7 @@ pub struct FleetCostLabels {
 }
 
 /// One node's cost series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NodeCostLabels {
     /// The Node.
     pub node: String,
@@ -85,7 +85,7 @@ pub struct NodeCostLabels {
 }
 
 /// One pod's allocated-cost series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PodCostLabels {
     /// The pod's namespace.
     pub namespace: String,
@@ -102,7 +102,7 @@ pub struct PodCostLabels {
 }
 
 /// `kind`, `reason`: voluntary disruption commands and their expected savings.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DisruptionLabels {
     /// The command's kind.
     pub kind: String,
@@ -111,7 +111,7 @@ pub struct DisruptionLabels {
 }
 
 /// `condition`: node repairs and reboots.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RepairLabels {
     /// The condition that broke the node.
     pub condition: String,
