@@ -19,10 +19,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
+
+use crate::local_server::{Serving, bind, serve};
 
 /// What to do to one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,20 +108,13 @@ struct Shared {
 pub struct FaultProxy {
     addr: SocketAddr,
     shared: Shared,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FaultProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _serving: Serving,
 }
 
 impl FaultProxy {
     /// A proxy on a free port of 127.0.0.1 passing calls to `upstream`.
     pub async fn start(upstream: SocketAddr) -> FaultProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
-        let addr = listener.local_addr().expect("proxy address");
+        let (listener, addr) = bind().await;
         let shared = Shared {
             upstream,
             faults: Arc::default(),
@@ -130,21 +124,12 @@ impl FaultProxy {
             held: Arc::default(),
         };
         let s = shared.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, s.clone()));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        FaultProxy { addr, shared, task }
+        let serving = serve(listener, move |req| handle(req, s.clone()));
+        FaultProxy {
+            addr,
+            shared,
+            _serving: serving,
+        }
     }
 
     /// `http://127.0.0.1:PORT`.

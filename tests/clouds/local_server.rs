@@ -3,15 +3,18 @@
 //! under the state's lock, each call recorded as `METHOD path`, and answers queued per call —
 //! an injected fault or a canned `(status, body)` — answered before the call is served. Each
 //! server keeps only its REST shapes: which call a request is ([`Api::call_of`]), what a fault
-//! looks like in its error format ([`Api::fault`]), and the answer ([`Api::answer`]).
+//! looks like in its error format ([`Api::fault`]), and the answer ([`Api::answer`]). The fault
+//! proxy in front of moto serves its requests through [`serve`] too.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -91,43 +94,64 @@ pub trait Api: Send + 'static {
     fn answer(&mut self, call: Self::Call, req: Req, addr: SocketAddr) -> Reply;
 }
 
+/// Requests served by a task of their own until this is dropped.
+pub struct Serving(tokio::task::JoinHandle<()>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A listener on a free port of 127.0.0.1, and its address.
+pub async fn bind() -> (TcpListener, SocketAddr) {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a local server");
+    let addr = listener.local_addr().expect("server address");
+    (listener, addr)
+}
+
+/// Serves every connection `listener` accepts with `handle` (HTTP/1.1).
+pub fn serve<H, F>(listener: TcpListener, handle: H) -> Serving
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<Reply, Infallible>> + Send + 'static,
+{
+    Serving(tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service_fn(handle))
+                    .await;
+            });
+        }
+    }))
+}
+
 /// A running server; stops when dropped.
 pub struct LocalServer<A> {
     addr: SocketAddr,
     state: Arc<Mutex<A>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl<A> Drop for LocalServer<A> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _serving: Serving,
 }
 
 impl<A: Api> LocalServer<A> {
     /// Serves `api` on a free port of 127.0.0.1.
     pub async fn start(api: A) -> LocalServer<A> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a local server");
-        let addr = listener.local_addr().expect("server address");
+        let (listener, addr) = bind().await;
         let state = Arc::new(Mutex::new(api));
         let s = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| serve(req, s.clone(), addr));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        LocalServer { addr, state, task }
+        let serving = serve(listener, move |req| answer(req, s.clone(), addr));
+        LocalServer {
+            addr,
+            state,
+            _serving: serving,
+        }
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -141,8 +165,8 @@ impl<A: Api> LocalServer<A> {
     }
 }
 
-async fn serve<A: Api>(
-    req: Request<hyper::body::Incoming>,
+async fn answer<A: Api>(
+    req: Request<Incoming>,
     state: Arc<Mutex<A>>,
     addr: SocketAddr,
 ) -> Result<Reply, Infallible> {
