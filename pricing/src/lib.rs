@@ -27,10 +27,13 @@
 //! ## Sources
 //!
 //! The compiled-in data lives in the curated facts files `data/aws.toml`, `data/gcp.toml` and
-//! `data/azure.toml`, and in the generated offerings file `data/offerings/aws.csv`, written by
-//! `catalog-gen` ([`generate`]) from a dated SkyPilot catalog snapshot and the facts files
-//! (refresh: `cargo run -p quartermaster-pricing --bin catalog-gen -- --skypilot DIR --commit SHA
-//! --read-on YYYY-MM-DD`). Each file's header lists its sources with repository, path, commit
+//! `data/azure.toml`, and in the generated offerings files `data/offerings/aws.csv` (accelerator
+//! types) and `data/offerings/aws-cpu.csv` (CPU types next to GPUs, outside the default region),
+//! written by `catalog-gen` ([`generate`]) from a dated SkyPilot catalog snapshot and the facts
+//! files (refresh: `cargo run -p quartermaster-pricing --bin catalog-gen -- --skypilot DIR
+//! --commit SHA --read-on YYYY-MM-DD`; it generates GCP and Azure the same way, writing
+//! `offerings/<cloud>.csv` and `offerings/<cloud>-cpu.csv` for the types whose facts carry no
+//! curated offerings). Each file's header lists its sources with repository, path, commit
 //! and date, and says how zones were chosen. In short:
 //!
 //! * AWS prices: Karpenter's generated on-demand price table
@@ -40,7 +43,8 @@
 //!   instance-type reference (from EC2 `DescribeInstanceTypes`). Per-AZ spot prices and AZ
 //!   availability: `skypilot-org/skypilot-catalog` `catalogs/v8/aws/vms.csv`; the offerings of
 //!   the generated types (g5, g6, g6e, g7e, p4d, p4de, p5, p5en, p6-b200, inf2, trn1, trn1n: every
-//!   region and zone of the snapshot, on-demand and spot) come from it alone.
+//!   region and zone of the snapshot, on-demand and spot) come from it alone, as do those of the
+//!   CPU types m7i, c7i (large, xlarge) and r7i.xlarge in every region but us-east-1.
 //! * GCP prices: `cloudpilot-ai/karpenter-provider-gcp`'s `initial-prices.json` (us-central1,
 //!   2026-08-03, on-demand and spot); zones and shapes: SkyPilot's `catalogs/v8/gcp/vms.csv`.
 //! * Azure prices: `Azure/karpenter-provider-azure`'s generated price table (eastus, generated
