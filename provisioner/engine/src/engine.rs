@@ -232,11 +232,19 @@ pub struct Engine {
     /// Whether a flex-start claim may exist (a pool opted in, or one was adopted): until then
     /// no poll looks for flex-start nodes to drain.
     pub(crate) flex_start_seen: bool,
+    /// The catalog as the driver gave it (every region); `setup.catalog` is it restricted to
+    /// `pool_regions`, with reserved and flex-start offerings.
+    pub(crate) given_catalog: quartermaster_pricing::Catalog,
+    /// Where the pools may buy.
+    pub(crate) pool_regions: crate::prices::PoolRegions,
 }
 
 impl Engine {
     /// A new engine with no pods and no nodes.
-    pub fn new(setup: EngineSetup, config: EngineConfig) -> Self {
+    pub fn new(mut setup: EngineSetup, config: EngineConfig) -> Self {
+        let given_catalog = setup.catalog.clone();
+        let pool_regions = crate::prices::pool_regions(&setup.pools);
+        setup.catalog = crate::prices::for_pools(&given_catalog, &pool_regions);
         let setup = crate::flex_start::with_offerings(setup);
         let flex_start_seen =
             quartermaster_solver::flex_start::any_opts_in(setup.pools.iter().map(|p| &p.spec));
@@ -275,6 +283,8 @@ impl Engine {
             reservations: Vec::new(),
             reservations_open: BTreeSet::new(),
             flex_start_seen,
+            given_catalog,
+            pool_regions,
         }
     }
 
@@ -438,6 +448,7 @@ impl Engine {
             Event::CatalogChanged(catalog) => self.catalog_changed(catalog),
             Event::PoolsChanged(pools) => {
                 self.pools_changed(pools);
+                self.pool_regions_changed();
                 self.add_flex_start_offerings();
             }
             Event::CloudDrifted {

@@ -16,6 +16,7 @@ mod node_shape;
 mod nominations;
 mod provider_fallback;
 mod provisioning_requests;
+mod regions;
 mod repair;
 mod reservations;
 mod static_pools;
