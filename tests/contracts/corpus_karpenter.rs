@@ -347,7 +347,7 @@ fn an_unknown_region_is_a_precise_error() {
     assert_ne!(plan.code, 0, "{}", show(&plan));
     assert!(
         plan.stderr.contains(
-            "NodePool/gpu: spec.template.spec.nodeClassRef: AWSNodeClass gpu spec.region \"af-south-1\" has no aws offerings in the catalog; its aws regions: ap-east-1, ap-northeast-1, ap-northeast-2, ap-south-1, ap-southeast-1, ap-southeast-2, ap-southeast-3, ca-central-1, eu-central-1, eu-north-1, eu-south-2, eu-west-1, eu-west-2, eu-west-3, me-central-1, us-east-1, us-east-2, us-west-1, us-west-2"
+            "NodePool/gpu: spec.template.spec.nodeClassRef: AWSNodeClass gpu spec.region \"af-south-1\" has no aws offerings in the catalog; its aws regions: ap-east-1, ap-northeast-1, ap-northeast-2, ap-northeast-3, ap-south-1, ap-southeast-1, ap-southeast-2, ap-southeast-3, ap-southeast-4, ca-central-1, eu-central-1, eu-north-1, eu-south-1, eu-south-2, eu-west-1, eu-west-2, eu-west-3, me-central-1, us-east-1, us-east-2, us-west-1, us-west-2"
         ),
         "{}",
         show(&plan)
