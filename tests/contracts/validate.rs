@@ -385,3 +385,36 @@ fn every_error_names_the_file_and_the_object() {
         );
     }
 }
+
+#[test]
+fn dra_objects_are_checked_and_a_selector_that_does_not_compile_is_refused() {
+    let good = path("examples/dra/gpu-40gi.yaml");
+    let out = quartermaster(&["validate", &good]);
+    assert_eq!(
+        out.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    let bad = path("examples/invalid/dra-errors.yaml");
+    let out = quartermaster(&["validate", &bad]);
+    assert_eq!(
+        out.code, 1,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    let prefix = format!("{bad}: ResourceClaim/broken: spec.devices.requests[0].exactly.");
+    assert!(
+        out.stdout.contains(&format!(
+            "{prefix}allocationMode: Unsupported value: \"Most\": supported values: \"All\", \"ExactCount\""
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "{prefix}selectors[0].cel.expression: Invalid value: \"device.capacity['gpu.nvidia.com'].memory >=\": compilation failed: ERROR: <input>:1:"
+        )),
+        "{}",
+        out.stdout
+    );
+}

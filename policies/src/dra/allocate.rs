@@ -164,13 +164,15 @@ fn compile_all(
     Ok(out)
 }
 
-fn mode(
+/// The allocation mode of a request at `field` (`allocationMode`, `count`): `ExactCount` (count
+/// 1 by default) or `All`.
+pub fn allocation_mode(
     field: &str,
     mode: Option<&str>,
     count: Option<i64>,
 ) -> Result<AllocationMode, PolicyError> {
-    let invalid = |reason: String| PolicyError::InvalidClaim {
-        field: field.to_owned(),
+    let invalid = |at: &str, reason: String| PolicyError::InvalidClaim {
+        field: format!("{field}.{at}"),
         reason,
     };
     match mode.unwrap_or("ExactCount") {
@@ -180,13 +182,14 @@ fn mode(
                 .ok()
                 .filter(|n| *n >= 1)
                 .map(AllocationMode::ExactCount)
-                .ok_or_else(|| invalid(format!("count: must be greater than zero (is {n})")))
+                .ok_or_else(|| invalid("count", format!("must be greater than zero (is {n})")))
         }
-        "All" if count.is_some() => Err(invalid("count: must not be set with All".into())),
+        "All" if count.is_some() => Err(invalid("count", "must not be set with All".into())),
         "All" => Ok(AllocationMode::All),
-        other => Err(invalid(format!(
-            "allocationMode: Unsupported value: {other:?}: supported values: \"All\", \"ExactCount\""
-        ))),
+        other => Err(invalid(
+            "allocationMode",
+            format!("Unsupported value: {other:?}: supported values: \"All\", \"ExactCount\""),
+        )),
     }
 }
 
@@ -239,7 +242,7 @@ impl ClaimRequirements {
                     alternatives.push(Alternative {
                         name: r.name.clone(),
                         selectors,
-                        mode: mode(
+                        mode: allocation_mode(
                             &format!("{field}.exactly"),
                             e.allocation_mode.as_deref(),
                             e.count,
@@ -258,7 +261,7 @@ impl ClaimRequirements {
                         alternatives.push(Alternative {
                             name: format!("{}/{}", r.name, s.name),
                             selectors,
-                            mode: mode(&sub, s.allocation_mode.as_deref(), s.count)?,
+                            mode: allocation_mode(&sub, s.allocation_mode.as_deref(), s.count)?,
                         });
                     }
                 }

@@ -21,7 +21,9 @@ mod device;
 mod functions;
 mod selector;
 
-pub use allocate::{Allocation, AllocationMode, ClaimRequirements, DeviceResult, Unsatisfied};
+pub use allocate::{
+    Allocation, AllocationMode, ClaimRequirements, DeviceResult, Unsatisfied, allocation_mode,
+};
 pub use device::{AttributeValue, NodeDevice};
 pub use selector::{DeviceSelector, MAX_EXPRESSION_BYTES, SelectorEvaluator};
 

@@ -16,6 +16,7 @@
 //! `spec.limits[nvidia.com/gpu]`, `spec.template.metadata.labels[team]`.
 //! A `nodeClassRef` naming a NodeClass that does not exist is not an error.
 
+mod dra;
 mod fields;
 mod label_keys;
 mod nodeclaim;
@@ -217,6 +218,11 @@ pub fn check_manifest(doc: &Value) -> ManifestReport {
         && obj.get("kind").and_then(Value::as_str) == Some(overlay::NODE_OVERLAY_KIND)
     {
         return fail(overlay::validate_node_overlay(obj));
+    }
+
+    // A DRA object (DeviceClass, ResourceClaim, ResourceClaimTemplate): its selectors compile.
+    if dra::is_dra(obj) {
+        return fail(dra::validate_dra(obj));
     }
 
     // Another API's object (a Deployment, a Service): one line saying so.
