@@ -370,6 +370,7 @@ impl ClaimRequirements {
                 devices: search.chosen,
             })
         } else {
+            // Every way the search fails records why; this stands in should one not.
             Err(search.first_failure.unwrap_or(Unsatisfied::TooFewDevices {
                 request: String::new(),
                 matching: 0,
@@ -440,7 +441,18 @@ impl Search<'_> {
                         });
                         continue;
                     }
-                    self.groups(&free, &applying, n)
+                    let groups = self.groups(&free, &applying, n);
+                    if groups.is_empty() {
+                        // Enough devices match, but no n of them meet the constraints together.
+                        let attribute = applying
+                            .first()
+                            .map(|c| match &self.claim.constraints[*c].kind {
+                                ConstraintKind::Match(a) | ConstraintKind::Distinct(a) => a.clone(),
+                            })
+                            .unwrap_or_default();
+                        self.fail(Unsatisfied::Constraint { attribute });
+                    }
+                    groups
                 }
             };
             for pick in picks {

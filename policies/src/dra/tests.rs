@@ -246,7 +246,13 @@ fn distinct_attribute_takes_devices_with_different_values() {
         .expect("fits");
     assert_eq!(a.devices[0].device, "gpu-0");
     assert_eq!(a.devices[1].device, "gpu-4");
-    assert!(c.allocate(&node(4), &SelectorEvaluator::default()).is_err());
+    assert_eq!(
+        c.allocate(&node(4), &SelectorEvaluator::default()),
+        Err(Unsatisfied::Constraint {
+            attribute: "gpu.nvidia.com/nvlinkDomain".into()
+        }),
+        "four devices in one domain: no two distinct"
+    );
 }
 
 #[test]

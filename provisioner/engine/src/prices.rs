@@ -46,6 +46,17 @@ pub(crate) fn for_pools(catalog: &Catalog, regions: &PoolRegions) -> Catalog {
 }
 
 impl Engine {
+    /// `given` as the engine solves with it: cut to the pools' regions, with the reserved
+    /// offerings of the reservations it knows (flex-start offerings are added by the caller).
+    fn solving_catalog(&self, given: &Catalog) -> Catalog {
+        let reservations: Vec<quartermaster_pricing::Reservation> = self
+            .reservations
+            .iter()
+            .map(|o| o.reservation.clone())
+            .collect();
+        for_pools(given, &self.pool_regions).with_reserved_offerings(&reservations)
+    }
+
     /// The pools changed: when they may buy in other regions now, the catalog is restricted
     /// again from the one given (with the reservations' offerings).
     pub(crate) fn pool_regions_changed(&mut self) {
@@ -54,24 +65,12 @@ impl Engine {
             return;
         }
         self.pool_regions = regions;
-        let reservations: Vec<quartermaster_pricing::Reservation> = self
-            .reservations
-            .iter()
-            .map(|o| o.reservation.clone())
-            .collect();
-        self.setup.catalog = for_pools(&self.given_catalog, &self.pool_regions)
-            .with_reserved_offerings(&reservations);
+        self.setup.catalog = self.solving_catalog(&self.given_catalog);
     }
 
     /// New prices: claims are priced again (what they cost now is what removing them saves).
     pub(crate) fn catalog_changed(&mut self, catalog: Catalog) {
-        let reservations: Vec<quartermaster_pricing::Reservation> = self
-            .reservations
-            .iter()
-            .map(|o| o.reservation.clone())
-            .collect();
-        self.setup.catalog =
-            for_pools(&catalog, &self.pool_regions).with_reserved_offerings(&reservations);
+        self.setup.catalog = self.solving_catalog(&catalog);
         self.given_catalog = catalog;
         self.add_flex_start_offerings();
         for c in self.claims.values_mut() {
