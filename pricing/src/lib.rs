@@ -147,6 +147,7 @@
 mod catalog;
 pub mod coverage;
 pub mod derived;
+pub mod devices;
 mod error;
 mod file;
 pub mod flex_start;
@@ -163,6 +164,9 @@ pub mod resources;
 pub mod sharing;
 
 pub use catalog::{Catalog, EMBEDDED_FILES, EMBEDDED_OFFERINGS};
+pub use devices::{
+    DeviceAttribute, PublishedDevice, published_devices, published_devices_with_mig,
+};
 pub use error::PricingError;
 pub use file::{CatalogFile, CatalogMode, MAX_PRICE_PER_HOUR, OfferingKey, zone_matches_region};
 pub use interruption::{InterruptionBand, SpotInterruption};
