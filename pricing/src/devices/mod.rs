@@ -11,7 +11,9 @@
 //!   `productName`, `brand`, `architecture`, `cudaComputeCapability`, `driverVersion`,
 //!   `cudaDriverVersion` (versions), `resource.kubernetes.io/pciBusID`,
 //!   `resource.kubernetes.io/pcieRoot` (and `addressingMode` where the platform has one);
-//!   capacity `memory`. With a MIG layout ([`published_devices_with_mig`]) each GPU publishes
+//!   capacity `memory` — what NVML reports where the data has it (`nvidia-smi` shows an H100
+//!   80GB HBM3 with 81559 MiB: a claim for `memory >= 80Gi` does not fit it), else the catalog's
+//!   memory per GPU. With a MIG layout ([`published_devices_with_mig`]) each GPU publishes
 //!   its MIG devices instead (`type` `"mig"`, `profile`, `parentUUID`, the parent's attributes;
 //!   capacity `memory`, `multiprocessors`, engine counts and `memorySlice<N>`), named
 //!   `gpu-<i>-mig-<profile without dots>-<GI profile id>-<placement start>` as the driver does.
@@ -308,7 +310,10 @@ fn nvidia_gpu(acc: &Accelerator, gpu: &NvidiaGpu, i: u32) -> PublishedDevice {
         driver: nv.driver.clone(),
         name: format!("gpu-{i}"),
         attributes,
-        capacity: BTreeMap::from([("memory".to_owned(), quantity_mib(acc.memory_mib))]),
+        capacity: BTreeMap::from([(
+            "memory".to_owned(),
+            quantity_mib(gpu.nvml_memory_mib.unwrap_or(acc.memory_mib)),
+        )]),
     }
 }
 

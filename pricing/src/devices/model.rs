@@ -104,6 +104,8 @@ pub(super) struct NvidiaGpu {
     pub addressing_mode: Option<String>,
     #[serde(default)]
     pub mig: Option<String>,
+    #[serde(default)]
+    pub nvml_memory_mib: Option<u64>,
     pub source: String,
     pub as_of: toml::value::Datetime,
 }

@@ -140,10 +140,13 @@ fn product_names_follow_the_board_not_only_the_chip() {
     assert_eq!(version(&h100[7], "cudaComputeCapability"), "9.0.0");
     let t4 = published_devices(&embedded(Cloud::Aws, "g4dn.xlarge"));
     assert_eq!(string(&t4[0], "productName"), "Tesla T4");
-    assert_eq!(string(&t4[0], "brand"), "Tesla");
+    assert_eq!(string(&t4[0], "brand"), "Nvidia");
+    assert_eq!(t4[0].capacity["memory"], "15Gi");
     assert_eq!(string(&t4[0], "architecture"), "Turing");
     let l4 = published_devices(&embedded(Cloud::Aws, "g6.xlarge"));
-    assert_eq!(l4[0].capacity["memory"], "22888Mi");
+    assert_eq!(l4[0].capacity["memory"], "23034Mi");
+    // NVML's figure, not the marketing size: 80GB HBM3 is 81559 MiB.
+    assert_eq!(h100[0].capacity["memory"], "81559Mi");
     assert_eq!(string(&l4[0], "architecture"), "Ada Lovelace");
     // PCIe cards: one GPU per root.
     let g6 = published_devices(&embedded(Cloud::Aws, "g6.12xlarge"));
