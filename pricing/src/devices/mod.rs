@@ -38,6 +38,23 @@
 //! boards, one per PCIe card; per entry in the data). The NVIDIA kernel driver version is an
 //! assumption (R580, `580.95.5`, CUDA `13.0.0`), stated in the data file.
 //!
+//! ```
+//! use quartermaster_pricing::devices::{DeviceAttribute, published_devices};
+//! use quartermaster_pricing::{Catalog, Cloud};
+//!
+//! let catalog = Catalog::embedded();
+//! let p4d = catalog.get(Cloud::Aws, "p4d.24xlarge").unwrap();
+//! let gpus = published_devices(p4d);
+//! assert_eq!(gpus.len(), 8);
+//! assert_eq!(gpus[0].driver, "gpu.nvidia.com");
+//! assert_eq!(gpus[0].name, "gpu-0");
+//! assert_eq!(
+//!     gpus[0].attributes["productName"],
+//!     DeviceAttribute::String("NVIDIA A100-SXM4-40GB".into())
+//! );
+//! assert_eq!(gpus[0].capacity["memory"], "40Gi");
+//! ```
+//!
 //! A fractional vGPU slice (`accelerator.fraction`, e.g. Azure `Standard_NV6ads_A10_v5`) is one
 //! device `gpu-0` with the slice's memory and two attributes of ours:
 //! [`SHARED_ATTRIBUTE`] `= true` and [`FRACTION_ATTRIBUTE`] (the share, as a string).

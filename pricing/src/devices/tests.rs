@@ -202,8 +202,8 @@ fn mig_layouts_expand_each_gpu_into_its_mig_devices() {
         [
             ("gpu-0-mig-1g5gb-19-2", "4864Mi"),
             ("gpu-0-mig-1g5gb-19-3", "4864Mi"),
-            ("gpu-0-mig-2g10gb-14-0", "9856Mi"),
-            ("gpu-0-mig-3g20gb-9-4", "19968Mi"),
+            ("gpu-0-mig-2g10gb-14-0", "9984Mi"),
+            ("gpu-0-mig-3g20gb-9-4", "20096Mi"),
         ]
     );
     // Every layout of every MIG-capable type places its instances without overlap.
@@ -247,7 +247,8 @@ fn mig_on_h100_uses_its_own_table_and_gpus_without_mig_stay_whole() {
     assert_eq!(devices.len(), 16);
     assert_eq!(devices[0].name, "gpu-0-mig-3g40gb-9-0");
     assert_eq!(devices[1].name, "gpu-0-mig-3g40gb-9-4");
-    assert_eq!(devices[0].capacity["memory"], "40Gi");
+    assert_eq!(devices[0].capacity["memory"], "40448Mi");
+    assert_eq!(devices[0].capacity["multiprocessors"], "60");
     let p4d = embedded(Cloud::Aws, "p4d.24xlarge");
     let layout = mig_layout(p4d.accelerator.as_ref().unwrap(), "all-1g.5gb").unwrap();
     let g5 = embedded(Cloud::Aws, "g5.12xlarge");
@@ -355,7 +356,7 @@ fn sources_are_dated() {
     assert_eq!(s.driver_source, "NV-DRA");
     let mig = mig_model_source(&embedded(Cloud::Aws, "p4d.24xlarge")).unwrap();
     assert!(!mig.estimate);
-    let mig = mig_model_source(&embedded(Cloud::Aws, "p5.48xlarge")).unwrap();
+    let mig = mig_model_source(&embedded(Cloud::Aws, "p5en.48xlarge")).unwrap();
     assert!(mig.estimate);
     assert_eq!(mig_model_source(&embedded(Cloud::Aws, "g5.xlarge")), None);
 }
