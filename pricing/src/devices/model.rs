@@ -51,6 +51,27 @@ pub(super) fn parse(text: &str) -> Result<DevicesFile, String> {
             }
         }
     }
+    for (n, g) in file.gpu.iter().enumerate() {
+        if file.gpu[..n]
+            .iter()
+            .any(|o| o.name == g.name && o.memory_mib == g.memory_mib && o.families == g.families)
+        {
+            return Err(format!(
+                "gpu {} ({} MiB) is listed twice",
+                g.name, g.memory_mib
+            ));
+        }
+    }
+    for (n, a) in file.accelerator.iter().enumerate() {
+        if file.accelerator[..n].iter().any(|o| {
+            o.manufacturer == a.manufacturer && o.name == a.name && o.memory_mib == a.memory_mib
+        }) {
+            return Err(format!(
+                "accelerator {}/{} ({} MiB) is listed twice",
+                a.manufacturer, a.name, a.memory_mib
+            ));
+        }
+    }
     for a in &file.accelerator {
         if a.devices_per_pcie_root == 0 {
             return Err(format!(

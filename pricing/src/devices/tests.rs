@@ -32,6 +32,45 @@ fn the_data_file_parses() {
 }
 
 #[test]
+fn entries_are_unique() {
+    let twice = model::DEVICES_TOML.replacen("[[gpu]]\nname = \"t4\"", "[[gpu]]\nname = \"t4\"\nmemory_mib = 16384\nproduct_name = \"x\"\nbrand = \"x\"\narchitecture = \"x\"\ncompute_capability = \"1.0.0\"\ndevices_per_pcie_root = 1\nsource = \"x\"\nas_of = 2026-01-01\n\n[[gpu]]\nname = \"t4\"", 1);
+    assert_eq!(
+        model::parse(&twice).unwrap_err(),
+        "gpu t4 (16384 MiB) is listed twice"
+    );
+}
+
+#[test]
+fn version_attributes_are_semantic_versions() {
+    for t in Catalog::embedded_all_regions().instance_types() {
+        let mut devices = published_devices(t);
+        if let Some(acc) = &t.accelerator {
+            for layout in mig_layouts(acc) {
+                devices.extend(published_devices_with_mig(t, layout));
+            }
+        }
+        for d in &devices {
+            for (k, v) in &d.attributes {
+                if let DeviceAttribute::Version(v) = v {
+                    let parts: Vec<_> = v.split('.').collect();
+                    assert!(
+                        parts.len() == 3
+                            && parts.iter().all(|p| {
+                                !p.is_empty()
+                                    && p.chars().all(|c| c.is_ascii_digit())
+                                    && (p.len() == 1 || !p.starts_with('0'))
+                            }),
+                        "{} {}: {k} = {v:?} is not MAJOR.MINOR.PATCH",
+                        t.name,
+                        d.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn every_catalog_accelerator_has_a_device_model() {
     let catalog = Catalog::embedded_all_regions();
     let mut missing = BTreeSet::new();
