@@ -12,6 +12,7 @@ mod corpus_karpenter_workloads;
 mod corpus_labels;
 mod corpus_workloads;
 mod crds;
+mod dra;
 mod e2e;
 mod e2e_api_faults;
 mod e2e_gpu_mix;

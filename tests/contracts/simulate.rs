@@ -156,6 +156,46 @@ fn assert_no_violations(name: &str, v: &Value) {
 }
 
 #[test]
+fn dra_pods_scale_from_zero_to_types_whose_devices_satisfy_their_claims() {
+    // Issue 22: pods that ask for GPUs only through ResourceClaimTemplates (no nvidia.com/gpu
+    // counter) are all placed, on types whose predicted devices satisfy the claims: >= 40Gi
+    // (never an L4/A10G/T4 type alone), H100 or two L4s, all of an H100 node's GPUs.
+    let v = scenario_json("dra-inference");
+    assert_no_violations("dra-inference", &v);
+    assert_eq!(number(&v, "pods_unscheduled_at_end"), 0.0, "{v}");
+    let launched = v["nodes_launched_by_instance_type"]
+        .as_object()
+        .expect("nodes by type");
+    assert!(!launched.is_empty(), "{v}");
+    for t in launched.keys() {
+        let small = [
+            "g6.xlarge",
+            "g6.2xlarge",
+            "g6.4xlarge",
+            "g5.xlarge",
+            "g5.2xlarge",
+            "g4dn",
+        ];
+        assert!(
+            !small.iter().any(|s| t.starts_with(s)),
+            "{t} has no GPU with 40Gi: {launched:?}"
+        );
+    }
+    assert!(
+        launched.contains_key("g6e.2xlarge"),
+        "the cheapest >= 40Gi GPU: {launched:?}"
+    );
+    assert!(
+        launched.keys().any(|t| t.starts_with("p5")),
+        "the All-H100 jobs need H100s: {launched:?}"
+    );
+    assert!(
+        number(&v, "gpu_hours_requested") > 0.0,
+        "claims count as GPUs: {v}"
+    );
+}
+
+#[test]
 fn disruption_captures_the_saving_of_a_fragmented_cluster_without_violations() {
     let v = scenario_json("fragmented-after-training");
     assert_no_violations("fragmented-after-training", &v);
@@ -302,6 +342,7 @@ fn the_shipped_scenarios_are_valid() {
         "buffered-inference",
         "capacity-block-week",
         "flex-start-training",
+        "dra-inference",
     ] {
         // Loading validates everything, the probe solves included; running them is left to the
         // release-build figures (they are long).

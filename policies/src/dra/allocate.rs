@@ -322,6 +322,49 @@ impl ClaimRequirements {
         self.allocate_free(devices, &taken, evaluator)
     }
 
+    /// For a request (or `request/subrequest`) too few devices match: the first of its
+    /// selectors (the DeviceClass's, then its own) that the fewest of `devices` pass, as
+    /// `` `expression` matches m of n device(s)``; `None` when every selector passes every
+    /// device (too few devices, not a selector) or the request is not the claim's.
+    pub fn blocking_selector(
+        &self,
+        request: &str,
+        devices: &[NodeDevice],
+        evaluator: &SelectorEvaluator,
+    ) -> Option<String> {
+        let alternative = self
+            .requests
+            .iter()
+            .flat_map(|r| &r.alternatives)
+            .find(|a| a.name == request)?;
+        let mut worst: Option<(usize, &DeviceSelector)> = None;
+        for s in &alternative.selectors {
+            let passing = devices
+                .iter()
+                .filter(|d| evaluator.matches(s, d).unwrap_or(false))
+                .count();
+            if passing < devices.len() && worst.is_none_or(|(w, _)| passing < w) {
+                worst = Some((passing, s));
+            }
+        }
+        worst.map(|(passing, s)| {
+            format!(
+                "`{}` matches {passing} of {} device(s)",
+                s.expression(),
+                devices.len()
+            )
+        })
+    }
+
+    /// The names of the claim's requests and their `firstAvailable` alternatives
+    /// (`request/subrequest`), in order.
+    pub fn alternatives(&self) -> impl Iterator<Item = &str> + '_ {
+        self.requests
+            .iter()
+            .flat_map(|r| &r.alternatives)
+            .map(|a| a.name.as_str())
+    }
+
     /// As [`ClaimRequirements::allocate`], with `taken[i]` set for devices already allocated
     /// to other claims.
     pub fn allocate_free(

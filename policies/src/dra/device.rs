@@ -22,6 +22,15 @@ pub enum AttributeValue {
     Version(semver::Version),
 }
 
+impl AttributeValue {
+    /// A `version` attribute from its text (`"9.0.0"`), or why it is not a semantic version.
+    pub fn parse_version(text: &str) -> Result<Self, String> {
+        semver::Version::parse(text)
+            .map(Self::Version)
+            .map_err(|e| format!("version {text:?}: {e}"))
+    }
+}
+
 /// A device a node publishes: its driver, name, attributes and capacity. Attribute and
 /// capacity names are qualified (`gpu.nvidia.com/productName`): a name a slice gives without
 /// a domain belongs to the driver's domain.

@@ -13,7 +13,8 @@ use crate::node::{self, NodeInfo};
 use crate::objects::Inventory;
 use crate::pod::solver_pod;
 use crate::{
-    ClusterError, Ingested, capacity_buffer, nodepool, provisioning_request, quantities, workloads,
+    ClusterError, Ingested, capacity_buffer, dra, nodepool, provisioning_request, quantities,
+    workloads,
 };
 
 /// How [`snapshot`] reads the objects. `SnapshotOptions::default()`: no catalog, a fresh
@@ -78,8 +79,11 @@ pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Inges
 
     // Pods first: they decide which resources take slots.
     let mut taken: BTreeSet<PodRef> = BTreeSet::new();
+    // Pods with DRA claims: resolved once the NodePools say which types can be bought.
+    let mut with_claims: Vec<ClaimingPods<'_>> = Vec::new();
     for workload in &expansion.pending {
         let template = solver_pod(&workload.template, &mut snapshot.resources, &mut notes)?;
+        let first = snapshot.pending.len();
         for id in &workload.replicas {
             let mut pod = template.clone();
             pod.id = unique(id, workload.template.owner.as_deref(), &mut taken);
@@ -89,6 +93,14 @@ pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Inges
             }
             pod.gang = workload.gang.clone();
             snapshot.pending.push(pod);
+        }
+        let spec = workload.template.spec;
+        if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+            with_claims.push((
+                first..snapshot.pending.len(),
+                workload.template.id.namespace.as_str(),
+                spec,
+            ));
         }
     }
     let mut provisioning_requests = Vec::new();
@@ -146,6 +158,13 @@ pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Inges
         snapshot.node_pools.push(spec);
     }
     provisioning_request::prefer_flex_start(&mut snapshot, &mut provisioning_requests, &mut notes);
+    resolve_claims(
+        &mut snapshot,
+        &with_claims,
+        &inventory.dra,
+        catalog,
+        &mut notes,
+    )?;
 
     // Nodes and claims in flight.
     let mut infos: Vec<NodeInfo> = Vec::new();
@@ -228,6 +247,53 @@ pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Inges
         provisioning_requests,
         capacity_buffers,
     })
+}
+
+/// The pending pods of one workload with DRA claims: their indices, namespace and spec.
+type ClaimingPods<'a> = (
+    std::ops::Range<usize>,
+    &'a str,
+    &'a k8s_openapi::api::core::v1::PodSpec,
+);
+
+/// Folds the DRA claims of the pending pods that have them into their requests and node
+/// terms; see [`dra`].
+fn resolve_claims(
+    snapshot: &mut ClusterSnapshot,
+    with_claims: &[ClaimingPods<'_>],
+    objects: &dra::DraObjects,
+    catalog: Option<&Catalog>,
+    notes: &mut Vec<String>,
+) -> Result<(), ClusterError> {
+    if with_claims.is_empty() {
+        return Ok(());
+    }
+    let Some(catalog) = catalog else {
+        notes.push(
+            "pods with resourceClaims are planned by the devices each instance type publishes: \
+             without a catalog their claims are ignored"
+                .to_owned(),
+        );
+        return Ok(());
+    };
+    let pools = std::mem::take(&mut snapshot.node_pools);
+    let mut resolver = dra::Resolver::new(objects, Some(catalog), &pools);
+    let mut claimed: BTreeSet<String> = BTreeSet::new();
+    let mut result = Ok(());
+    for (pods, namespace, spec) in with_claims {
+        let requests = snapshot.pending[pods.start].requests;
+        let Some(resolution) = resolver.resolve(namespace, spec, &requests) else {
+            continue;
+        };
+        for pod in &mut snapshot.pending[pods.clone()] {
+            if let Err(e) = dra::apply(pod, &resolution, &mut claimed, &mut snapshot.resources) {
+                result = Err(e);
+            }
+        }
+    }
+    drop(resolver);
+    snapshot.node_pools = pools;
+    result
 }
 
 /// `id`, or `id` with the owner's kind appended when another pod already has that name (a

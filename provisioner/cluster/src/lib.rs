@@ -13,6 +13,7 @@
 
 pub mod admission;
 pub mod capacity_buffer;
+mod dra;
 mod error;
 mod ingest;
 mod node;

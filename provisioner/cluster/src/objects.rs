@@ -91,6 +91,7 @@ pub(crate) struct Inventory {
     pub pod_templates: BTreeMap<(String, String), crate::provisioning_request::PodTemplateObject>,
     /// CapacityBuffers (`autoscaling.x-k8s.io/v1alpha1`), in input order.
     pub capacity_buffers: Vec<crate::capacity_buffer::BufferObject>,
+    pub dra: crate::dra::DraObjects,
     /// Kinds skipped (`Kind`, or `Kind.group` outside the core group), with how many objects of
     /// each.
     pub skipped: BTreeMap<String, usize>,
@@ -239,6 +240,10 @@ impl Inventory {
             }
             if crate::capacity_buffer::is_read_here(api_group, kind) {
                 crate::capacity_buffer::read(&mut inv, value)?;
+                continue;
+            }
+            if crate::dra::is_read_here(api_group, kind) {
+                crate::dra::read(&mut inv.dra, value, kind)?;
                 continue;
             }
             if crate::provisioning_request::is_read_here(api_group, kind) {

@@ -210,6 +210,7 @@ pub(crate) fn solver_pod(
         host_ports: host_ports(spec, at)?,
         owner: source.owner.clone(),
         gang: None,
+        devices: None,
     })
 }
 

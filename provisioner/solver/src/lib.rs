@@ -4,6 +4,7 @@
 //! [`ClusterSnapshot`] first; the [`Plan`] it returns is a value that other code executes.
 
 pub mod bound;
+pub mod devices;
 pub mod explain;
 pub mod flex_start;
 mod gang;
@@ -26,6 +27,7 @@ pub use pack::shapes::{MIG_CONFIG_LABEL, daemonset_overhead, to_resources};
 pub use plan::{
     ExistingPlacement, NewNode, OfferingChoice, Plan, PreferenceDecision, Relaxation, Unschedulable,
 };
+pub use devices::DeviceFit;
 pub use pod::{Gang, Pod, PodRef};
 pub use preferences::{PreferenceKind, SPREAD_WEIGHT};
 pub use quartermaster_policies::PreferencePolicy;

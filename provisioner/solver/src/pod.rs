@@ -5,9 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use quartermaster_policies::Requirements;
 
+use crate::devices::DeviceFit;
 use crate::resources::Resources;
 
 /// Well-known topology key for nodes.
@@ -228,6 +230,9 @@ pub struct Pod {
     pub owner: Option<String>,
     /// The gang the pod belongs to (all-or-nothing placement), if any.
     pub gang: Option<Gang>,
+    /// What its DRA ResourceClaims make of each instance type (`None`: it has none). Already
+    /// folded into `requests` and `node_terms`; kept for explanations.
+    pub devices: Option<Arc<DeviceFit>>,
 }
 
 /// A gang: pods that must be placed together, in one zone, or not at all (a Volcano or
@@ -256,6 +261,7 @@ impl Pod {
             host_ports: Vec::new(),
             owner: None,
             gang: None,
+            devices: None,
         }
     }
 }

@@ -64,6 +64,10 @@ pub struct Spec {
     /// DaemonSet manifests (overhead on every node they run on).
     #[serde(default)]
     pub daemon_sets: Vec<Value>,
+    /// Dynamic Resource Allocation objects (`resource.k8s.io/v1` DeviceClasses,
+    /// ResourceClaimTemplates, ResourceClaims) the workloads' `resourceClaims` name.
+    #[serde(default)]
+    pub dynamic_resources: Vec<Value>,
     /// How the simulated clouds behave (one simulated cloud per cloud the NodePools use).
     #[serde(default)]
     pub cloud: SimConfig,

@@ -58,6 +58,8 @@ pub struct Scenario {
     pub node_classes: Vec<Value>,
     /// DaemonSet manifests.
     pub daemon_sets: Vec<Value>,
+    /// DRA objects (DeviceClasses, ResourceClaimTemplates, ResourceClaims).
+    pub dynamic_resources: Vec<Value>,
     /// Simulated cloud behaviour.
     pub cloud: SimConfig,
     /// Engine timings.

@@ -134,6 +134,7 @@ pub(super) fn scenario(
         node_pools: spec.node_pools,
         node_classes: spec.node_classes,
         daemon_sets: spec.daemon_sets,
+        dynamic_resources: spec.dynamic_resources,
         cloud: spec.cloud,
         engine,
         workloads,

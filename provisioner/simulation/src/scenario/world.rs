@@ -175,6 +175,41 @@ pub fn build(s: &Scenario) -> Result<World, SimulationError> {
         ));
         objects.push(v.clone());
     }
+    for (i, v) in s.dynamic_resources.iter().enumerate() {
+        let prefix = format!("spec.dynamicResources[{i}]");
+        let kind = str_at(v, "/kind");
+        if str_at(v, "/apiVersion") != "resource.k8s.io/v1"
+            || !matches!(
+                kind,
+                "DeviceClass" | "ResourceClaimTemplate" | "ResourceClaim"
+            )
+        {
+            return Err(SimulationError::scenario(
+                file,
+                format!("{prefix}.kind"),
+                format!(
+                    "expected a resource.k8s.io/v1 DeviceClass, ResourceClaimTemplate or \
+                     ResourceClaim, got {:?} {kind:?}",
+                    str_at(v, "/apiVersion")
+                ),
+            ));
+        }
+        let id = match (kind, str_at(v, "/metadata/namespace")) {
+            ("DeviceClass", _) => format!("DeviceClass/{}", str_at(v, "/metadata/name")),
+            (_, "") => format!("{kind}/default/{}", str_at(v, "/metadata/name")),
+            (_, ns) => format!("{kind}/{ns}/{}", str_at(v, "/metadata/name")),
+        };
+        let problems = quartermaster_policies::validate::check_manifest(v).errors;
+        if let Some(first) = problems.first() {
+            return Err(SimulationError::scenario(
+                file,
+                format!("{prefix}.{}", first.path),
+                first.reason.clone(),
+            ));
+        }
+        origins.entries.push((id, prefix));
+        objects.push(v.clone());
+    }
     for (i, w) in s.workloads.iter().enumerate() {
         origins.entries.push((
             format!("Pod/{}/{}", w.namespace, w.name),

@@ -54,6 +54,9 @@ pub(super) fn reject(
             taint: taint.to_string(),
         });
     }
+    if let Some(detail) = pod.devices.as_ref().and_then(|d| d.rejection(&it.name)) {
+        return Err(Rejection::Devices { detail });
+    }
     if !pod.node_terms.is_empty() && !pod.node_terms.iter().any(|t| t.matches(&labels)) {
         let detail = pod
             .node_terms

@@ -103,6 +103,12 @@ pub enum Rejection {
         /// The first requirement that fails, and what the node would carry.
         detail: String,
     },
+    /// The pod's DRA ResourceClaims: the devices a node of this type would publish cannot
+    /// satisfy them.
+    Devices {
+        /// The request and the selector or constraint that fails.
+        detail: String,
+    },
     /// Too little of one resource.
     Resources {
         /// Resource name.
@@ -142,6 +148,7 @@ impl std::fmt::Display for Rejection {
             Self::PoolRequirement { detail } => write!(f, "NodePool requirement: {detail}"),
             Self::Taint { taint } => write!(f, "taint {taint} not tolerated"),
             Self::NodeSelector { detail } => write!(f, "node selector / affinity: {detail}"),
+            Self::Devices { detail } => write!(f, "resource claims: {detail}"),
             Self::Resources {
                 resource,
                 requested,

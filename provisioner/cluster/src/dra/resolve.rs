@@ -1,0 +1,411 @@
+//! One pod's ResourceClaims against the devices of every catalog type.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
+use quartermaster_policies::Requirements;
+use quartermaster_policies::dra::{ClaimRequirements, NodeDevice, SelectorEvaluator, Unsatisfied};
+use quartermaster_pricing::{Catalog, InstanceType};
+use quartermaster_solver::resources::{CPU, MEMORY};
+use quartermaster_solver::{DeviceFit, NodePoolSpec, Resources};
+
+use super::DraObjects;
+use super::classes::with_built_in;
+use super::devices::node_devices;
+
+/// What a pod's claims come to.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolution {
+    /// Per instance type: what fits and what does not, and why.
+    pub fit: Arc<DeviceFit>,
+    /// Whether some claim still needs devices (false when every claim is allocated already or
+    /// asks for none): only then are instance types restricted.
+    pub needs_devices: bool,
+    /// The extended resource the devices count in (`nvidia.com/gpu`), when some type fits.
+    pub resource: Option<String>,
+    /// Devices the pod's claims take on the types that fit.
+    pub count: u32,
+    /// Of `count`, those of claims shared with other pods (`resourceClaimName`, not yet
+    /// allocated): taken once, by the first pod that uses the claim.
+    pub shared_count: u32,
+    /// `ResourceClaim/<namespace>/<name>` of the shared, unallocated claims.
+    pub shared: Vec<String>,
+    /// Node terms (ORed) of claims already allocated: the pod can only run where its devices
+    /// are. Empty when none is allocated.
+    pub pinned: Vec<Requirements>,
+}
+
+/// A claim of the pod, ready to allocate.
+struct PodClaim {
+    /// `ResourceClaimTemplate/<ns>/<name>` or `ResourceClaim/<ns>/<name>`.
+    id: String,
+    requirements: ClaimRequirements,
+    shared: bool,
+}
+
+/// A catalog type that publishes devices.
+struct TypeDevices<'a> {
+    it: &'a InstanceType,
+    devices: Result<Vec<NodeDevice>, String>,
+    /// Its cheapest available offering, dollars per hour (infinite when none).
+    price: f64,
+}
+
+/// Resolves pods' claims for one snapshot: DeviceClasses, device models and results are
+/// computed once and shared by every pod with the same claims.
+pub(crate) struct Resolver<'a> {
+    objects: &'a DraObjects,
+    classes: BTreeMap<String, DeviceClass>,
+    catalog: Option<&'a Catalog>,
+    pools: &'a [NodePoolSpec],
+    evaluator: SelectorEvaluator,
+    types: Option<Vec<TypeDevices<'a>>>,
+    cache: HashMap<String, Option<Arc<Resolution>>>,
+}
+
+impl<'a> Resolver<'a> {
+    /// A resolver over the DRA objects given and the catalog's types that some NodePool of
+    /// `pools` may buy (its cloud, and its requirements on the type's own labels; every type
+    /// when there is no pool).
+    pub fn new(
+        objects: &'a DraObjects,
+        catalog: Option<&'a Catalog>,
+        pools: &'a [NodePoolSpec],
+    ) -> Self {
+        Self {
+            objects,
+            classes: with_built_in(&objects.classes),
+            catalog,
+            pools,
+            evaluator: SelectorEvaluator::default(),
+            types: None,
+            cache: HashMap::new(),
+        }
+    }
+
+    /// What the claims of a pod in `namespace` with `spec` and `requests` (its other
+    /// resources) come to; `None` when it has no claims (or no catalog to plan them with).
+    /// Where types differ in the devices they would give, the pod is planned as on the
+    /// cheapest type that satisfies the claims and holds its CPU and memory.
+    pub fn resolve(
+        &mut self,
+        namespace: &str,
+        spec: &PodSpec,
+        requests: &Resources,
+    ) -> Option<Arc<Resolution>> {
+        let refs = spec.resource_claims.as_ref().filter(|c| !c.is_empty())?;
+        self.catalog?;
+        let (cpu, memory) = (requests.get(CPU), requests.get(MEMORY));
+        let key = format!("{namespace}|{cpu}|{memory}|{refs:?}");
+        if let Some(done) = self.cache.get(&key) {
+            return done.clone();
+        }
+        let resolution = self
+            .resolve_uncached(namespace, spec, (cpu, memory))
+            .map(Arc::new);
+        self.cache.insert(key, resolution.clone());
+        resolution
+    }
+
+    fn resolve_uncached(
+        &mut self,
+        namespace: &str,
+        spec: &PodSpec,
+        (cpu, memory): (i64, i64),
+    ) -> Option<Resolution> {
+        let mut claims = Vec::new();
+        let mut pinned: Vec<Requirements> = Vec::new();
+        let mut problem: Option<String> = None;
+        let mut ids = Vec::new();
+        for r in spec.resource_claims.iter().flatten() {
+            let (id, claim_spec, shared): (String, Option<&ResourceClaimSpec>, bool) =
+                match (&r.resource_claim_name, &r.resource_claim_template_name) {
+                    (Some(name), _) => {
+                        let id = format!("ResourceClaim/{namespace}/{name}");
+                        let key = (namespace.to_owned(), name.clone());
+                        match self.objects.claims.get(&key) {
+                            Some(claim) => {
+                                let allocation =
+                                    claim.status.as_ref().and_then(|s| s.allocation.as_ref());
+                                if let Some(allocation) = allocation {
+                                    pinned = and_node_terms(
+                                        &pinned,
+                                        &node_terms(allocation.node_selector.as_ref()),
+                                    );
+                                    ids.push(id);
+                                    continue;
+                                }
+                                (id, Some(&claim.spec), true)
+                            }
+                            None => (id, None, true),
+                        }
+                    }
+                    (None, Some(name)) => {
+                        let id = format!("ResourceClaimTemplate/{namespace}/{name}");
+                        let key = (namespace.to_owned(), name.clone());
+                        let spec = self.objects.templates.get(&key).map(|t| &t.spec.spec);
+                        (id, spec, false)
+                    }
+                    (None, None) => continue,
+                };
+            ids.push(id.clone());
+            let Some(claim_spec) = claim_spec else {
+                problem.get_or_insert(format!("{id} is not given"));
+                continue;
+            };
+            match ClaimRequirements::from_spec(claim_spec, &self.classes) {
+                Ok(requirements) if requirements.is_empty() => {}
+                Ok(requirements) => claims.push(PodClaim {
+                    id,
+                    requirements,
+                    shared,
+                }),
+                Err(e) => {
+                    problem.get_or_insert(format!("{id}: {e}"));
+                }
+            }
+        }
+        if claims.is_empty() && problem.is_none() {
+            // Every claim is allocated already (pinned) or asks for nothing.
+            return Some(Resolution {
+                fit: Arc::new(DeviceFit {
+                    claims: ids,
+                    ..DeviceFit::default()
+                }),
+                needs_devices: false,
+                resource: None,
+                count: 0,
+                shared_count: 0,
+                shared: Vec::new(),
+                pinned,
+            });
+        }
+        let shared: Vec<String> = claims
+            .iter()
+            .filter(|c| c.shared)
+            .map(|c| c.id.clone())
+            .collect();
+        let mut fit = DeviceFit {
+            claims: ids,
+            ..DeviceFit::default()
+        };
+        self.ensure_types();
+        let types = self.types.as_deref().unwrap_or_default();
+        // (resource, count) -> types, with each type's shared count and choice.
+        let mut feasible: Vec<(&TypeDevices<'_>, String, u32, u32, String)> = Vec::new();
+        for t in types {
+            if let Some(p) = &problem {
+                fit.ruled_out.insert(t.it.name.clone(), p.clone());
+                continue;
+            }
+            match allocate(&claims, t, &self.evaluator) {
+                Ok((count, shared_count, choice)) => {
+                    let resource =
+                        t.it.accelerator
+                            .as_ref()
+                            .map_or_else(String::new, |a| a.resource.clone());
+                    feasible.push((t, resource, count, shared_count, choice));
+                }
+                Err(why) => {
+                    fit.ruled_out.insert(t.it.name.clone(), why);
+                }
+            }
+        }
+        let holds = |it: &InstanceType| {
+            let cpu_left =
+                i64::from(it.vcpu) * 1000 - i64::try_from(it.overhead.cpu_millis).unwrap_or(0);
+            let memory_left = i64::try_from(it.memory_mib.saturating_sub(it.overhead.memory_mib))
+                .unwrap_or(i64::MAX / (1 << 20))
+                * (1 << 20);
+            cpu <= cpu_left && memory <= memory_left
+        };
+        let cheapest = feasible
+            .iter()
+            .filter(|f| holds(f.0.it))
+            .min_by(|a, b| {
+                a.0.price
+                    .total_cmp(&b.0.price)
+                    .then(a.0.it.name.cmp(&b.0.it.name))
+            })
+            .or_else(|| {
+                feasible.iter().min_by(|a, b| {
+                    a.0.price
+                        .total_cmp(&b.0.price)
+                        .then(a.0.it.name.cmp(&b.0.it.name))
+                })
+            });
+        let Some((best, resource, count, shared_count, choice)) = cheapest.cloned() else {
+            return Some(Resolution {
+                fit: Arc::new(fit),
+                needs_devices: true,
+                resource: None,
+                count: 0,
+                shared_count: 0,
+                shared,
+                pinned,
+            });
+        };
+        let mut differ = false;
+        for (t, r, c, _, ch) in &feasible {
+            if *r == resource && *c == count {
+                fit.fits.insert(t.it.name.clone(), *c);
+            } else {
+                differ = true;
+                fit.ruled_out.insert(
+                    t.it.name.clone(),
+                    format!(
+                        "takes {c} {r} device(s) ({ch}); the pod is planned for {count} {resource}, \
+                         as on {} (${:.2}/h), the cheapest type that satisfies its claims and holds its CPU and memory",
+                        best.it.name, best.price
+                    ),
+                );
+            }
+        }
+        if differ {
+            fit.choice = Some(format!("{choice} on {}", best.it.name));
+        }
+        Some(Resolution {
+            fit: Arc::new(fit),
+            needs_devices: true,
+            resource: Some(resource),
+            count,
+            shared_count,
+            shared,
+            pinned,
+        })
+    }
+
+    /// Builds, once, the catalog's types that publish devices, with their devices.
+    fn ensure_types(&mut self) {
+        let catalog = self.catalog;
+        let pools = self.pools;
+        let buyable = |it: &InstanceType| {
+            pools.is_empty()
+                || pools.iter().any(|p| {
+                    p.cloud == it.cloud
+                        && p.requirements
+                            .compatible(&Requirements::from_labels(&it.labels()))
+                            .is_ok()
+                })
+        };
+        self.types.get_or_insert_with(|| {
+            catalog
+                .into_iter()
+                .flat_map(Catalog::instance_types)
+                .filter(|it| it.accelerator.is_some() && buyable(it))
+                .map(|it| TypeDevices {
+                    it,
+                    devices: node_devices(it),
+                    price: it
+                        .offerings
+                        .iter()
+                        .filter(|o| o.available)
+                        .map(|o| o.price_per_hour)
+                        .fold(f64::INFINITY, f64::min),
+                })
+                .collect()
+        });
+    }
+}
+
+/// Allocates every claim on one node of `t`, each after the previous ones: the devices taken,
+/// those of shared claims, and the requests (or subrequests) chosen; or why not.
+fn allocate(
+    claims: &[PodClaim],
+    t: &TypeDevices<'_>,
+    evaluator: &SelectorEvaluator,
+) -> Result<(u32, u32, String), String> {
+    let devices = t
+        .devices
+        .as_ref()
+        .map_err(|e| format!("device model: {e}"))?;
+    if devices.is_empty() {
+        return Err("a node of this type publishes no devices".to_owned());
+    }
+    let mut taken = vec![false; devices.len()];
+    let (mut count, mut shared_count) = (0u32, 0u32);
+    let mut chosen: Vec<String> = Vec::new();
+    for claim in claims {
+        match claim.requirements.allocate_free(devices, &taken, evaluator) {
+            Ok(allocation) => {
+                for d in &allocation.devices {
+                    if let Some(i) = devices
+                        .iter()
+                        .position(|n| n.driver == d.driver && n.name == d.device)
+                    {
+                        taken[i] = true;
+                    }
+                    if !chosen.contains(&d.request) {
+                        chosen.push(d.request.clone());
+                    }
+                }
+                let n = u32::try_from(allocation.devices.len()).unwrap_or(u32::MAX);
+                count += n;
+                if claim.shared {
+                    shared_count += n;
+                }
+            }
+            Err(why) => {
+                let selector = match &why {
+                    Unsatisfied::TooFewDevices { request, .. } => claim
+                        .requirements
+                        .blocking_selector(request, devices, evaluator),
+                    _ => None,
+                };
+                return Err(match selector {
+                    Some(s) => format!("{}: {why}: {s}", claim.id),
+                    None => format!("{}: {why}", claim.id),
+                });
+            }
+        }
+    }
+    Ok((
+        count,
+        shared_count,
+        format!("request {}", chosen.join(", ")),
+    ))
+}
+
+/// A NodeSelector's terms as requirements: labels by `matchExpressions`, the node's name
+/// (`matchFields` on `metadata.name`) by its hostname label.
+fn node_terms(selector: Option<&k8s_openapi::api::core::v1::NodeSelector>) -> Vec<Requirements> {
+    let Some(selector) = selector else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for term in &selector.node_selector_terms {
+        let mut reqs = term
+            .match_expressions
+            .as_deref()
+            .and_then(|e| Requirements::from_k8s(e).ok())
+            .unwrap_or_default();
+        for f in term.match_fields.iter().flatten() {
+            if f.key == "metadata.name" {
+                let as_label = k8s_openapi::api::core::v1::NodeSelectorRequirement {
+                    key: quartermaster_solver::pod::HOSTNAME.to_owned(),
+                    ..f.clone()
+                };
+                if let Ok(r) = Requirements::from_k8s(&[as_label]) {
+                    reqs = reqs.intersect(&r);
+                }
+            }
+        }
+        out.push(reqs);
+    }
+    out
+}
+
+/// Terms that hold where a term of `a` and a term of `b` both do (`a` empty: `b`).
+pub(crate) fn and_node_terms(a: &[Requirements], b: &[Requirements]) -> Vec<Requirements> {
+    if a.is_empty() {
+        return b.to_vec();
+    }
+    if b.is_empty() {
+        return a.to_vec();
+    }
+    a.iter()
+        .flat_map(|x| b.iter().map(move |y| x.intersect(y)))
+        .collect()
+}
