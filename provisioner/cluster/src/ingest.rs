@@ -118,9 +118,24 @@ pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Inges
     }
     let capacity_buffers = capacity_buffer::expand(&inventory, &mut snapshot.resources, &mut notes);
     let mut bound: BTreeMap<&str, Vec<Pod>> = BTreeMap::new();
+    let mut bound_with_claims: Vec<BoundClaiming<'_>> = Vec::new();
     for (node, source) in &expansion.bound {
         let pod = solver_pod(source, &mut snapshot.resources, &mut notes)?;
-        bound.entry(node.as_str()).or_default().push(pod);
+        let on_node = bound.entry(node.as_str()).or_default();
+        if source
+            .spec
+            .resource_claims
+            .as_ref()
+            .is_some_and(|c| !c.is_empty())
+        {
+            bound_with_claims.push((
+                node.as_str(),
+                on_node.len(),
+                source.id.namespace.as_str(),
+                source.spec,
+            ));
+        }
+        on_node.push(pod);
     }
     for source in &expansion.daemon_sets {
         let mut pod = solver_pod(source, &mut snapshot.resources, &mut notes)?;
@@ -161,6 +176,7 @@ pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Inges
     resolve_claims(
         &mut snapshot,
         &with_claims,
+        (&mut bound, &bound_with_claims),
         &inventory.dra,
         catalog,
         &mut notes,
@@ -190,6 +206,7 @@ pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Inges
             None => infos.push(node::from_claim(id, claim, &mut notes)?),
         }
     }
+    dra::add_slice_devices(&inventory.dra, &mut infos);
     for info in &mut infos {
         node::finish(info, &snapshot.resources);
         if let Some(pods) = bound.remove(info.node.name.as_str()) {
@@ -256,16 +273,27 @@ type ClaimingPods<'a> = (
     &'a k8s_openapi::api::core::v1::PodSpec,
 );
 
-/// Folds the DRA claims of the pending pods that have them into their requests and node
-/// terms; see [`dra`].
-fn resolve_claims(
+/// A bound pod with DRA claims: its node, its index among the node's pods, its namespace and
+/// spec.
+type BoundClaiming<'a> = (
+    &'a str,
+    usize,
+    &'a str,
+    &'a k8s_openapi::api::core::v1::PodSpec,
+);
+
+/// Folds the DRA claims of the pods that have them, pending and bound, into their requests
+/// and node terms (a bound pod's claims count against its node's devices, and consolidation
+/// moves it only where its claims are satisfied); see [`dra`].
+fn resolve_claims<'a>(
     snapshot: &mut ClusterSnapshot,
     with_claims: &[ClaimingPods<'_>],
+    (bound, bound_with_claims): (&mut BTreeMap<&'a str, Vec<Pod>>, &[BoundClaiming<'a>]),
     objects: &dra::DraObjects,
     catalog: Option<&Catalog>,
     notes: &mut Vec<String>,
 ) -> Result<(), ClusterError> {
-    if with_claims.is_empty() {
+    if with_claims.is_empty() && bound_with_claims.is_empty() {
         return Ok(());
     }
     let Some(catalog) = catalog else {
@@ -289,6 +317,17 @@ fn resolve_claims(
             if let Err(e) = dra::apply(pod, &resolution, &mut claimed, &mut snapshot.resources) {
                 result = Err(e);
             }
+        }
+    }
+    for &(node, index, namespace, spec) in bound_with_claims {
+        let Some(pod) = bound.get_mut(node).and_then(|pods| pods.get_mut(index)) else {
+            continue;
+        };
+        let Some(resolution) = resolver.resolve(namespace, spec, &pod.requests) else {
+            continue;
+        };
+        if let Err(e) = dra::apply(pod, &resolution, &mut claimed, &mut snapshot.resources) {
+            result = Err(e);
         }
     }
     drop(resolver);

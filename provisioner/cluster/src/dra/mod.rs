@@ -15,6 +15,7 @@ mod apply;
 pub(crate) mod classes;
 mod devices;
 mod resolve;
+mod slices;
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,7 @@ use crate::objects::namespaced;
 
 pub(crate) use apply::apply;
 pub(crate) use resolve::Resolver;
+pub(crate) use slices::add_slice_devices;
 
 /// The API group of the DRA kinds.
 pub(crate) const GROUP: &str = "resource.k8s.io";

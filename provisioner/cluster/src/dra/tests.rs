@@ -290,3 +290,68 @@ fn dra_objects_are_read_not_skipped() {
         ingested.notes
     );
 }
+
+#[test]
+fn an_existing_node_counts_the_gpus_its_slices_publish_and_its_pods_claims_take_them() {
+    let node = "---
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels:
+    quartermaster.dev/nodepool: gpu
+    node.kubernetes.io/instance-type: g6e.12xlarge
+    kubernetes.io/hostname: n1
+status:
+  allocatable: {cpu: '47', memory: 370Gi, pods: '110'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpu-nvidia-com}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: n1
+  pool: {name: n1, generation: 2, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0, attributes: {type: {string: gpu}}}
+  - {name: gpu-1, attributes: {type: {string: gpu}}}
+  - {name: gpu-2, attributes: {type: {string: gpu}}}
+  - {name: gpu-3, attributes: {type: {string: gpu}}}
+  - {name: gpu-0-mig-1g5gb-19-0, attributes: {type: {string: mig}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpu-nvidia-com-old}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0, attributes: {type: {string: gpu}}}
+";
+    let bound = pod_with("  - {name: gpu, resourceClaimTemplateName: one-gpu-40gi}")
+        .replace("{name: p,", "{name: running,")
+        .replace("spec:\n", "spec:\n  nodeName: n1\n");
+    let ingested = ingest_with_catalog(&format!("{TEMPLATE_40GI}{node}{bound}"));
+    let slot = ResourceTable::default()
+        .slot("nvidia.com/gpu")
+        .expect("slot");
+    let n1 = &ingested.snapshot.nodes[0];
+    // Four whole GPUs of the newest generation; the MIG device and the old slice do not count.
+    assert_eq!(n1.allocatable.get(slot), 4);
+    assert_eq!(n1.pods.len(), 1);
+    // The running pod's claim takes one of them, and it may move only where its claim fits.
+    assert_eq!(n1.pods[0].requests.get(slot), 1);
+    let term = &n1.pods[0].node_terms[0];
+    assert!(
+        term.get(INSTANCE_TYPE_LABEL)
+            .expect("term")
+            .has("g6e.12xlarge")
+    );
+    assert!(
+        !term
+            .get(INSTANCE_TYPE_LABEL)
+            .expect("term")
+            .has("g6.12xlarge")
+    );
+}
