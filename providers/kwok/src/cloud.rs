@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use quartermaster_cloud::{
@@ -17,6 +18,7 @@ use crate::api_error::{cloud_error, is_conflict, is_not_found};
 use crate::config::OfferingRef;
 use crate::node::{Launch, instance, is_kwok, label};
 use crate::node_status::reported_status;
+use crate::slices::{FIELD_MANAGER, resource_slices};
 use crate::{KwokConfig, KwokError, keys};
 
 /// The kwok cloud: launching an instance creates a Node object named after the NodeClaim
@@ -42,6 +44,10 @@ pub struct KwokCloud {
     /// When the provider was built: outage windows are offsets from it.
     start: DateTime<Utc>,
     nodes: Api<Node>,
+    /// The ResourceSlices the Nodes' devices are published in.
+    slices: Api<ResourceSlice>,
+    /// Whether the API server was found not to serve `resource.k8s.io/v1` (said once).
+    slices_unserved: std::sync::atomic::AtomicBool,
     /// `quartermaster.dev/kwok=true,quartermaster.dev/cloud=<cloud>`.
     selector: String,
     /// Names of this cloud's Nodes seen alive and not deleted through this provider: a launch
@@ -119,6 +125,8 @@ impl KwokCloud {
             config,
             start: clock.now(),
             clock,
+            slices: Api::all(client.clone()),
+            slices_unserved: std::sync::atomic::AtomicBool::new(false),
             nodes: Api::all(client),
             selector: format!("{}=true,{}={}", keys::LABEL_KWOK, labels::CLOUD, cloud),
             known: Mutex::new(BTreeSet::new()),
@@ -229,9 +237,14 @@ impl KwokCloud {
             }
         }
 
-        // Idempotent on the claim name: the Node is named after it.
+        // Idempotent on the claim name: the Node is named after it (its slices are published
+        // again: a launch cut short may have made the Node and not them).
         match self.nodes.get_opt(&request.claim_name).await {
-            Ok(Some(node)) => return self.existing(&node, &request.claim_name),
+            Ok(Some(node)) => {
+                let instance = self.existing(&node, &request.claim_name)?;
+                self.publish_slices(&node).await;
+                return Ok(instance);
+            }
             Ok(None) => {}
             Err(e) => return Err(cloud_error("looking up the Node", e)),
         }
@@ -258,7 +271,11 @@ impl KwokCloud {
             Err(e) if is_conflict(&e) => {
                 // Created meanwhile by a concurrent call for the same claim.
                 return match self.nodes.get_opt(&launch.name).await {
-                    Ok(Some(node)) => self.existing(&node, &launch.name),
+                    Ok(Some(node)) => {
+                        let instance = self.existing(&node, &launch.name)?;
+                        self.publish_slices(&node).await;
+                        Ok(instance)
+                    }
                     Ok(None) => Err(CloudError::Transient {
                         message: format!("Node {} existed and vanished; retry", launch.name),
                     }),
@@ -284,9 +301,55 @@ impl KwokCloud {
         {
             tracing::warn!(node = %launch.name, error = %e, "kwok: writing the new Node's status failed; the kubelet loop will retry");
         }
+        self.publish_slices(&created).await;
         self.adopt(&created).ok_or_else(|| CloudError::Transient {
             message: format!("Node {} was created without its kwok labels", launch.name),
         })
+    }
+
+    /// Publishes the ResourceSlices of `node` (its instance type's devices, see
+    /// [`crate::slices`]) by server-side apply. Never fails the launch: a cluster that does not
+    /// serve `resource.k8s.io/v1` is said once (INFO) and its Nodes publish nothing; any other
+    /// failure is a WARN, and the next launch attempt for the claim publishes again.
+    async fn publish_slices(&self, node: &Node) {
+        let Some(ty) =
+            label(node, labels::INSTANCE_TYPE).and_then(|t| self.catalog.get(self.cloud, t))
+        else {
+            return;
+        };
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        for slice in resource_slices(node, ty) {
+            let slice_name = slice["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            match self
+                .slices
+                .patch(&slice_name, &params, &Patch::Apply(&slice))
+                .await
+            {
+                Ok(_) => {
+                    tracing::debug!(
+                        node = name,
+                        slice = slice_name,
+                        "kwok: ResourceSlice published"
+                    );
+                }
+                Err(e) if is_not_found(&e) => {
+                    if !self.slices_unserved.swap(true, Ordering::Relaxed) {
+                        tracing::info!(
+                            node = name,
+                            "kwok: the API server does not serve resource.k8s.io/v1 ResourceSlices; kwok Nodes publish no DRA devices"
+                        );
+                    }
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(node = name, slice = slice_name, error = %e, "kwok: publishing a ResourceSlice failed; DRA claims cannot be allocated on this Node until it is published");
+                }
+            }
+        }
     }
 
     /// The instance for an existing Node named after a claim, or why it is not one.

@@ -12,6 +12,9 @@ pub const API_ACCESS: &[(&str, &str, &str)] = &[
     ("", "nodes", "create"),
     ("", "nodes", "delete"),
     ("", "nodes/status", "patch"),
+    // The Nodes' devices, published by server-side apply (which creates a missing slice).
+    ("resource.k8s.io", "resourceslices", "patch"),
+    ("resource.k8s.io", "resourceslices", "create"),
     // The kubelet loop: watches kwok Nodes and bound pods, keeps Leases and statuses fresh.
     ("", "nodes", "watch"),
     ("", "pods", "list"),

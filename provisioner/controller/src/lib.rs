@@ -1,16 +1,17 @@
 //! The in-cluster controller: `quartermaster controller`.
 //!
-//! It watches Pods, Nodes, NodePools, NodeClaims, the NodeClass kinds, DaemonSets and
-//! PodDisruptionBudgets ([`stores`]), and drives the same provisioning engine as `simulate`
-//! ([`driver`]): watch events become engine events, the engine's actions are carried out
-//! against the Kubernetes API and a cloud provider ([`launch`], [`lifecycle`],
-//! [`termination`]), and their outcomes are fed back. The API server is the memory: a restarted
-//! controller rebuilds its engine from the NodeClaims in the cluster. Only the holder of the
-//! leader Lease writes ([`writes`], [`leader`]).
+//! It watches Pods, Nodes, NodePools, NodeClaims, the NodeClass kinds, DaemonSets,
+//! PodDisruptionBudgets ([`stores`]) and, where served, the DRA kinds ([`dra`]), and drives
+//! the same provisioning engine as `simulate` ([`driver`]): watch events become engine events,
+//! the engine's actions are carried out against the Kubernetes API and a cloud provider
+//! ([`launch`], [`lifecycle`], [`termination`]), and their outcomes are fed back. The API
+//! server is the memory: a restarted controller rebuilds its engine from the NodeClaims in the
+//! cluster. Only the holder of the leader Lease writes ([`writes`], [`leader`]).
 
 pub mod capacity_buffers;
 pub mod client;
 pub mod context;
+pub mod dra;
 pub mod driver;
 mod error;
 pub mod fleet;

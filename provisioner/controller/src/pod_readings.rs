@@ -2,8 +2,9 @@
 //! `resourceVersion` changed since the last pass is read again (turned into the solver's pod):
 //! the cost of a pass follows what changed, not how many pods there are.
 //!
-//! Only a pod that can be read on its own is kept here: one that names no PodGroup and consumes
-//! no ProvisioningRequest (those are read with the objects they refer to). A reading is made
+//! Only a pod that can be read on its own is kept here: one that names no PodGroup, consumes
+//! no ProvisioningRequest and names no ResourceClaim (those are read with the objects they
+//! refer to). A reading is made
 //! against a resource table and a region; when either changes, every reading is dropped.
 
 use std::collections::{BTreeSet, HashMap};
@@ -48,8 +49,13 @@ pub struct PodReadings {
 }
 
 impl PodReadings {
-    /// Whether `pod` can be read on its own (names no PodGroup, consumes no ProvisioningRequest).
+    /// Whether `pod` can be read on its own (names no PodGroup, consumes no ProvisioningRequest,
+    /// names no ResourceClaim or ResourceClaimTemplate: its reading depends on the claims,
+    /// templates, DeviceClasses and ResourceSlices, see [`crate::dra`]).
     pub fn standalone(pod: &KubePod) -> bool {
+        if crate::dra::names_claims(pod) {
+            return false;
+        }
         let meta = &pod.metadata;
         let annotated = meta.annotations.as_ref().is_some_and(|a| {
             a.contains_key(VOLCANO_GROUP)

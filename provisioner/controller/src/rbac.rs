@@ -125,10 +125,33 @@ pub const CLUSTER_RULES: &[ApiAccess] = &[
         resource: "podgroups",
         verbs: READ,
     },
+    // Dynamic Resource Allocation (Kubernetes 1.34+): pods' claims, their classes and the
+    // devices existing nodes publish.
+    ApiAccess {
+        group: "resource.k8s.io",
+        resource: "deviceclasses",
+        verbs: READ,
+    },
+    ApiAccess {
+        group: "resource.k8s.io",
+        resource: "resourceclaims",
+        verbs: READ,
+    },
+    ApiAccess {
+        group: "resource.k8s.io",
+        resource: "resourceclaimtemplates",
+        verbs: READ,
+    },
+    ApiAccess {
+        group: "resource.k8s.io",
+        resource: "resourceslices",
+        verbs: READ,
+    },
 ];
 
-/// Extra cluster-wide access with `--cloud-provider kwok`: the kwok cloud creates Node objects,
-/// keeps their status and Leases fresh, and plays kubelet for the pods bound to them.
+/// Extra cluster-wide access with `--cloud-provider kwok`: the kwok cloud creates Node objects
+/// and the ResourceSlices their devices would be published in, keeps their status and Leases
+/// fresh, and plays kubelet for the pods bound to them.
 pub const KWOK_CLUSTER_RULES: &[ApiAccess] = &[
     ApiAccess {
         group: "",
@@ -149,6 +172,14 @@ pub const KWOK_CLUSTER_RULES: &[ApiAccess] = &[
         group: "coordination.k8s.io",
         resource: "leases",
         verbs: &["create", "get", "update"],
+    },
+    // The ResourceSlices a launched Node's DRA drivers would publish, by server-side apply
+    // (`patch`; `create` when the apply creates the slice). Owned by their Node: the garbage
+    // collector deletes them with it.
+    ApiAccess {
+        group: "resource.k8s.io",
+        resource: "resourceslices",
+        verbs: &["create", "patch"],
     },
 ];
 

@@ -12,6 +12,9 @@ use futures::{StreamExt, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplate};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -53,12 +56,21 @@ pub struct Stores {
     pub volcano_pod_groups: Store<VolcanoPodGroup>,
     /// Coscheduling PodGroups (empty where the CRD is not installed).
     pub coscheduling_pod_groups: Store<CoschedulingPodGroup>,
+    /// DeviceClasses (`resource.k8s.io/v1`; empty where the cluster does not serve it).
+    pub device_classes: Store<DeviceClass>,
+    /// ResourceClaims (`resource.k8s.io/v1`; empty where the cluster does not serve it).
+    pub resource_claims: Store<ResourceClaim>,
+    /// ResourceClaimTemplates (`resource.k8s.io/v1`; empty where the cluster does not serve it).
+    pub resource_claim_templates: Store<ResourceClaimTemplate>,
+    /// ResourceSlices (`resource.k8s.io/v1`; empty where the cluster does not serve it): the
+    /// devices the DRA drivers publish, per node.
+    pub resource_slices: Store<ResourceSlice>,
     changed: Arc<Notify>,
     synced: Arc<AtomicUsize>,
 }
 
 /// How many kinds are watched (readiness waits for all of them).
-const KINDS: usize = 14;
+const KINDS: usize = 18;
 
 impl Stores {
     /// Starts one watch per kind on `client`; the returned future drives them all (run it in a
@@ -81,6 +93,10 @@ impl Stores {
         let (capacity_buffers, w_buffers) = reflector::store();
         let (volcano_pod_groups, w_volcano) = reflector::store();
         let (coscheduling_pod_groups, w_coscheduling) = reflector::store();
+        let (device_classes, w_classes) = reflector::store();
+        let (resource_claims, w_rclaims) = reflector::store();
+        let (resource_claim_templates, w_rtemplates) = reflector::store();
+        let (resource_slices, w_slices) = reflector::store();
         let streams = vec![
             watch(Api::<Pod>::all(client.clone()), w_pods, &changed, &synced),
             watch(Api::<Node>::all(client.clone()), w_nodes, &changed, &synced),
@@ -156,6 +172,31 @@ impl Stores {
                 &changed,
                 &synced,
             ),
+            // Dynamic Resource Allocation: served from Kubernetes 1.34 on (v1).
+            watch_optional(
+                Api::<DeviceClass>::all(client.clone()),
+                w_classes,
+                &changed,
+                &synced,
+            ),
+            watch_optional(
+                Api::<ResourceClaim>::all(client.clone()),
+                w_rclaims,
+                &changed,
+                &synced,
+            ),
+            watch_optional(
+                Api::<ResourceClaimTemplate>::all(client.clone()),
+                w_rtemplates,
+                &changed,
+                &synced,
+            ),
+            watch_optional(
+                Api::<ResourceSlice>::all(client.clone()),
+                w_slices,
+                &changed,
+                &synced,
+            ),
         ];
         let stores = Self {
             pods,
@@ -172,6 +213,10 @@ impl Stores {
             capacity_buffers,
             volcano_pod_groups,
             coscheduling_pod_groups,
+            device_classes,
+            resource_claims,
+            resource_claim_templates,
+            resource_slices,
             changed,
             synced,
         };
@@ -199,6 +244,10 @@ impl Stores {
             capacity_buffers: w.capacity_buffers.as_reader(),
             volcano_pod_groups: w.volcano_pod_groups.as_reader(),
             coscheduling_pod_groups: w.coscheduling_pod_groups.as_reader(),
+            device_classes: w.device_classes.as_reader(),
+            resource_claims: w.resource_claims.as_reader(),
+            resource_claim_templates: w.resource_claim_templates.as_reader(),
+            resource_slices: w.resource_slices.as_reader(),
             changed: Arc::new(Notify::new()),
             synced: Arc::new(AtomicUsize::new(KINDS)),
         }
@@ -273,6 +322,10 @@ pub struct Writers {
     pub capacity_buffers: reflector::store::Writer<crate::capacity_buffers::CapacityBuffer>,
     pub volcano_pod_groups: reflector::store::Writer<VolcanoPodGroup>,
     pub coscheduling_pod_groups: reflector::store::Writer<CoschedulingPodGroup>,
+    pub device_classes: reflector::store::Writer<DeviceClass>,
+    pub resource_claims: reflector::store::Writer<ResourceClaim>,
+    pub resource_claim_templates: reflector::store::Writer<ResourceClaimTemplate>,
+    pub resource_slices: reflector::store::Writer<ResourceSlice>,
 }
 
 impl Writers {
@@ -312,8 +365,10 @@ where
 }
 
 /// [`watch`] for a kind whose CRD may not be installed (ProvisioningRequests come with Cluster
-/// Autoscaler's or Kueue's CRDs, PodGroups with Volcano's or the coscheduling plugin's): a failed first list counts as synced (empty), so decisions do
-/// not wait for a kind the cluster does not serve; the watch keeps retrying.
+/// Autoscaler's or Kueue's CRDs, PodGroups with Volcano's or the coscheduling plugin's) or
+/// whose API group the cluster may not serve (`resource.k8s.io/v1` before Kubernetes 1.34): a
+/// failed first list counts as synced (empty), so decisions do not wait for a kind the cluster
+/// does not serve; the watch keeps retrying.
 fn watch_optional<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,

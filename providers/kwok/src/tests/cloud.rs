@@ -15,6 +15,8 @@ use crate::KwokConfig;
 
 const NODES: &str = "/api/v1/nodes";
 const GPU_NODE: &str = "/api/v1/nodes/gpu-abc12";
+/// The ResourceSlice of the g5.xlarge's A10G (driver `gpu.nvidia.com`).
+const GPU_SLICE: &str = "/apis/resource.k8s.io/v1/resourceslices/gpu-abc12-gpu-nvidia-com";
 
 fn labels_of(body: &Value) -> BTreeMap<String, String> {
     serde_json::from_value(body["metadata"]["labels"].clone()).expect("labels")
@@ -108,6 +110,17 @@ async fn create_makes_one_node_with_every_label_the_taint_the_provider_id_and_a_
                 );
             })
             .echo(),
+        // The A10G, as the NVIDIA DRA driver would publish it, owned by the Node.
+        expect("PATCH", GPU_SLICE)
+            .query("fieldManager=quartermaster-kwok")
+            .query("force=true")
+            .body(|b| {
+                assert_eq!(b["spec"]["driver"], "gpu.nvidia.com");
+                assert_eq!(b["spec"]["nodeName"], "gpu-abc12");
+                assert_eq!(b["spec"]["devices"].as_array().map(Vec::len), Some(1));
+                assert_eq!(b["metadata"]["ownerReferences"][0]["uid"], "uid-created");
+            })
+            .echo(),
     ]);
     let kwok = cloud(client, KwokConfig::default(), clock());
     let instance = kwok.create(&gpu_request()).await.expect("launched");
@@ -127,7 +140,13 @@ async fn create_makes_one_node_with_every_label_the_taint_the_provider_id_and_a_
 #[tokio::test]
 async fn create_is_idempotent_on_the_claim_name() {
     let existing = kwok_node(&gpu_request(), at(-60));
-    let (client, server) = serve(vec![expect("GET", GPU_NODE).respond(200, existing)]);
+    let (client, server) = serve(vec![
+        expect("GET", GPU_NODE).respond(200, existing),
+        // Its slices are published again (an apply: unchanged if they exist).
+        expect("PATCH", GPU_SLICE)
+            .body(|b| assert_eq!(b["metadata"]["ownerReferences"][0]["uid"], "uid-gpu-abc12"))
+            .echo(),
+    ]);
     let kwok = cloud(client, KwokConfig::default(), clock());
     let instance = kwok
         .create(&gpu_request())
@@ -265,6 +284,7 @@ async fn create_waits_the_launch_latency_of_the_family_before_the_node_appears()
         expect("GET", GPU_NODE).not_found(),
         expect("POST", NODES).echo(),
         expect("PATCH", "/api/v1/nodes/gpu-abc12/status").echo(),
+        expect("PATCH", GPU_SLICE).echo(),
     ]);
     let kwok = cloud(client, config, clock());
     // Tokio's paused clock: the latency passes instantly, but it is measured in virtual time.
@@ -348,6 +368,7 @@ async fn a_node_deleted_behind_the_providers_back_is_reported_terminated() {
         expect("GET", GPU_NODE).not_found(),
         expect("POST", NODES).echo(),
         expect("PATCH", "/api/v1/nodes/gpu-abc12/status").echo(),
+        expect("PATCH", GPU_SLICE).echo(),
         expect("GET", NODES).respond(200, empty.clone()),
     ]);
     let kwok = cloud(client, KwokConfig::default(), clock());

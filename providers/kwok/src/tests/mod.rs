@@ -8,3 +8,4 @@ mod kubelet;
 mod mock;
 mod node;
 mod rbac;
+mod slices;

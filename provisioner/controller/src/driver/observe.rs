@@ -81,6 +81,12 @@ impl Driver {
                 &stores.capacity_buffers.state(),
                 &stores.pods.state(),
             ))
+            .chain(crate::dra::objects(
+                &stores.device_classes.state(),
+                &stores.resource_claims.state(),
+                &stores.resource_claim_templates.state(),
+                &stores.resource_slices.state(),
+            ))
             .collect(),
             &self.catalog,
             &table,

@@ -1,6 +1,6 @@
 //! A mocked API server behind a real `kube::Client` (`tower_test::mock::pair`): it keeps the
 //! objects it is given and written, answers GET / LIST (label selectors) / POST / PATCH (merge
-//! and apply, `resourceVersion` preconditions) / PUT / DELETE (finalizers hold objects with a
+//! and apply, `resourceVersion` preconditions; an apply creates a missing object) / PUT / DELETE (finalizers hold objects with a
 //! `deletionTimestamp`) and evictions, and logs every request so tests can check their order
 //! and that each is allowed by the RBAC tables.
 
@@ -353,6 +353,24 @@ impl FakeApi {
                     meta["namespace"] = json!(ns);
                 }
                 objects.insert(k, object.clone());
+                ok(201, &object)
+            }
+            // A server-side apply of an object that does not exist creates it (not so for a
+            // subresource: the object must exist).
+            ("PATCH", Some(name), None)
+                if query.contains_key("fieldManager")
+                    && !objects.contains_key(&key(&t.namespace, name)) =>
+            {
+                let mut object = body;
+                let meta = &mut object["metadata"];
+                meta["name"] = json!(name);
+                meta["resourceVersion"] = json!(rv);
+                meta["uid"] = json!(format!("uid-{rv}"));
+                meta["creationTimestamp"] = json!("2027-01-15T08:00:00Z");
+                if let Some(ns) = &t.namespace {
+                    meta["namespace"] = json!(ns);
+                }
+                objects.insert(key(&t.namespace, name), object.clone());
                 ok(201, &object)
             }
             ("PATCH" | "PUT", Some(name), sub) => {

@@ -3,6 +3,7 @@
 //! refilled from the server's state between passes as watches would, and a manual clock.
 
 mod capacity_buffers;
+mod dra;
 mod fake_api;
 mod pod_groups;
 mod provisioning_requests;
@@ -32,6 +33,8 @@ use crate::writes::Writer;
 pub use fake_api::FakeApi;
 
 pub const QM: &str = "quartermaster.dev";
+/// The DRA API group.
+pub const RESOURCE: &str = "resource.k8s.io";
 
 pub fn t0() -> DateTime<Utc> {
     DateTime::from_timestamp(1_800_000_000, 0).unwrap()
@@ -158,6 +161,22 @@ impl Env {
         Writers::replace(
             &mut self.writers.coscheduling_pod_groups,
             typed(api.list("scheduling.x-k8s.io", "podgroups")),
+        );
+        Writers::replace(
+            &mut self.writers.device_classes,
+            typed(api.list(RESOURCE, "deviceclasses")),
+        );
+        Writers::replace(
+            &mut self.writers.resource_claims,
+            typed(api.list(RESOURCE, "resourceclaims")),
+        );
+        Writers::replace(
+            &mut self.writers.resource_claim_templates,
+            typed(api.list(RESOURCE, "resourceclaimtemplates")),
+        );
+        Writers::replace(
+            &mut self.writers.resource_slices,
+            typed(api.list(RESOURCE, "resourceslices")),
         );
     }
 
