@@ -58,6 +58,21 @@ pub fn objects(
     out
 }
 
+/// [`objects`] of `stores`, when one of `pods` names a claim; none otherwise (nothing would
+/// read them: a cluster whose DRA drivers publish a slice per node does not pay for turning
+/// them into JSON and reading them every pass while no pod asks for a device).
+pub fn objects_if_claimed(stores: &crate::stores::Stores, pods: &[Arc<KubePod>]) -> Vec<Value> {
+    if !pods.iter().any(|p| names_claims(p)) {
+        return Vec::new();
+    }
+    objects(
+        &stores.device_classes.state(),
+        &stores.resource_claims.state(),
+        &stores.resource_claim_templates.state(),
+        &stores.resource_slices.state(),
+    )
+}
+
 /// Whether `pod` names a ResourceClaim or ResourceClaimTemplate (`spec.resourceClaims`).
 pub fn names_claims(pod: &KubePod) -> bool {
     pod.spec

@@ -422,7 +422,7 @@ where
                                 kind,
                                 api_version,
                                 every = ?OPTIONAL_KIND_RECHECK,
-                                "kind not served (CRD not installed?); read as empty and looked for again periodically"
+                                "kind not served (CRD not installed or API version not enabled?); read as empty and looked for again periodically"
                             );
                         }
                         tokio::time::sleep(OPTIONAL_KIND_RECHECK).await;
@@ -456,7 +456,7 @@ where
                     seen_init = true;
                     synced.fetch_add(1, Ordering::AcqRel);
                     changed.notify_one();
-                    tracing::info!(kind, api_version, error = %e, "kind not served (CRD not installed?); read as empty, watch retried");
+                    tracing::info!(kind, api_version, error = %e, "kind not served (CRD not installed or API version not enabled?); read as empty, watch retried");
                 }
                 Err(e) => tracing::warn!(kind, error = %e, "watch failed; retrying with backoff"),
             }

@@ -52,8 +52,9 @@ impl Driver {
         let table = self.table.clone();
         let node_pools =
             with_preference_policy(stores.node_pools.state(), self.ctx.preference_policy);
+        let pods = stores.pods.state();
         let observed = crate::translate::observe_with_readings(
-            &stores.pods.state(),
+            &pods,
             &our_nodes,
             &node_pools,
             node_class_values(stores),
@@ -79,14 +80,9 @@ impl Driver {
             ))
             .chain(crate::capacity_buffers::objects(
                 &stores.capacity_buffers.state(),
-                &stores.pods.state(),
+                &pods,
             ))
-            .chain(crate::dra::objects(
-                &stores.device_classes.state(),
-                &stores.resource_claims.state(),
-                &stores.resource_claim_templates.state(),
-                &stores.resource_slices.state(),
-            ))
+            .chain(crate::dra::objects_if_claimed(stores, &pods))
             .collect(),
             &self.catalog,
             &table,

@@ -106,6 +106,13 @@ async fn the_dra_objects_are_handed_to_the_snapshot_each_pass() {
             .iter()
             .all(|v| v["apiVersion"] == "resource.k8s.io/v1")
     );
+    // A pass reads them only when some pod names a claim.
+    let pods: Vec<Arc<KubePod>> = vec![Arc::new(
+        serde_json::from_value(pending_pod("plain", 1)).unwrap(),
+    )];
+    assert!(crate::dra::objects_if_claimed(stores, &pods).is_empty());
+    let pods: Vec<Arc<KubePod>> = vec![Arc::new(serde_json::from_value(dra_pod("llm-0")).unwrap())];
+    assert_eq!(crate::dra::objects_if_claimed(stores, &pods), objects);
 }
 
 /// The GPU cluster with a second pool of cheaper T4 machines (16 GB: too small for
