@@ -13,8 +13,8 @@
 //!   (written through `/status`) with capacity and allocatable from the catalog and `Ready`.
 //!   The devices a node of that type would publish through its DRA drivers are published as
 //!   ResourceSlices (`resource.k8s.io/v1`, one per driver, owned by the Node), so the real
-//!   kube-scheduler allocates ResourceClaims on kwok Nodes.
-//!   Deleting the instance deletes the Node (and the garbage collector its ResourceSlices). Launch latency, capacity limits and
+//!   kube-scheduler allocates ResourceClaims on kwok Nodes. Deleting the instance deletes the
+//!   Node (and the garbage collector its ResourceSlices). Launch latency, capacity limits and
 //!   insufficient-capacity windows come from a [`KwokConfig`] with the simulated cloud's field
 //!   names, so fallback can be watched live.
 //! * [`KwokKubelet`] plays kubelet for those Nodes, since none runs: Leases in
