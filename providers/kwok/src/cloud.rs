@@ -46,8 +46,13 @@ pub struct KwokCloud {
     nodes: Api<Node>,
     /// The ResourceSlices the Nodes' devices are published in.
     slices: Api<ResourceSlice>,
-    /// Whether the API server was found not to serve `resource.k8s.io/v1` (said once).
+    /// Whether the API server was found not to serve `resource.k8s.io/v1` (said once; no
+    /// slice is published after that).
     slices_unserved: std::sync::atomic::AtomicBool,
+    /// This cloud's Nodes whose ResourceSlices this process has published (or that need
+    /// none): `list` publishes those of the others, so Nodes launched before a restart (or
+    /// before an upgrade that brought slices), and slices that failed, are published once.
+    published: Mutex<BTreeSet<String>>,
     /// `quartermaster.dev/kwok=true,quartermaster.dev/cloud=<cloud>`.
     selector: String,
     /// Names of this cloud's Nodes seen alive and not deleted through this provider: a launch
@@ -127,6 +132,7 @@ impl KwokCloud {
             clock,
             slices: Api::all(client.clone()),
             slices_unserved: std::sync::atomic::AtomicBool::new(false),
+            published: Mutex::new(BTreeSet::new()),
             nodes: Api::all(client),
             selector: format!("{}=true,{}={}", keys::LABEL_KWOK, labels::CLOUD, cloud),
             known: Mutex::new(BTreeSet::new()),
@@ -310,14 +316,18 @@ impl KwokCloud {
     /// Publishes the ResourceSlices of `node` (its instance type's devices, see
     /// [`crate::slices`]) by server-side apply. Never fails the launch: a cluster that does not
     /// serve `resource.k8s.io/v1` is said once (INFO) and its Nodes publish nothing; any other
-    /// failure is a WARN, and the next launch attempt for the claim publishes again.
+    /// failure is a WARN, and the next `list` (or launch attempt for the claim) publishes again.
     async fn publish_slices(&self, node: &Node) {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if self.slices_unserved.load(Ordering::Relaxed) {
+            return;
+        }
         let Some(ty) =
             label(node, labels::INSTANCE_TYPE).and_then(|t| self.catalog.get(self.cloud, t))
         else {
             return;
         };
-        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let mut done = true;
         for slice in resource_slices(node, ty) {
             let slice_name = slice["metadata"]["name"]
                 .as_str()
@@ -346,9 +356,13 @@ impl KwokCloud {
                     return;
                 }
                 Err(e) => {
+                    done = false;
                     tracing::warn!(node = name, slice = slice_name, error = %e, "kwok: publishing a ResourceSlice failed; DRA claims cannot be allocated on this Node until it is published");
                 }
             }
+        }
+        if done {
+            lock(&self.published).insert(name.to_owned());
         }
     }
 
@@ -453,6 +467,7 @@ impl KwokCloud {
         match result {
             Ok(_) => {
                 lock(&self.known).remove(&name);
+                lock(&self.published).remove(&name);
                 Ok(())
             }
             Err(e) if is_not_found(&e) => {
@@ -492,11 +507,29 @@ impl KwokCloud {
 
     async fn list_instances(&self) -> Result<Vec<Instance>, CloudError> {
         let nodes = self.list_nodes().await?;
-        Ok(nodes
+        let instances = nodes
             .iter()
             .filter(|n| self.is_ours(n))
             .filter_map(|n| self.adopt(n))
-            .collect())
+            .collect();
+        // Slices not yet published by this process (a restart, an upgrade, a failed publish).
+        let unpublished: Vec<&Node> = {
+            let published = lock(&self.published);
+            nodes
+                .iter()
+                .filter(|n| self.is_ours(n) && n.metadata.deletion_timestamp.is_none())
+                .filter(|n| {
+                    n.metadata
+                        .name
+                        .as_ref()
+                        .is_some_and(|name| !published.contains(name))
+                })
+                .collect()
+        };
+        for node in unpublished {
+            self.publish_slices(node).await;
+        }
+        Ok(instances)
     }
 
     fn instance_types_now(&self) -> Vec<InstanceType> {
@@ -534,6 +567,8 @@ impl KwokCloud {
         for name in &gone {
             known.remove(name);
         }
+        drop(known);
+        lock(&self.published).retain(|name| alive.contains(name));
         Ok(gone
             .iter()
             .map(|name| CloudEvent::Terminated {

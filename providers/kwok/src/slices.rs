@@ -6,9 +6,10 @@
 //! after the node (generation 1, one slice; a driver with more devices than one slice may hold
 //! is split over several, `…-0`, `…-1`, and the pool counts them). Each slice is owned by its
 //! Node (an `ownerReference` with the Node's uid): the garbage collector deletes the slices
-//! with the Node, whoever deletes it. They are written by server-side apply, so publishing
-//! again (a retried launch, a restarted controller) changes nothing or brings an old slice up
-//! to date.
+//! with the Node, whoever deletes it. They are written by server-side apply when the Node is
+//! created or found by a retried launch, and by the first `list` of a process for the Nodes it
+//! has not published yet (launched before a restart or an upgrade, or whose publish failed), so
+//! publishing again changes nothing or brings an old slice up to date.
 
 use std::collections::BTreeMap;
 

@@ -341,6 +341,8 @@ async fn get_and_list_see_only_this_clouds_kwok_nodes() {
                 "labelSelector=quartermaster.dev%2Fkwok%3Dtrue%2Cquartermaster.dev%2Fcloud%3Daws",
             )
             .respond(200, list),
+        // The GPU node's slices, not published by this process yet (the CPU node has none).
+        expect("PATCH", GPU_SLICE).echo(),
     ]);
     let kwok = cloud(client, KwokConfig::default(), clock());
     let i = kwok.get("kwok://gpu-abc12").await.expect("found");

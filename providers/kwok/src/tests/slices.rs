@@ -5,7 +5,7 @@ use quartermaster_cloud::{CloudProvider, LaunchRequest};
 use quartermaster_pricing::{CapacityType, Catalog, Cloud};
 use serde_json::{Value, json};
 
-use super::fixtures::{clock, cloud, gpu_request};
+use super::fixtures::{clock, cloud, gpu_request, kwok_node, t0};
 use super::mock::{expect, finish, serve, status};
 use crate::KwokConfig;
 use crate::slices::{MAX_DEVICES_PER_SLICE, resource_slices, slice_name};
@@ -106,24 +106,31 @@ async fn a_p4d_node_publishes_its_eight_gpus_in_one_slice_of_the_nvidia_driver()
 async fn a_cluster_without_dra_or_a_failed_publish_does_not_fail_the_launch() {
     let mut second = p4d_request();
     second.claim_name = "train-p4d-2".to_owned();
+    // resource.k8s.io/v1 is not served (Kubernetes before 1.34): found once, not asked again.
     let (client, server) = serve(vec![
         expect("GET", "/api/v1/nodes/train-p4d").not_found(),
         expect("POST", "/api/v1/nodes").echo(),
         expect("PATCH", "/api/v1/nodes/train-p4d/status").echo(),
-        // resource.k8s.io/v1 is not served (Kubernetes before 1.34).
         expect("PATCH", P4D_SLICE).not_found(),
         expect("GET", "/api/v1/nodes/train-p4d-2").not_found(),
         expect("POST", "/api/v1/nodes").echo(),
         expect("PATCH", "/api/v1/nodes/train-p4d-2/status").echo(),
-        expect(
-            "PATCH",
-            "/apis/resource.k8s.io/v1/resourceslices/train-p4d-2-gpu-nvidia-com",
-        )
-        .respond(500, status(500, "InternalError")),
     ]);
     let kwok = cloud(client, KwokConfig::default(), clock());
     kwok.create(&p4d_request()).await.expect("launched");
     kwok.create(&second).await.expect("launched");
+    drop(kwok);
+    finish(server).await;
+
+    // The API server fails the publish: the launch stands.
+    let (client, server) = serve(vec![
+        expect("GET", "/api/v1/nodes/train-p4d").not_found(),
+        expect("POST", "/api/v1/nodes").echo(),
+        expect("PATCH", "/api/v1/nodes/train-p4d/status").echo(),
+        expect("PATCH", P4D_SLICE).respond(500, status(500, "InternalError")),
+    ]);
+    let kwok = cloud(client, KwokConfig::default(), clock());
+    kwok.create(&p4d_request()).await.expect("launched");
     drop(kwok);
     finish(server).await;
 }
@@ -182,4 +189,32 @@ fn a_driver_with_more_devices_than_a_slice_holds_takes_several() {
     for s in &slices {
         assert_eq!(s["spec"]["pool"]["resourceSliceCount"], 2);
     }
+}
+
+#[tokio::test]
+async fn list_publishes_the_slices_of_nodes_launched_before_a_restart_once() {
+    let list = || {
+        json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+            "items": [kwok_node(&p4d_request(), t0())]})
+    };
+    let (client, server) = serve(vec![
+        expect("GET", "/api/v1/nodes").respond(200, list()),
+        expect("PATCH", P4D_SLICE).respond(500, status(500, "InternalError")),
+        // Failed: tried again on the next list.
+        expect("GET", "/api/v1/nodes").respond(200, list()),
+        expect("PATCH", P4D_SLICE)
+            .body(|b| {
+                assert_eq!(b["metadata"]["ownerReferences"][0]["uid"], "uid-train-p4d");
+                assert_eq!(b["spec"]["devices"].as_array().map(Vec::len), Some(8));
+            })
+            .echo(),
+        // Published: not again.
+        expect("GET", "/api/v1/nodes").respond(200, list()),
+    ]);
+    let kwok = cloud(client, KwokConfig::default(), clock());
+    for _ in 0..3 {
+        assert_eq!(kwok.list().await.expect("listed").len(), 1);
+    }
+    drop(kwok);
+    finish(server).await;
 }
