@@ -47,7 +47,12 @@
 //! would act on them too: run one or the other. Pods left on a deleted kwok Node are removed by
 //! the kube-controller-manager's pod garbage collector, as for any vanished node. The
 //! controller removes the `quartermaster.dev/unregistered` taint when it sees the Node
-//! register; until then only pods tolerating it land there.
+//! register; until then only pods tolerating it land there. A GPU Node offers its GPUs both
+//! ways, as the `nvidia.com/gpu` extended resource (the device plugin's) and as DRA devices in
+//! its ResourceSlices, and the scheduler counts the two apart (as on a real node running both
+//! the device plugin and the DRA driver): give one Node pods of one kind. ResourceClaims made
+//! from templates, and the slices' deletion with their Node, are the kube-controller-manager's
+//! work (its resourceclaim controller and garbage collector).
 
 #![forbid(unsafe_code)]
 
