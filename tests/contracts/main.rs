@@ -15,6 +15,7 @@ mod crds;
 mod dra;
 mod e2e;
 mod e2e_api_faults;
+mod e2e_dra;
 mod e2e_gpu_mix;
 mod e2e_repair;
 mod e2e_restarts;
