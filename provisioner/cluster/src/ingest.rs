@@ -313,6 +313,18 @@ fn resolve_claims<'a>(
         let Some(resolution) = resolver.resolve(namespace, spec, &requests) else {
             continue;
         };
+        if let Some(choice) = &resolution.fit.choice {
+            notes.push(format!(
+                "{}: {} planned with {choice}, the cheapest type that satisfies them (other \
+                 types would give other devices: see explain)",
+                resolution.fit.claims.join(", "),
+                if pods.len() == 1 {
+                    "its pod is"
+                } else {
+                    "their pods are"
+                },
+            ));
+        }
         for pod in &mut snapshot.pending[pods.clone()] {
             if let Err(e) = dra::apply(pod, &resolution, &mut claimed, &mut snapshot.resources) {
                 result = Err(e);

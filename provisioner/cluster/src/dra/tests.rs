@@ -180,6 +180,12 @@ spec:
     );
     assert!(fit.fits.keys().all(|t| t.starts_with("g6.")), "{fit:?}");
     assert!(fit.fits.contains_key("g6.12xlarge"), "{fit:?}");
+    assert!(
+        ingested.notes.iter().any(|n| n.contains("h100-or-two-l4")
+            && n.contains("planned with request gpu/two-l4 on g6.12xlarge")),
+        "the choice is reported: {:?}",
+        ingested.notes
+    );
 }
 
 #[test]
