@@ -19,6 +19,7 @@ mod e2e_dra;
 mod e2e_gpu_mix;
 mod e2e_repair;
 mod e2e_restarts;
+mod e2e_scale;
 mod explain;
 mod explain_claims;
 mod fixtures;
