@@ -13,6 +13,7 @@ mod corpus_labels;
 mod corpus_workloads;
 mod crds;
 mod dra;
+mod dra_corpus;
 mod e2e;
 mod e2e_api_faults;
 mod e2e_dra;
