@@ -232,6 +232,24 @@ const PLACED: &[Placed] = &[
         shared: &[],
         min_gpu_mib: 0,
     },
+    // NVIDIA's e2e `[sharing]`: a Deployment of four replicas sharing one ResourceClaim: one
+    // GPU, all four on its node.
+    Placed {
+        fixture: "nvidia-e2e-timeslicing.yaml",
+        pods: &[
+            ("nvidia-e2e-sharing/gpu-test-0", 1),
+            ("nvidia-e2e-sharing/gpu-test-1", 1),
+            ("nvidia-e2e-sharing/gpu-test-2", 1),
+            ("nvidia-e2e-sharing/gpu-test-3", 1),
+        ],
+        shared: &[
+            "nvidia-e2e-sharing/gpu-test-0",
+            "nvidia-e2e-sharing/gpu-test-1",
+            "nvidia-e2e-sharing/gpu-test-2",
+            "nvidia-e2e-sharing/gpu-test-3",
+        ],
+        min_gpu_mib: 0,
+    },
     // `driverVersion.compareTo(semver("580.95.5")) >= 0`: every GPU of the assumed driver.
     Placed {
         fixture: "nvidia-e2e-driver-version.yaml",
