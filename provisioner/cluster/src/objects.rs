@@ -258,7 +258,19 @@ impl Inventory {
                         .and_then(Value::as_str)
                         .unwrap_or_default()
                 );
-                inv.overlays.push(crate::overlay::read(&id, value, notes)?);
+                let mut overlay = crate::overlay::read(&id, value, notes)?;
+                let devices =
+                    crate::dra::overrides::read(&id, value, overlay.weight, &overlay.requirements)?;
+                for o in &devices {
+                    // A driver counted in a resource named after it: the overlay's types have
+                    // that many of it (unless the overlay's capacity says otherwise).
+                    if crate::dra::resource_of_driver(&o.driver).is_none() {
+                        let n = u64::try_from(o.devices.len()).unwrap_or(u64::MAX);
+                        overlay.capacity.entry(o.driver.clone()).or_insert(n);
+                    }
+                }
+                inv.dra.overrides.extend(devices);
+                inv.overlays.push(overlay);
                 continue;
             }
             let used =

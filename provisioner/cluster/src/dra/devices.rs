@@ -7,10 +7,20 @@ use quartermaster_policies::parse_quantity;
 use quartermaster_pricing::InstanceType;
 use quartermaster_pricing::devices::{DeviceAttribute, PublishedDevice, published_devices};
 
-/// The devices of a node of `it`, or why the model cannot be read (a model entry with a
-/// malformed quantity or version: a bug in the data, reported rather than ignored).
-pub(crate) fn node_devices(it: &InstanceType) -> Result<Vec<NodeDevice>, String> {
-    published_devices(it).iter().map(node_device).collect()
+use super::overrides::DeviceOverride;
+
+/// The devices of a node of `it`, with the NodeOverlays' `overrides` that select it applied,
+/// or why they cannot be read (a model entry or an override with a malformed quantity or
+/// version: reported rather than ignored).
+pub(crate) fn node_devices(
+    it: &InstanceType,
+    overrides: &[DeviceOverride],
+) -> Result<Vec<NodeDevice>, String> {
+    let mut published = published_devices(it);
+    if !overrides.is_empty() {
+        published = super::overrides::apply(published, &it.labels(), overrides);
+    }
+    published.iter().map(node_device).collect()
 }
 
 fn node_device(d: &PublishedDevice) -> Result<NodeDevice, String> {

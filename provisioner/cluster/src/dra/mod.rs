@@ -14,6 +14,7 @@
 mod apply;
 pub(crate) mod classes;
 mod devices;
+pub(crate) mod overrides;
 mod resolve;
 mod slices;
 
@@ -29,7 +30,7 @@ use crate::objects::namespaced;
 
 pub(crate) use apply::apply;
 pub(crate) use resolve::Resolver;
-pub(crate) use slices::add_slice_devices;
+pub(crate) use slices::{add_slice_devices, resource_of_driver};
 
 /// The API group of the DRA kinds.
 pub(crate) const GROUP: &str = "resource.k8s.io";
@@ -48,6 +49,8 @@ pub(crate) struct DraObjects {
     pub templates: BTreeMap<Key, ResourceClaimTemplate>,
     /// ResourceSlices, in input order.
     pub slices: Vec<ResourceSlice>,
+    /// NodeOverlays' overrides of the device model (`quartermaster.dev/devices`).
+    pub overrides: Vec<overrides::DeviceOverride>,
 }
 
 /// Whether `kind` of `group` is read here.

@@ -201,11 +201,8 @@ impl<'a> Resolver<'a> {
                 continue;
             }
             match allocate(&claims, t, &self.evaluator) {
-                Ok((count, shared_count, choice)) => {
-                    let resource =
-                        t.it.accelerator
-                            .as_ref()
-                            .map_or_else(String::new, |a| a.resource.clone());
+                Ok((count, shared_count, choice, driver)) => {
+                    let resource = resource_for(&driver, t.it);
                     feasible.push((t, resource, count, shared_count, choice));
                 }
                 Err(why) => {
@@ -281,6 +278,7 @@ impl<'a> Resolver<'a> {
     fn ensure_types(&mut self) {
         let catalog = self.catalog;
         let pools = self.pools;
+        let overrides = &self.objects.overrides;
         let buyable = |it: &InstanceType| {
             pools.is_empty()
                 || pools.iter().any(|p| {
@@ -294,10 +292,17 @@ impl<'a> Resolver<'a> {
             catalog
                 .into_iter()
                 .flat_map(Catalog::instance_types)
-                .filter(|it| it.accelerator.is_some() && buyable(it))
-                .map(|it| TypeDevices {
+                .filter(|it| buyable(it))
+                .filter_map(|it| {
+                    let devices = node_devices(it, overrides);
+                    if devices.as_ref().is_ok_and(Vec::is_empty) {
+                        return None;
+                    }
+                    Some((it, devices))
+                })
+                .map(|(it, devices)| TypeDevices {
                     it,
-                    devices: node_devices(it),
+                    devices,
                     price: it
                         .offerings
                         .iter()
@@ -316,7 +321,7 @@ fn allocate(
     claims: &[PodClaim],
     t: &TypeDevices<'_>,
     evaluator: &SelectorEvaluator,
-) -> Result<(u32, u32, String), String> {
+) -> Result<(u32, u32, String, String), String> {
     let devices = t
         .devices
         .as_ref()
@@ -327,6 +332,7 @@ fn allocate(
     let mut taken = vec![false; devices.len()];
     let (mut count, mut shared_count) = (0u32, 0u32);
     let mut chosen: Vec<String> = Vec::new();
+    let mut by_driver: BTreeMap<String, u32> = BTreeMap::new();
     for claim in claims {
         match claim.requirements.allocate_free(devices, &taken, evaluator) {
             Ok(allocation) => {
@@ -340,6 +346,7 @@ fn allocate(
                     if !chosen.contains(&d.request) {
                         chosen.push(d.request.clone());
                     }
+                    *by_driver.entry(d.driver.clone()).or_default() += 1;
                 }
                 let n = u32::try_from(allocation.devices.len()).unwrap_or(u32::MAX);
                 count += n;
@@ -361,11 +368,34 @@ fn allocate(
             }
         }
     }
+    // The devices count in the resource of the driver that gives most of them (a claim over
+    // several drivers is planned by that one).
+    let driver = by_driver
+        .iter()
+        .max_by_key(|(d, n)| (**n, std::cmp::Reverse(d.as_str())))
+        .map_or_else(String::new, |(d, _)| d.clone());
     Ok((
         count,
         shared_count,
         format!("request {}", chosen.join(", ")),
+        driver,
     ))
+}
+
+/// The extended resource the devices of `driver` on a node of `it` count in: the well-known
+/// drivers' (`gpu.nvidia.com` → `nvidia.com/gpu`), else the type's accelerator resource when
+/// the driver is its domain (the generic device form), else a resource named after the driver
+/// (an override's; its NodeOverlay gives the types that much of it).
+fn resource_for(driver: &str, it: &InstanceType) -> String {
+    if let Some(r) = super::resource_of_driver(driver) {
+        return r.to_owned();
+    }
+    if let Some(a) = &it.accelerator
+        && a.resource.split('/').next() == Some(driver)
+    {
+        return a.resource.clone();
+    }
+    driver.to_owned()
 }
 
 /// A NodeSelector's terms as requirements: labels by `matchExpressions`, the node's name

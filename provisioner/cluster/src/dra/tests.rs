@@ -361,3 +361,111 @@ spec:
             .has("g6.12xlarge")
     );
 }
+
+#[test]
+fn a_node_overlay_overrides_the_device_model_for_a_driver_we_do_not_model() {
+    let yaml = "---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata:
+  name: fpga
+  annotations:
+    quartermaster.dev/devices: '[{\"driver\": \"fpga.example.com\", \"count\": 2, \"namePrefix\": \"fpga\", \"attributes\": {\"model\": {\"string\": \"u250\"}}, \"capacity\": {\"memory\": \"64Gi\"}}]'
+spec:
+  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [m7g.large]}]
+---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata:
+  name: no-dra-on-g5
+  annotations:
+    quartermaster.dev/devices: '[{\"driver\": \"gpu.nvidia.com\", \"count\": 0}]'
+spec:
+  requirements: [{key: quartermaster.dev/instance-family, operator: In, values: [g5]}]
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: fpga.example.com}
+spec:
+  selectors: [{cel: {expression: \"device.driver == 'fpga.example.com'\"}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-u250, namespace: ns}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: fpga
+        exactly:
+          deviceClassName: fpga.example.com
+          selectors: [{cel: {expression: \"device.attributes['fpga.example.com'].model == 'u250'\"}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: any-gpu, namespace: ns}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+";
+    let fpga_pod = pod_with("  - {name: gpu, resourceClaimTemplateName: one-u250}");
+    let gpu_pod = pod_with("  - {name: gpu, resourceClaimTemplateName: any-gpu}")
+        .replace("{name: p,", "{name: g,");
+    let ingested = ingest_with_catalog(&format!("{yaml}{fpga_pod}{gpu_pod}"));
+    let fpga = ingested.snapshot.pending[0].devices.clone().expect("fit");
+    assert_eq!(
+        fpga.fits.keys().collect::<Vec<_>>(),
+        ["m7g.large"],
+        "only the overlay's type publishes the FPGAs: {:?}",
+        fpga.rejection("m7g.large")
+    );
+    // Counted in a resource named after the driver, which the overlay gives its types.
+    let slot = ingested
+        .snapshot
+        .resources
+        .slot("fpga.example.com")
+        .expect("a slot for the driver's devices");
+    assert_eq!(ingested.snapshot.pending[0].requests.get(slot), 1);
+    let overlay = &ingested.snapshot.node_pools[0].node_shape.overlays[0];
+    assert_eq!(overlay.capacity["fpga.example.com"], 2);
+    // count 0 takes a modelled driver's devices away from the overlay's types.
+    let gpu = ingested.snapshot.pending[1].devices.clone().expect("fit");
+    assert!(
+        gpu.fits.keys().any(|t| t.starts_with("g6.")),
+        "{:?}",
+        gpu.fits
+    );
+    assert!(
+        !gpu.fits.keys().any(|t| t.starts_with("g5.")),
+        "{:?}",
+        gpu.fits
+    );
+    assert_eq!(
+        gpu.rejection("g5.xlarge").as_deref(),
+        Some("a node of this type publishes no devices")
+    );
+}
+
+#[test]
+fn a_malformed_device_override_is_an_error_naming_the_overlay() {
+    let yaml = "---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata:
+  name: broken
+  annotations:
+    quartermaster.dev/devices: '[{\"driver\": \"x.example.com\", \"count\": \"two\"}]'
+spec: {}
+";
+    let catalog = Catalog::embedded();
+    let err = snapshot(&objects(yaml), SnapshotOptions::priced(&catalog)).expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("NodeOverlay/broken")
+            && text.contains("metadata.annotations[quartermaster.dev/devices]"),
+        "{text}"
+    );
+}
