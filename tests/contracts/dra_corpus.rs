@@ -673,7 +673,6 @@ fn what_no_type_satisfies_is_unschedulable_and_explain_names_the_claim() {
 // commands).
 
 #[test]
-#[ignore = "bug: plan's unschedulable reason for a claim no type satisfies says `node.kubernetes.io/instance-type In []` instead of naming the claim (explain does)"]
 fn the_plan_names_the_claim_that_makes_a_pod_unschedulable() {
     for case in UNSATISFIABLE {
         let files = unsatisfiable_files(case);
@@ -692,7 +691,6 @@ fn the_plan_names_the_claim_that_makes_a_pod_unschedulable() {
 }
 
 #[test]
-#[ignore = "bug: a NodePool's MIG layout (gpuSharing mig) is not used for DRA: its nodes are predicted to publish whole GPUs, never the MIG devices (cluster::dra uses published_devices, not published_devices_with_mig)"]
 fn nvidia_mig_example_plans_on_a_pool_with_a_mig_layout() {
     // gpu-test4: per pod, 2x 1g.5gb + 2g.10gb + 3g.20gb on one parent GPU (matchAttribute
     // parentUUID) = exactly one A100 40GB in mig-parted's all-balanced layout; four replicas
@@ -720,7 +718,6 @@ fn nvidia_mig_example_plans_on_a_pool_with_a_mig_layout() {
 }
 
 #[test]
-#[ignore = "bug: CEL `lowerAscii()` (Kubernetes' strings extension, used by NVIDIA's selectors) is not available at evaluation: `Undeclared reference to 'lowerAscii'` on every device"]
 fn a_product_name_selector_gets_that_gpu() {
     // NVIDIA's e2e `[cel/productName]`: productName.lowerAscii().matches("^.*nvidia l40s.*$").
     let files = [AWS_GPU.to_owned(), fixture("nvidia-e2e-product-type.yaml")];

@@ -2,13 +2,25 @@
 
 use std::fmt;
 
-use cel::{Context, Program, Value};
+use cel::{Context, Env, Program, Value};
 
 use crate::dra::device::NodeDevice;
 use crate::error::PolicyError;
 
 /// The longest selector expression the API server accepts (10 Ki).
 pub const MAX_EXPRESSION_BYTES: usize = 10 * 1024;
+
+/// The CEL environment selectors are compiled and run in: the standard library (with
+/// `matches`, by the `regex` feature) and the strings extension (`lowerAscii`, `upperAscii`,
+/// `split`, `indexOf`, `replace`, `substring`, `trim`, `join`…), as the API server offers them
+/// to DRA selectors (cel-go's `ext.Strings`).
+static ENV: std::sync::LazyLock<std::sync::Arc<Env>> = std::sync::LazyLock::new(|| {
+    let mut env = Env::stdlib();
+    // The extension's names are not the standard library's: registration cannot fail.
+    let added = env.add_extension(cel::extensions::strings);
+    debug_assert!(added.is_ok(), "the strings extension clashes: {added:?}");
+    std::sync::Arc::new(env)
+});
 
 /// A compiled CEL device selector.
 pub struct DeviceSelector {
@@ -42,7 +54,8 @@ impl DeviceSelector {
                 expression.len()
             )));
         }
-        let program = Program::compile(expression)
+        let program = ENV
+            .compile(expression)
             .map_err(|e| invalid(format!("compilation failed: {e}")))?;
         Ok(Self {
             expression: expression.to_owned(),
@@ -70,7 +83,7 @@ impl fmt::Debug for SelectorEvaluator {
 
 impl Default for SelectorEvaluator {
     fn default() -> Self {
-        let mut root = Context::default();
+        let mut root = Context::with_env(ENV.clone());
         crate::dra::functions::register(&mut root);
         Self { root }
     }

@@ -277,3 +277,23 @@ fn claims_name_their_errors_by_field() {
     .to_string();
     assert!(err.contains("Unsupported value: \"Some\""), "{err}");
 }
+
+#[test]
+fn the_strings_extension_and_matches_are_there_as_in_the_api_server() {
+    // NVIDIA's own specs select with lowerAscii() and matches() (gpu-test6, e2e product-type).
+    for selector in [
+        "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('^.*h100.*$')",
+        "device.attributes['gpu.nvidia.com'].productName.upperAscii().contains('HBM3')",
+        "device.attributes['gpu.nvidia.com'].productName.split(' ')[1] == 'H100'",
+        "device.attributes['gpu.nvidia.com'].productName.indexOf('H100') == 7",
+        "device.attributes['gpu.nvidia.com'].productName.replace('NVIDIA ', '').startsWith('H100')",
+        "device.attributes['gpu.nvidia.com'].productName.substring(0, 6).trim() == 'NVIDIA'",
+        "['a', 'b'].join('-') == 'a-b'",
+    ] {
+        assert_eq!(one(selector), Ok(true), "{selector}");
+    }
+    assert_eq!(
+        one("device.attributes['gpu.nvidia.com'].productName.lowerAscii() == 'nvidia a100'"),
+        Ok(false)
+    );
+}

@@ -6,7 +6,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use quartermaster_policies::{Requirement, Requirements};
 use quartermaster_solver::pod::{HOSTNAME, PodAffinityTerm};
 use quartermaster_solver::resources::ResourceTable;
-use quartermaster_solver::{INSTANCE_TYPE_LABEL, Pod};
+use quartermaster_solver::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, Pod};
 
 use super::resolve::{Resolution, and_node_terms};
 use crate::error::ClusterError;
@@ -41,16 +41,29 @@ pub(crate) fn apply(
     }
     for term in &mut pod.node_terms {
         term.add(types.clone());
+        if let Some(pools) = &resolution.pools {
+            term.add(Requirement::in_values(
+                NODEPOOL_LABEL,
+                pools.iter().map(String::as_str),
+            ));
+        }
     }
     let first = resolution.shared.iter().any(|c| claimed.insert(c.clone()));
-    let count = if first || resolution.shared.is_empty() {
-        resolution.count
-    } else {
-        resolution.count - resolution.shared_count
-    };
-    if let Some(resource) = &resolution.resource
-        && count > 0
-    {
+    let mut requests = pod.requests;
+    for (resource, n) in &resolution.takes {
+        let shared = resolution
+            .shared_takes
+            .iter()
+            .find(|(r, _)| r == resource)
+            .map_or(0, |(_, s)| *s);
+        let n = if first || resolution.shared.is_empty() {
+            *n
+        } else {
+            n - shared
+        };
+        if n == 0 {
+            continue;
+        }
         let slot =
             table
                 .slot_or_insert(resource)
@@ -60,10 +73,9 @@ pub(crate) fn apply(
                     resource: resource.clone(),
                     max: quartermaster_solver::resources::MAX_RESOURCES,
                 })?;
-        let mut requests = pod.requests;
-        requests.set(slot, requests.get(slot) + i64::from(count));
-        pod.requests = requests;
+        requests.set(slot, requests.get(slot) + i64::from(n));
     }
+    pod.requests = requests;
     for claim in &resolution.shared {
         let key = shared_label(claim);
         pod.labels.insert(key.clone(), "shared".to_owned());

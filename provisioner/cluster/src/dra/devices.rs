@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use quartermaster_policies::dra::{AttributeValue, NodeDevice};
 use quartermaster_policies::parse_quantity;
 use quartermaster_pricing::InstanceType;
-use quartermaster_pricing::devices::{DeviceAttribute, PublishedDevice, published_devices};
+use quartermaster_pricing::devices::{
+    DeviceAttribute, PublishedDevice, published_devices, published_devices_with_mig,
+};
+use quartermaster_pricing::sharing::MigLayout;
 
 use super::overrides::DeviceOverride;
 
@@ -17,6 +20,19 @@ pub(crate) fn node_devices(
     overrides: &[DeviceOverride],
 ) -> Result<Vec<NodeDevice>, String> {
     let mut published = published_devices(it);
+    if !overrides.is_empty() {
+        published = super::overrides::apply(published, &it.labels(), overrides);
+    }
+    published.iter().map(node_device).collect()
+}
+
+/// [`node_devices`] with the GPUs partitioned by `layout`.
+pub(crate) fn node_devices_with_mig(
+    it: &InstanceType,
+    layout: &MigLayout,
+    overrides: &[DeviceOverride],
+) -> Result<Vec<NodeDevice>, String> {
+    let mut published = published_devices_with_mig(it, layout);
     if !overrides.is_empty() {
         published = super::overrides::apply(published, &it.labels(), overrides);
     }

@@ -6,14 +6,17 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
 use quartermaster_policies::Requirements;
-use quartermaster_policies::dra::{ClaimRequirements, NodeDevice, SelectorEvaluator, Unsatisfied};
+use quartermaster_policies::dra::{
+    AttributeValue, ClaimRequirements, NodeDevice, SelectorEvaluator, Unsatisfied,
+};
+use quartermaster_pricing::sharing::GpuSharing;
 use quartermaster_pricing::{Catalog, InstanceType};
 use quartermaster_solver::resources::{CPU, MEMORY};
 use quartermaster_solver::{DeviceFit, NodePoolSpec, Resources};
 
 use super::DraObjects;
 use super::classes::with_built_in;
-use super::devices::node_devices;
+use super::devices::{node_devices, node_devices_with_mig};
 
 /// What a pod's claims come to.
 #[derive(Debug, Clone)]
@@ -23,19 +26,24 @@ pub(crate) struct Resolution {
     /// Whether some claim still needs devices (false when every claim is allocated already or
     /// asks for none): only then are instance types restricted.
     pub needs_devices: bool,
-    /// The extended resource the devices count in (`nvidia.com/gpu`), when some type fits.
-    pub resource: Option<String>,
-    /// Devices the pod's claims take on the types that fit.
-    pub count: u32,
-    /// Of `count`, those of claims shared with other pods (`resourceClaimName`, not yet
+    /// The extended resources the devices count in, with how many the claims take on the types
+    /// that fit (`nvidia.com/gpu` × 1; MIG devices in their profiles' resources).
+    pub takes: Takes,
+    /// Of `takes`, those of claims shared with other pods (`resourceClaimName`, not yet
     /// allocated): taken once, by the first pod that uses the claim.
-    pub shared_count: u32,
+    pub shared_takes: Takes,
+    /// The NodePools whose nodes publish the devices planned for (a MIG layout's pools, or the
+    /// others), when some pool has a MIG layout; `None`: any pool.
+    pub pools: Option<Vec<String>>,
     /// `ResourceClaim/<namespace>/<name>` of the shared, unallocated claims.
     pub shared: Vec<String>,
     /// Node terms (ORed) of claims already allocated: the pod can only run where its devices
     /// are. Empty when none is allocated.
     pub pinned: Vec<Requirements>,
 }
+
+/// Devices taken, by the extended resource they count in, in name order.
+pub(crate) type Takes = Vec<(String, u32)>;
 
 /// A claim of the pod, ready to allocate.
 struct PodClaim {
@@ -45,9 +53,13 @@ struct PodClaim {
     shared: bool,
 }
 
-/// A catalog type that publishes devices.
+/// A catalog type that publishes devices, as the nodes of some pools would.
 struct TypeDevices<'a> {
     it: &'a InstanceType,
+    /// The MIG layout its GPUs are partitioned by in `pools`; `None`: whole GPUs.
+    variant: Option<String>,
+    /// The pools whose nodes of this type publish these devices.
+    pools: Vec<String>,
     devices: Result<Vec<NodeDevice>, String>,
     /// Its cheapest available offering, dollars per hour (infinite when none).
     price: f64,
@@ -175,9 +187,9 @@ impl<'a> Resolver<'a> {
                     ..DeviceFit::default()
                 }),
                 needs_devices: false,
-                resource: None,
-                count: 0,
-                shared_count: 0,
+                takes: Vec::new(),
+                shared_takes: Vec::new(),
+                pools: None,
                 shared: Vec::new(),
                 pinned,
             });
@@ -193,20 +205,21 @@ impl<'a> Resolver<'a> {
         };
         self.ensure_types();
         let types = self.types.as_deref().unwrap_or_default();
-        // (resource, count) -> types, with each type's shared count and choice.
-        let mut feasible: Vec<(&TypeDevices<'_>, String, u32, u32, String)> = Vec::new();
+        // Types (per MIG variant) whose devices satisfy the claims, with what they take, the
+        // part of it shared claims take, and the requests chosen.
+        let mut feasible: Vec<(&TypeDevices<'_>, Takes, Takes, String)> = Vec::new();
         for t in types {
             if let Some(p) = &problem {
                 fit.ruled_out.insert(t.it.name.clone(), p.clone());
                 continue;
             }
             match allocate(&claims, t, &self.evaluator) {
-                Ok((count, shared_count, choice, driver)) => {
-                    let resource = resource_for(&driver, t.it);
-                    feasible.push((t, resource, count, shared_count, choice));
+                Ok((takes, shared_takes, choice)) => {
+                    feasible.push((t, takes, shared_takes, choice));
                 }
                 Err(why) => {
-                    fit.ruled_out.insert(t.it.name.clone(), why);
+                    // A type some variant satisfies is not ruled out by another's failure.
+                    fit.ruled_out.entry(t.it.name.clone()).or_insert(why);
                 }
             }
         }
@@ -233,29 +246,38 @@ impl<'a> Resolver<'a> {
                         .then(a.0.it.name.cmp(&b.0.it.name))
                 })
             });
-        let Some((best, resource, count, shared_count, choice)) = cheapest.cloned() else {
+        let Some((best, takes, shared_takes, choice)) = cheapest.cloned() else {
             return Some(Resolution {
                 fit: Arc::new(fit),
                 needs_devices: true,
-                resource: None,
-                count: 0,
-                shared_count: 0,
+                takes: Vec::new(),
+                shared_takes: Vec::new(),
+                pools: None,
                 shared,
                 pinned,
             });
         };
         let mut differ = false;
-        for (t, r, c, _, ch) in &feasible {
-            if *r == resource && *c == count {
-                fit.fits.insert(t.it.name.clone(), *c);
-            } else {
+        let mut pools: Vec<String> = Vec::new();
+        for (t, tk, _, ch) in &feasible {
+            if t.variant == best.variant && *tk == takes {
+                fit.ruled_out.remove(&t.it.name);
+                fit.fits.insert(t.it.name.clone(), total(tk));
+                pools.extend(t.pools.iter().cloned());
+            } else if !fit.fits.contains_key(&t.it.name) {
                 differ = true;
                 fit.ruled_out.insert(
                     t.it.name.clone(),
                     format!(
-                        "takes {c} {r} device(s) ({ch}); the pod is planned for {count} {resource}, \
-                         as on {} (${:.2}/h), the cheapest type that satisfies its claims and holds its CPU and memory",
-                        best.it.name, best.price
+                        "takes {} ({ch}{}); the pod is planned for {}, as on {} (${:.2}/h), the \
+                         cheapest type that satisfies its claims and holds its CPU and memory",
+                        show(tk),
+                        t.variant
+                            .as_ref()
+                            .map_or_else(String::new, |v| format!(", MIG layout {v}")),
+                        show(&takes),
+                        best.it.name,
+                        best.price
                     ),
                 );
             }
@@ -263,45 +285,64 @@ impl<'a> Resolver<'a> {
         if differ {
             fit.choice = Some(format!("{choice} on {}", best.it.name));
         }
+        pools.sort();
+        pools.dedup();
+        let any_mig = self.pools.iter().any(|p| mig_config(p).is_some());
         Some(Resolution {
             fit: Arc::new(fit),
             needs_devices: true,
-            resource: Some(resource),
-            count,
-            shared_count,
+            takes,
+            shared_takes,
+            pools: (any_mig && !pools.is_empty()).then_some(pools),
             shared,
             pinned,
         })
     }
 
-    /// Builds, once, the catalog's types that publish devices, with their devices.
+    /// Builds, once, the catalog's types that publish devices (once per MIG layout some pool
+    /// that may buy them partitions their GPUs by, and once whole for the other pools), with
+    /// their devices.
     fn ensure_types(&mut self) {
-        let catalog = self.catalog;
-        let pools = self.pools;
+        if self.types.is_some() {
+            return;
+        }
         let overrides = &self.objects.overrides;
-        let buyable = |it: &InstanceType| {
-            pools.is_empty()
-                || pools.iter().any(|p| {
-                    p.cloud == it.cloud
-                        && p.requirements
-                            .compatible(&Requirements::from_labels(&it.labels()))
-                            .is_ok()
-                })
-        };
-        self.types.get_or_insert_with(|| {
-            catalog
-                .into_iter()
-                .flat_map(Catalog::instance_types)
-                .filter(|it| buyable(it))
-                .filter_map(|it| {
-                    let devices = node_devices(it, overrides);
-                    if devices.as_ref().is_ok_and(Vec::is_empty) {
-                        return None;
+        let mut out = Vec::new();
+        for it in self.catalog.into_iter().flat_map(Catalog::instance_types) {
+            let labels = Requirements::from_labels(&it.labels());
+            // Variant (None: whole GPUs) -> the pools that buy the type so.
+            let mut variants: BTreeMap<Option<String>, Vec<String>> = BTreeMap::new();
+            if self.pools.is_empty() {
+                variants.insert(None, Vec::new());
+            }
+            for p in self.pools {
+                if p.cloud != it.cloud || p.requirements.compatible(&labels).is_err() {
+                    continue;
+                }
+                variants
+                    .entry(mig_config(p).map(str::to_owned))
+                    .or_default()
+                    .push(p.name.clone());
+            }
+            for (variant, pools) in variants {
+                let devices = match &variant {
+                    None => node_devices(it, overrides),
+                    Some(config) => {
+                        let layout = it
+                            .accelerator
+                            .as_ref()
+                            .and_then(|a| quartermaster_pricing::sharing::mig_layout(a, config));
+                        let Some(layout) = layout else { continue };
+                        node_devices_with_mig(it, layout, overrides)
                     }
-                    Some((it, devices))
-                })
-                .map(|(it, devices)| TypeDevices {
+                };
+                if devices.as_ref().is_ok_and(Vec::is_empty) {
+                    continue;
+                }
+                out.push(TypeDevices {
                     it,
+                    variant,
+                    pools,
                     devices,
                     price: it
                         .offerings
@@ -309,10 +350,34 @@ impl<'a> Resolver<'a> {
                         .filter(|o| o.available)
                         .map(|o| o.price_per_hour)
                         .fold(f64::INFINITY, f64::min),
-                })
-                .collect()
-        });
+                });
+            }
+        }
+        self.types = Some(out);
     }
+}
+
+/// The MIG layout a pool partitions its GPUs by, when it names one (`gpuSharing: {strategy:
+/// mig, migConfig: ...}`).
+fn mig_config(pool: &NodePoolSpec) -> Option<&str> {
+    match &pool.node_shape.gpu_sharing {
+        Some(GpuSharing::Mig { config }) => Some(config),
+        _ => None,
+    }
+}
+
+/// All the devices of `takes`.
+fn total(takes: &Takes) -> u32 {
+    takes.iter().map(|(_, n)| n).sum()
+}
+
+/// `takes` for people: `1 nvidia.com/gpu`, `2 nvidia.com/mig-1g.5gb + 1 nvidia.com/mig-3g.20gb`.
+fn show(takes: &Takes) -> String {
+    takes
+        .iter()
+        .map(|(r, n)| format!("{n} {r}"))
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 /// Allocates every claim on one node of `t`, each after the previous ones: the devices taken,
@@ -321,7 +386,7 @@ fn allocate(
     claims: &[PodClaim],
     t: &TypeDevices<'_>,
     evaluator: &SelectorEvaluator,
-) -> Result<(u32, u32, String, String), String> {
+) -> Result<(Takes, Takes, String), String> {
     let devices = t
         .devices
         .as_ref()
@@ -330,28 +395,28 @@ fn allocate(
         return Err("a node of this type publishes no devices".to_owned());
     }
     let mut taken = vec![false; devices.len()];
-    let (mut count, mut shared_count) = (0u32, 0u32);
+    let mut takes: BTreeMap<String, u32> = BTreeMap::new();
+    let mut shared_takes: BTreeMap<String, u32> = BTreeMap::new();
     let mut chosen: Vec<String> = Vec::new();
-    let mut by_driver: BTreeMap<String, u32> = BTreeMap::new();
     for claim in claims {
         match claim.requirements.allocate_free(devices, &taken, evaluator) {
             Ok(allocation) => {
                 for d in &allocation.devices {
-                    if let Some(i) = devices
+                    let Some(i) = devices
                         .iter()
                         .position(|n| n.driver == d.driver && n.name == d.device)
-                    {
-                        taken[i] = true;
-                    }
+                    else {
+                        continue;
+                    };
+                    taken[i] = true;
                     if !chosen.contains(&d.request) {
                         chosen.push(d.request.clone());
                     }
-                    *by_driver.entry(d.driver.clone()).or_default() += 1;
-                }
-                let n = u32::try_from(allocation.devices.len()).unwrap_or(u32::MAX);
-                count += n;
-                if claim.shared {
-                    shared_count += n;
+                    let resource = resource_for(&devices[i], t.it);
+                    if claim.shared {
+                        *shared_takes.entry(resource.clone()).or_default() += 1;
+                    }
+                    *takes.entry(resource).or_default() += 1;
                 }
             }
             Err(why) => {
@@ -368,25 +433,30 @@ fn allocate(
             }
         }
     }
-    // The devices count in the resource of the driver that gives most of them (a claim over
-    // several drivers is planned by that one).
-    let driver = by_driver
-        .iter()
-        .max_by_key(|(d, n)| (**n, std::cmp::Reverse(d.as_str())))
-        .map_or_else(String::new, |(d, _)| d.clone());
     Ok((
-        count,
-        shared_count,
+        takes.into_iter().collect(),
+        shared_takes.into_iter().collect(),
         format!("request {}", chosen.join(", ")),
-        driver,
     ))
 }
 
-/// The extended resource the devices of `driver` on a node of `it` count in: the well-known
-/// drivers' (`gpu.nvidia.com` → `nvidia.com/gpu`), else the type's accelerator resource when
-/// the driver is its domain (the generic device form), else a resource named after the driver
-/// (an override's; its NodeOverlay gives the types that much of it).
-fn resource_for(driver: &str, it: &InstanceType) -> String {
+/// The extended resource `device` of a node of `it` counts in: an NVIDIA MIG device in its
+/// profile's (`nvidia.com/mig-1g.5gb`), else the well-known drivers' (`gpu.nvidia.com` →
+/// `nvidia.com/gpu`), else the type's accelerator resource when the driver is its domain (the
+/// generic device form), else a resource named after the driver (an override's; its
+/// NodeOverlay gives the types that much of it).
+fn resource_for(device: &NodeDevice, it: &InstanceType) -> String {
+    let driver = device.driver.as_str();
+    let text = |name: &str| match device.attribute(&format!("{driver}/{name}")) {
+        Some(AttributeValue::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    if driver == "gpu.nvidia.com"
+        && text("type") == Some("mig")
+        && let Some(profile) = text("profile")
+    {
+        return quartermaster_pricing::sharing::mig_resource(profile);
+    }
     if let Some(r) = super::resource_of_driver(driver) {
         return r.to_owned();
     }

@@ -269,6 +269,13 @@ fn same_class(a: &Pod, b: &Pod) -> bool {
         && a.affinity == b.affinity
         && a.anti_affinity == b.anti_affinity
         && a.host_ports == b.host_ports
+        && match (&a.devices, &b.devices) {
+            (None, None) => true,
+            // Pods of one workload share their fit; pods of different claims are told apart
+            // (their reasons name their own claims).
+            (Some(x), Some(y)) => std::sync::Arc::ptr_eq(x, y) || x == y,
+            _ => false,
+        }
 }
 
 /// Groups pending pods into classes (in first-appearance order).

@@ -1,7 +1,10 @@
 //! Why a class has nowhere to go at all: the first filter (taints, node affinity, size) that
 //! leaves no instance type, said in a sentence a user can act on.
 
-use crate::pod::tolerates_all;
+use quartermaster_policies::LabelLookup;
+
+use crate::INSTANCE_TYPE_LABEL;
+use crate::pod::{Pod, tolerates_all};
 use crate::snapshot::ClusterSnapshot;
 
 use super::classes::Class;
@@ -40,6 +43,9 @@ pub fn static_reason(snapshot: &ClusterSnapshot, shapes: &[Shape], class: &Class
             "NodePool {} offers no instance type (check its requirements and the catalog)",
             names.join(", ")
         );
+    }
+    if let Some(reason) = device_reason(pod, &pool_shapes) {
+        return reason;
     }
     let matching: Vec<&Shape> = pool_shapes
         .iter()
@@ -117,4 +123,35 @@ pub fn static_reason(snapshot: &ClusterSnapshot, shapes: &[Shape], class: &Class
         }
     }
     "no compatible instance type has room for all of its requests at once".to_owned()
+}
+
+/// When the pod's DRA claims leave none of `shapes`' instance types: the claims, and why one of
+/// the types fails them (one the claims rule out by a selector or constraint, when there is).
+fn device_reason(pod: &Pod, shapes: &[&Shape]) -> Option<String> {
+    let fit = pod.devices.as_ref()?;
+    let types: Vec<&str> = shapes
+        .iter()
+        .filter_map(|s| s.offerings.first())
+        .filter_map(|o| o.labels.label(INSTANCE_TYPE_LABEL))
+        .collect();
+    if fit.claims.is_empty() || types.iter().any(|t| fit.fits.contains_key(*t)) {
+        return None;
+    }
+    Some(
+        match types
+            .iter()
+            .find_map(|t| fit.ruled_out.get(*t).map(|r| (t, r)))
+        {
+            Some((t, why)) => format!(
+                "no instance type of a NodePool it tolerates satisfies its resource claims ({}): \
+                 {why} (on {t}, for one; `explain` lists every type)",
+                fit.claims.join(", ")
+            ),
+            None => format!(
+                "no instance type of a NodePool it tolerates publishes devices for its resource \
+                 claims ({})",
+                fit.claims.join(", ")
+            ),
+        },
+    )
 }
