@@ -190,7 +190,9 @@ async fn scale_run(kubeconfig: PathBuf, total: usize) {
     let client = client(&kubeconfig).await;
     setup(&client).await;
     let pools: Api<NodePool> = Api::all(client.clone());
-    let disruption = json!({"consolidationPolicy": "WhenEmptyOrUnderutilized",
+    // WhenEmpty: bare pods have no controller to bring them back, so consolidation that
+    // evicts them (WhenEmptyOrUnderutilized) would lose pods rather than move them.
+    let disruption = json!({"consolidationPolicy": "WhenEmpty",
         "consolidateAfter": "30s", "budgets": [{"nodes": "100%"}]});
     apply(&pools, "e2e-gpu", json!({"apiVersion": "quartermaster.dev/v1", "kind": "NodePool",
         "metadata": {"name": "e2e-gpu"},
@@ -261,9 +263,13 @@ async fn scale_run(kubeconfig: PathBuf, total: usize) {
     let mut last_report = Instant::now();
     while started.elapsed() < timeout {
         match unbound(&pods).await {
-            Ok(0) if count(&pods).await == total => {
-                bound_after = Some(started.elapsed());
-                break;
+            Ok(0) => {
+                let now = count(&pods).await;
+                assert!(now >= total, "{} of {total} pods were deleted", total - now);
+                if now == total {
+                    bound_after = Some(started.elapsed());
+                    break;
+                }
             }
             Ok(n) => last = n,
             Err(e) => println!("scale: listing pods: {e}"),
