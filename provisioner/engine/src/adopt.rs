@@ -130,6 +130,9 @@ impl Engine {
         if claim.offering.capacity_type == quartermaster_pricing::CapacityType::FlexStart {
             self.flex_start_seen = true;
         }
+        if let Some(node) = claim.node() {
+            self.node_claims.insert(node.name.clone(), name.clone());
+        }
         self.claims.insert(name.clone(), claim);
         if let Some(gang) = gang {
             self.rejoin_gang(found.created_at, &name, &gang);
@@ -141,11 +144,7 @@ impl Engine {
 
     /// Records that `pod` runs on `node`.
     pub(crate) fn pod_bound(&mut self, now: DateTime<Utc>, pod: Pod, node: &str) {
-        let claim = self
-            .claims
-            .values()
-            .find(|c| c.node().is_some_and(|n| n.name == node))
-            .map(|c| c.name.clone());
+        let claim = self.claim_on_node(node).map(|c| c.name.clone());
         let previous = self.pods.remove(&pod.id);
         if let Some(PodEntry {
             state: PodState::Nominated { claim: old } | PodState::Bound { claim: old },

@@ -187,8 +187,11 @@ pub struct ClaimView {
 pub struct Engine {
     pub(crate) config: EngineConfig,
     pub(crate) setup: EngineSetup,
-    pub(crate) pods: BTreeMap<PodRef, PodEntry>,
+    pub(crate) pods: crate::pod_table::PodTable,
     pub(crate) claims: BTreeMap<String, Claim>,
+    /// Node name -> the claim it registered for: a hint for [`Engine::claim_on_node`] (checked
+    /// against the claim; entries of claims that are gone are dropped with them).
+    pub(crate) node_claims: BTreeMap<String, String>,
     pub(crate) unavailable: UnavailableOfferings,
     pub(crate) batch: crate::provisioning::Batch,
     pub(crate) retry_unschedulable_at: Option<DateTime<Utc>>,
@@ -257,8 +260,9 @@ impl Engine {
         Self {
             config,
             setup,
-            pods: BTreeMap::new(),
+            pods: Default::default(),
             claims: BTreeMap::new(),
+            node_claims: BTreeMap::new(),
             unavailable: UnavailableOfferings::default(),
             batch: Default::default(),
             retry_unschedulable_at: None,
@@ -373,10 +377,11 @@ impl Engine {
             Event::PodPending(pod) => {
                 // A pod seen again (a watch re-list, a duplicate event) keeps its nomination:
                 // reporting it twice must never provision for it twice.
-                if let Some(entry) = self.pods.get_mut(&pod.id)
+                if let Some(entry) = self.pods.get(&pod.id)
                     && !matches!(entry.state, PodState::Waiting { .. })
                 {
-                    entry.pod = pod.into();
+                    let id = pod.id.clone();
+                    self.pods.set_pod(&id, pod.into());
                     return;
                 }
                 let id = pod.id.clone();
@@ -410,16 +415,14 @@ impl Engine {
                     let pool = c.pool;
                     self.observe_health(pool, &claim, &node.conditions, now);
                     if let Some(c) = self.claims.get_mut(&claim) {
+                        self.node_claims.insert(node.name.clone(), claim.clone());
                         c.facts.set_node(Some(node));
                     }
                     self.check_initialized(now, &claim);
                 }
             }
             Event::NodeUpdated { node } => {
-                let claim = self
-                    .claims
-                    .values()
-                    .find(|c| c.node().is_some_and(|n| n.name == node.name));
+                let claim = self.claim_on_node(&node.name);
                 if let Some((name, pool)) = claim.map(|c| (c.name.clone(), c.pool)) {
                     // Repair sees every change of a node's conditions as it comes.
                     self.observe_health(pool, &name, &node.conditions, now);
@@ -461,6 +464,30 @@ impl Engine {
             Event::ReservationsChanged(offers) => self.reservations_changed(now, offers),
             Event::RebootFailed { claim, error } => self.reboot_failed(now, &claim, &error),
         }
+    }
+
+    /// The claim whose node is called `node`: found through the node index, else by looking
+    /// at every claim (a node the engine did not register, or none).
+    pub(crate) fn claim_on_node(&self, node: &str) -> Option<&Claim> {
+        let indexed = self
+            .node_claims
+            .get(node)
+            .and_then(|name| self.claims.get(name))
+            .filter(|c| c.node().is_some_and(|n| n.name == node));
+        let found = indexed.or_else(|| {
+            self.claims
+                .values()
+                .find(|c| c.node().is_some_and(|n| n.name == node))
+        });
+        debug_assert_eq!(
+            found.map(|c| &c.name),
+            self.claims
+                .values()
+                .find(|c| c.node().is_some_and(|n| n.name == node))
+                .map(|c| &c.name),
+            "the node index and a scan agree"
+        );
+        found
     }
 
     /// Decides what to do at `now`.

@@ -22,6 +22,7 @@ mod flex_start;
 mod gangs;
 mod headroom;
 mod lifecycle;
+mod pod_table;
 mod pools;
 mod prices;
 mod provisioning;

@@ -1,7 +1,7 @@
 //! What voluntary disruption may touch: nodes whose pods may move (never a Job's pod, a
 //! do-not-disrupt pod or node, or past a PodDisruptionBudget), and what each pool's budget leaves.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use quartermaster_policies::DisruptionReason;
@@ -103,17 +103,6 @@ impl Engine {
         }
     }
 
-    /// Pods running on each claim ([`Engine::running_on`]).
-    pub(crate) fn bound_pods(&self) -> BTreeMap<&str, Vec<&PodRef>> {
-        let mut on: BTreeMap<&str, Vec<&PodRef>> = BTreeMap::new();
-        for (id, e) in &self.pods {
-            if let Some(claim) = self.running_on(e) {
-                on.entry(claim).or_default().push(id);
-            }
-        }
-        on
-    }
-
     /// Whether a pod may be moved voluntarily (not a Job's, not do-not-disrupt).
     pub(crate) fn pod_movable(&self, id: &PodRef) -> bool {
         !self.disruption.protected_pods.contains(id)
@@ -128,7 +117,6 @@ impl Engine {
     /// Nodes whose pods may be moved voluntarily now (any policy): initialized, schedulable,
     /// not static, not do-not-disrupt, with pods that may all move.
     pub(crate) fn movable_nodes(&self, now: DateTime<Utc>) -> Vec<Candidate> {
-        let on = self.bound_pods();
         let held = self.headroom.by_claim();
         self.claims
             .values()
@@ -137,13 +125,16 @@ impl Engine {
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
             .filter(|c| !self.node_protected(c))
             .filter_map(|c| {
-                let pods = on.get(c.name.as_str()).cloned().unwrap_or_default();
-                if pods.iter().any(|p| !self.pod_movable(p)) {
+                // On an initialized claim every pod nominated or bound runs there
+                // ([`Engine::running_on`]): its residents, from the index.
+                let pods: Vec<(&PodRef, &Arc<Pod>)> =
+                    self.pods.residents(&c.name).into_iter().flatten().collect();
+                if pods.iter().any(|(id, _)| !self.pod_movable(id)) {
                     return None;
                 }
                 let mut used = Resources::ZERO;
-                for p in &pods {
-                    used += self.pods[*p].pod.requests;
+                for (_, p) in &pods {
+                    used += p.requests;
                 }
                 // Room a CapacityBuffer holds is used, not waste.
                 for p in held.get(c.name.as_str()).into_iter().flatten() {
@@ -155,7 +146,7 @@ impl Engine {
                     pool: c.pool,
                     waste,
                     price: c.offering.price_per_hour,
-                    pods: pods.into_iter().cloned().collect(),
+                    pods: pods.into_iter().map(|(id, _)| id.clone()).collect(),
                 })
             })
             .collect()

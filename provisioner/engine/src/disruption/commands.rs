@@ -147,11 +147,12 @@ impl Engine {
                 });
             }
             for pod in displaced {
-                if let Some(e) = self.pods.get_mut(&pod)
+                if let Some(e) = self.pods.get(&pod)
                     && let PodState::Nominated { claim } = &e.state
                     && (claim == failed || replacements.contains(claim))
                 {
-                    e.state = PodState::Bound { claim: o.clone() };
+                    self.pods
+                        .set_state(&pod, PodState::Bound { claim: o.clone() });
                 }
             }
         }

@@ -19,7 +19,7 @@ use quartermaster_policies::DisruptionReason;
 use crate::disruption::{CommandKind, DisruptionCommand};
 use crate::engine::Engine;
 use crate::events::{Action, DeleteReason};
-use crate::state::{Phase, PodState};
+use crate::state::Phase;
 
 impl Engine {
     /// Replaces one drifted node, if any may be; true when a move started.
@@ -120,18 +120,7 @@ impl Engine {
                 .termination_grace_period
                 .and_then(|d| TimeDelta::from_std(d).ok())
         };
-        let mut displaced = Vec::new();
-        for (id, e) in self.pods.iter_mut() {
-            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state
-                && claim == name
-            {
-                e.state = PodState::Waiting {
-                    since: now,
-                    reason: None,
-                };
-                displaced.push(id.clone());
-            }
-        }
+        let displaced = self.pods.release(name, now);
         let c = self.claims.get_mut(name).expect("claim exists");
         c.consolidating = true;
         c.disruption_reason = Some(DeleteReason::Expired);

@@ -57,19 +57,16 @@ impl Engine {
     }
 
     pub(crate) fn remove_empty(&mut self, now: DateTime<Utc>) {
-        let mut occupied: BTreeSet<&str> = self.headroom.by_claim().into_keys().collect();
-        for e in self.pods.values() {
-            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state {
-                occupied.insert(claim.as_str());
-            }
-        }
+        // Each claim's residents are kept as pods move (not found by scanning every pod).
+        debug_assert!(self.pods.index_consistent());
+        let placeholders: BTreeSet<&str> = self.headroom.by_claim().into_keys().collect();
         let mut empty_now = Vec::new();
         let mut occupied_now = Vec::new();
         for c in self.claims.values() {
             if c.phase() != Phase::Initialized || c.deleting || c.vacating() {
                 continue;
             }
-            if occupied.contains(c.name.as_str()) {
+            if self.pods.resident_count(&c.name) > 0 || placeholders.contains(c.name.as_str()) {
                 if c.empty_since.is_some() {
                     occupied_now.push(c.name.clone());
                 }

@@ -4,7 +4,6 @@ use chrono::{DateTime, Utc};
 
 use crate::engine::Engine;
 use crate::events::Action;
-use crate::state::PodState;
 
 impl Engine {
     pub(crate) fn interrupted(
@@ -44,18 +43,7 @@ impl Engine {
         }
         // Launch the replacement at once: the pods are planned again now, while they keep
         // running on the old node until it is drained.
-        let mut displaced = Vec::new();
-        for (id, e) in self.pods.iter_mut() {
-            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state
-                && *claim == name
-            {
-                e.state = PodState::Waiting {
-                    since: now,
-                    reason: None,
-                };
-                displaced.push(id.clone());
-            }
-        }
+        let displaced = self.pods.release(&name, now);
         if let Some(c) = self.claims.get_mut(&name) {
             c.displaced = displaced;
         }

@@ -5,7 +5,6 @@ use chrono::{DateTime, Utc};
 
 use crate::engine::Engine;
 use crate::events::{Action, DeleteReason};
-use crate::state::PodState;
 
 impl Engine {
     /// Asks for a claim's deletion; its pods need a place again right away.
@@ -33,19 +32,7 @@ impl Engine {
         {
             return;
         }
-        let mut any = false;
-        for e in self.pods.values_mut() {
-            if let PodState::Nominated { claim } | PodState::Bound { claim } = &e.state
-                && claim == name
-            {
-                e.state = PodState::Waiting {
-                    since: now,
-                    reason: None,
-                };
-                any = true;
-            }
-        }
-        if any {
+        if !self.pods.release(name, now).is_empty() {
             self.arrive(now);
             self.batch.force = true;
         }
@@ -64,6 +51,11 @@ impl Engine {
             return;
         };
         self.repair_reasons.remove(name);
+        if let Some(node) = c.node()
+            && self.node_claims.get(&node.name).is_some_and(|n| n == name)
+        {
+            self.node_claims.remove(&node.name);
+        }
         if let Some(node) = c.node() {
             self.actions.push(Action::Drain {
                 node: node.name.clone(),

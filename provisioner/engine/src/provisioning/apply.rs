@@ -9,7 +9,7 @@ use quartermaster_solver::{
 };
 
 use crate::engine::Engine;
-use crate::state::{Claim, Lifecycle, NodeFacts, PodState};
+use crate::state::{Claim, Lifecycle, NodeFacts};
 
 impl Engine {
     /// Carries out a plan; returns the names of the NodeClaims it created.
@@ -86,9 +86,7 @@ impl Engine {
         }
         let retry = now + self.config.unschedulable_retry;
         for u in plan.unschedulable {
-            if let Some(entry) = self.pods.get_mut(&u.pod)
-                && let PodState::Waiting { reason, .. } = &mut entry.state
-            {
+            if let Some(reason) = self.pods.waiting_reason_mut(&u.pod) {
                 *reason = Some(u.reason);
                 self.retry_unschedulable_at = Some(retry);
             }

@@ -34,14 +34,14 @@ impl Engine {
     /// the driver is told at once (`Action::Bind`: the simulator's planned binder binds, the
     /// controller records the nomination for the kube-scheduler).
     pub(crate) fn nominate(&mut self, now: DateTime<Utc>, pod: &PodRef, claim: &str) {
-        let Some(entry) = self.pods.get_mut(pod) else {
+        let nominated = PodState::Nominated {
+            claim: claim.to_owned(),
+        };
+        if !self.pods.set_state(pod, nominated) {
             // A CapacityBuffer placeholder holds the room; nothing is ever bound for it.
             self.headroom.place(pod, claim);
             return;
-        };
-        entry.state = PodState::Nominated {
-            claim: claim.to_owned(),
-        };
+        }
         let Some(c) = self.claims.get_mut(claim) else {
             return;
         };
@@ -97,12 +97,13 @@ impl Engine {
         }
         self.stats.nominations_released += released.len() as u64;
         for id in released {
-            if let Some(e) = self.pods.get_mut(&id) {
-                e.state = PodState::Waiting {
+            self.pods.set_state(
+                &id,
+                PodState::Waiting {
                     since: now,
                     reason: None,
-                };
-            }
+                },
+            );
         }
         self.arrive(now);
         self.batch.force = true;

@@ -45,22 +45,16 @@ impl Engine {
         }
         let mut nodes = Vec::new();
         let mut target_to_claim = BTreeMap::new();
-        let mut pods_by_claim: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
-        for entry in self.pods.values() {
-            if let PodState::Nominated { claim } | PodState::Bound { claim } = &entry.state {
-                pods_by_claim
-                    .entry(claim.as_str())
-                    .or_default()
-                    .push(entry.pod.clone());
-            }
-        }
+        // A claim's residents come from the engine's index of them (kept as pods move); the
+        // placeholders a claim holds follow its real pods.
+        let mut placeholders_by_claim: BTreeMap<&str, Vec<Arc<Pod>>> = BTreeMap::new();
         let mut loose_placeholders = Vec::new();
         if headroom {
             for (claim, pods) in self.headroom.by_claim() {
                 if without.contains(&claim) {
                     loose_placeholders.extend(pods.into_iter().map(|p| (**p).clone()));
                 } else {
-                    pods_by_claim
+                    placeholders_by_claim
                         .entry(claim)
                         .or_default()
                         .extend(pods.into_iter().cloned());
@@ -85,7 +79,7 @@ impl Engine {
                 labels,
                 taints: self.setup.pools[c.pool].spec.taints.clone(),
                 allocatable: c.room,
-                pods: pods_by_claim.remove(c.name.as_str()).unwrap_or_default(),
+                pods: self.residents_with(&c.name, &mut placeholders_by_claim),
             });
         }
         // A static pool keeps its count: pods may use its nodes, never make it grow.
@@ -123,5 +117,26 @@ impl Engine {
             unavailable,
         };
         (snapshot, target_to_claim)
+    }
+
+    /// The pods on claim `name` for the solver: its residents in pod order, then the
+    /// placeholders it holds (taken from `placeholders`).
+    fn residents_with(
+        &self,
+        name: &str,
+        placeholders: &mut BTreeMap<&str, Vec<Arc<Pod>>>,
+    ) -> Vec<Arc<Pod>> {
+        let held = if placeholders.is_empty() {
+            None
+        } else {
+            placeholders.remove(name)
+        };
+        let Some(on) = self.pods.residents(name) else {
+            return held.unwrap_or_default();
+        };
+        let mut pods = Vec::with_capacity(on.len() + held.as_ref().map_or(0, Vec::len));
+        pods.extend(on.values().cloned());
+        pods.extend(held.into_iter().flatten());
+        pods
     }
 }

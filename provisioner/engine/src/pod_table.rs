@@ -1,0 +1,267 @@
+//! The pods the engine tracks, with an index of each claim's residents (the pods nominated or
+//! bound to it) kept as pods come, go and move. Empty-node removal and the solver's snapshot
+//! read a claim's residents from the index instead of scanning every pod on every poll (on a
+//! week of 100,000 jobs that scan, keyed by claim name, was a third of the run).
+//!
+//! Reads go through [`Deref`] to the map; every change goes through a method here, so the index
+//! cannot fall behind (there is no `DerefMut`).
+
+use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use quartermaster_solver::{Pod, PodRef};
+
+use crate::state::{PodEntry, PodState};
+
+/// A claim's residents, in pod order, shared as the snapshot holds them.
+pub(crate) type Residents = BTreeMap<PodRef, Arc<Pod>>;
+
+/// Pods by id, and each claim's residents.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PodTable {
+    entries: BTreeMap<PodRef, PodEntry>,
+    /// Claim name -> the pods nominated or bound to it. A claim with none has no entry.
+    residents: BTreeMap<String, Residents>,
+}
+
+impl Deref for PodTable {
+    type Target = BTreeMap<PodRef, PodEntry>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.entries
+    }
+}
+
+impl<'a> IntoIterator for &'a PodTable {
+    type Item = (&'a PodRef, &'a PodEntry);
+    type IntoIter = std::collections::btree_map::Iter<'a, PodRef, PodEntry>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter()
+    }
+}
+
+/// The claim a pod holds room on, if any.
+fn placed_on(state: &PodState) -> Option<&str> {
+    match state {
+        PodState::Nominated { claim } | PodState::Bound { claim } => Some(claim),
+        PodState::Waiting { .. } => None,
+    }
+}
+
+impl PodTable {
+    /// Adds (or replaces) a pod.
+    pub fn insert(&mut self, id: PodRef, entry: PodEntry) -> Option<PodEntry> {
+        let previous = self.remove(&id);
+        if let Some(claim) = placed_on(&entry.state) {
+            self.residents
+                .entry(claim.to_owned())
+                .or_default()
+                .insert(id.clone(), entry.pod.clone());
+        }
+        self.entries.insert(id, entry);
+        previous
+    }
+
+    /// Forgets a pod.
+    pub fn remove(&mut self, id: &PodRef) -> Option<PodEntry> {
+        let entry = self.entries.remove(id)?;
+        if let Some(claim) = placed_on(&entry.state) {
+            self.leave(claim, id);
+        }
+        Some(entry)
+    }
+
+    /// Sets a pod's state; false when the pod is unknown.
+    pub fn set_state(&mut self, id: &PodRef, state: PodState) -> bool {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return false;
+        };
+        let before = placed_on(&entry.state);
+        let after = placed_on(&state);
+        if before != after {
+            if let Some(claim) = before {
+                Self::leave_in(&mut self.residents, claim, id);
+            }
+            if let Some(claim) = after {
+                self.residents
+                    .entry(claim.to_owned())
+                    .or_default()
+                    .insert(id.clone(), entry.pod.clone());
+            }
+        }
+        entry.state = state;
+        true
+    }
+
+    /// Replaces what is known of a pod (its spec), keeping its state.
+    pub fn set_pod(&mut self, id: &PodRef, pod: Arc<Pod>) {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return;
+        };
+        if let Some(claim) = placed_on(&entry.state)
+            && let Some(slot) = self.residents.get_mut(claim).and_then(|on| on.get_mut(id))
+        {
+            *slot = pod.clone();
+        }
+        entry.pod = pod;
+    }
+
+    /// Every pod nominated or bound to `claim` waits again, from `since`; their ids, in pod
+    /// order.
+    pub fn release(&mut self, claim: &str, since: DateTime<Utc>) -> Vec<PodRef> {
+        let Some(on) = self.residents.remove(claim) else {
+            return Vec::new();
+        };
+        let ids: Vec<PodRef> = on.into_keys().collect();
+        for id in &ids {
+            if let Some(e) = self.entries.get_mut(id) {
+                e.state = PodState::Waiting {
+                    since,
+                    reason: None,
+                };
+            }
+        }
+        ids
+    }
+
+    /// The reason a waiting pod was left unplaced (`None` when it is not waiting).
+    pub fn waiting_reason_mut(&mut self, id: &PodRef) -> Option<&mut Option<String>> {
+        match &mut self.entries.get_mut(id)?.state {
+            PodState::Waiting { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// The pods nominated or bound to `claim`, in pod order.
+    pub fn residents(&self, claim: &str) -> Option<&Residents> {
+        self.residents.get(claim)
+    }
+
+    /// How many pods are nominated or bound to `claim`.
+    pub fn resident_count(&self, claim: &str) -> usize {
+        self.residents.get(claim).map_or(0, BTreeMap::len)
+    }
+
+    fn leave(&mut self, claim: &str, id: &PodRef) {
+        Self::leave_in(&mut self.residents, claim, id);
+    }
+
+    fn leave_in(residents: &mut BTreeMap<String, Residents>, claim: &str, id: &PodRef) {
+        if let Some(on) = residents.get_mut(claim) {
+            on.remove(id);
+            if on.is_empty() {
+                residents.remove(claim);
+            }
+        }
+    }
+
+    /// The residents index rebuilt from every pod's state (what the index must equal).
+    pub fn recount(&self) -> BTreeMap<String, Vec<PodRef>> {
+        let mut on: BTreeMap<String, Vec<PodRef>> = BTreeMap::new();
+        for (id, e) in &self.entries {
+            if let Some(claim) = placed_on(&e.state) {
+                on.entry(claim.to_owned()).or_default().push(id.clone());
+            }
+        }
+        on
+    }
+
+    /// Whether the index holds exactly the pods [`PodTable::recount`] finds, sharing each
+    /// pod's current spec.
+    pub fn index_consistent(&self) -> bool {
+        let index: BTreeMap<String, Vec<PodRef>> = self
+            .residents
+            .iter()
+            .map(|(claim, on)| (claim.clone(), on.keys().cloned().collect()))
+            .collect();
+        index == self.recount()
+            && self.residents.values().all(|on| {
+                on.iter().all(|(id, pod)| {
+                    self.entries
+                        .get(id)
+                        .is_some_and(|e| Arc::ptr_eq(&e.pod, pod))
+                })
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(i: u64) -> (PodRef, Arc<Pod>) {
+        let id = PodRef::new("default", format!("p{i}"));
+        let p = Pod::new(id.clone(), Default::default());
+        (id, Arc::new(p))
+    }
+
+    fn waiting() -> PodState {
+        PodState::Waiting {
+            since: DateTime::from_timestamp(0, 0).expect("valid"),
+            reason: None,
+        }
+    }
+
+    /// A small deterministic generator (no dependency for one test).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    #[test]
+    fn the_residents_index_matches_a_full_recount_after_random_changes() {
+        let mut table = PodTable::default();
+        let mut rng = Lcg(18);
+        for step in 0..5_000 {
+            let (id, p) = pod(rng.next(60));
+            let claim = format!("claim-{}", rng.next(8));
+            match rng.next(6) {
+                0 => {
+                    table.insert(
+                        id,
+                        PodEntry {
+                            pod: p,
+                            state: waiting(),
+                        },
+                    );
+                }
+                1 => {
+                    table.remove(&id);
+                }
+                2 => {
+                    table.set_state(&id, PodState::Nominated { claim });
+                }
+                3 => {
+                    table.set_state(&id, PodState::Bound { claim });
+                }
+                4 => {
+                    table.set_state(&id, waiting());
+                }
+                _ => table.set_pod(&id, p),
+            }
+            assert!(table.index_consistent(), "step {step}");
+        }
+        let counted: usize = table
+            .residents
+            .keys()
+            .map(|c| table.resident_count(c))
+            .sum();
+        assert_eq!(
+            counted,
+            table.recount().values().map(Vec::len).sum::<usize>()
+        );
+        assert!(
+            table.residents.values().all(|on| !on.is_empty()),
+            "a claim without residents has no entry"
+        );
+    }
+}
