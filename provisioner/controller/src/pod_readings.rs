@@ -46,6 +46,61 @@ pub struct PodReadings {
     entries: HashMap<PodRef, (String, Reading)>,
     /// Pods read (not taken from here) since this was made: a measure for tests and metrics.
     reads: u64,
+    /// The last reading of the configuration (NodePools, NodeClasses, DaemonSets and the
+    /// objects pods refer to) when no pod was read with it: what it was read from, and what
+    /// reading it gave. Reading it prices every offering of every pool; it changes rarely.
+    config: Option<(ConfigKey, ConfigReading)>,
+    /// Configuration readings made (not taken from here): a measure for tests.
+    config_reads: u64,
+}
+
+/// What a configuration reading was made from: the objects (without what the snapshot does
+/// not read and changes all the time: `resourceVersion`, `managedFields`, the status of
+/// NodePools and DaemonSets), the resource table, the region and the catalog.
+#[derive(Debug, PartialEq)]
+pub struct ConfigKey {
+    objects: String,
+    catalog: Catalog,
+}
+
+impl ConfigKey {
+    /// The key of reading `objects` against `context` (the table's names and the region) and
+    /// `catalog`.
+    pub fn new(objects: &[Value], context: &str, catalog: &Catalog) -> Self {
+        let mut text = String::from(context);
+        for object in objects {
+            let mut object = object.clone();
+            if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+                meta.remove("managedFields");
+            }
+            if matches!(object["kind"].as_str(), Some("NodePool" | "DaemonSet"))
+                && let Some(obj) = object.as_object_mut()
+            {
+                obj.remove("status");
+            }
+            text.push('\n');
+            text.push_str(&object.to_string());
+        }
+        Self {
+            objects: text,
+            catalog: catalog.clone(),
+        }
+    }
+}
+
+/// What reading the configuration gave: the snapshot (pools, DaemonSets, resources, the pods
+/// of ProvisioningRequests), the requests and buffers, and the objects left out with why.
+#[derive(Debug, Clone)]
+pub struct ConfigReading {
+    /// The snapshot read.
+    pub snapshot: quartermaster_solver::ClusterSnapshot,
+    /// ProvisioningRequests with their pods.
+    pub provisioning_requests: Vec<quartermaster_cluster::provisioning_request::RequestPods>,
+    /// CapacityBuffers with their chunk and count.
+    pub capacity_buffers: Vec<quartermaster_cluster::capacity_buffer::BufferPods>,
+    /// Objects left out, with the reason.
+    pub rejected: Vec<(String, String)>,
 }
 
 impl PodReadings {
@@ -121,6 +176,25 @@ impl PodReadings {
     /// How many pods were read rather than taken from here.
     pub fn reads(&self) -> u64 {
         self.reads
+    }
+
+    /// The configuration reading made from `key`, if it is the last one kept.
+    pub fn config(&self, key: &ConfigKey) -> Option<&ConfigReading> {
+        self.config
+            .as_ref()
+            .filter(|(k, _)| k == key)
+            .map(|(_, reading)| reading)
+    }
+
+    /// Keeps `reading`, made from `key` (replacing the one kept).
+    pub fn keep_config(&mut self, key: ConfigKey, reading: ConfigReading) {
+        self.config_reads += 1;
+        self.config = Some((key, reading));
+    }
+
+    /// How many configuration readings were made rather than taken from here.
+    pub fn config_reads(&self) -> u64 {
+        self.config_reads
     }
 }
 

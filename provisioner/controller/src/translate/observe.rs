@@ -12,7 +12,7 @@ use quartermaster_pricing::Catalog;
 use quartermaster_solver::{Pod, PodRef, ResourceTable};
 use serde_json::Value;
 
-use crate::pod_readings::{PodReadings, Reading};
+use crate::pod_readings::{ConfigKey, ConfigReading, PodReadings, Reading};
 use crate::time::from_kube;
 
 use super::{
@@ -167,53 +167,56 @@ pub fn observe_with_readings(
         )
         .unwrap_or_default(),
     );
+    // With no pod to read together, the snapshot reads only the configuration: kept from the
+    // last pass while it is the same (reading it prices every offering of every pool).
+    let cacheable = objects.is_empty();
     objects.extend(pool_values);
     objects.extend(node_classes);
     objects.extend(daemon_sets);
     objects.extend(requests);
-
-    let ingested = loop {
-        let options = SnapshotOptions::priced(catalog)
-            .with_resources(resources.clone())
-            .in_region(region);
-        match snapshot(&objects, options) {
-            Ok(ingested) => break Some(ingested),
-            Err(e) => {
-                let (object, index) = match &e {
-                    ClusterError::Invalid { object, .. }
-                    | ClusterError::TooManyResources { object, .. } => {
-                        (object.clone(), position(&objects, object))
-                    }
-                    ClusterError::Unidentified { index, .. } => {
-                        (format!("object {index}"), index.checked_sub(1))
-                    }
-                };
-                rejected.push((object, e.to_string()));
-                match index {
-                    Some(i) if i < objects.len() => {
-                        objects.remove(i);
-                    }
-                    _ => break None,
-                }
+    let key = cacheable.then(|| {
+        ConfigKey::new(
+            &objects,
+            &format!("{}|{}", table_names(resources), region.unwrap_or_default()),
+            catalog,
+        )
+    });
+    let kept = key.as_ref().and_then(|k| readings.config(k)).cloned();
+    let config = match kept {
+        Some(config) => Ok(config),
+        None => {
+            let config = read_config(objects, catalog, resources, region);
+            if let (Some(key), Ok(config)) = (key, &config) {
+                readings.keep_config(key, config.clone());
             }
+            config
         }
     };
-    let Some(ingested) = ingested else {
-        return Observed {
-            setup: EngineSetup {
-                resources: resources.clone(),
-                pools: Vec::new(),
-                daemonsets: Vec::new(),
-                catalog: catalog.clone(),
-            },
-            pods: BTreeMap::new(),
-            rejected,
-            fingerprint,
-            provisioning_requests: Vec::new(),
-            capacity_buffers: Vec::new(),
-        };
+    let ConfigReading {
+        snapshot,
+        provisioning_requests,
+        capacity_buffers,
+        rejected: config_rejected,
+    } = match config {
+        Ok(config) => config,
+        Err(config_rejected) => {
+            rejected.extend(config_rejected);
+            return Observed {
+                setup: EngineSetup {
+                    resources: resources.clone(),
+                    pools: Vec::new(),
+                    daemonsets: Vec::new(),
+                    catalog: catalog.clone(),
+                },
+                pods: BTreeMap::new(),
+                rejected,
+                fingerprint,
+                provisioning_requests: Vec::new(),
+                capacity_buffers: Vec::new(),
+            };
+        }
     };
-    let snapshot = ingested.snapshot;
+    rejected.extend(config_rejected);
     let mut pools = Vec::new();
     for spec in snapshot.node_pools {
         let Some(typed) = node_pools
@@ -256,8 +259,53 @@ pub fn observe_with_readings(
         pods: observed_pods,
         rejected,
         fingerprint,
-        provisioning_requests: ingested.provisioning_requests,
-        capacity_buffers: ingested.capacity_buffers,
+        provisioning_requests,
+        capacity_buffers,
+    }
+}
+
+/// Reads `objects` (pods and the configuration) into a snapshot, leaving out each object that
+/// cannot be read (listed in [`ConfigReading::rejected`]); only the objects left out, when one
+/// that cannot be read cannot be told apart from the others.
+fn read_config(
+    mut objects: Vec<Value>,
+    catalog: &Catalog,
+    resources: &ResourceTable,
+    region: Option<&str>,
+) -> Result<ConfigReading, Vec<(String, String)>> {
+    let mut rejected = Vec::new();
+    loop {
+        let options = SnapshotOptions::priced(catalog)
+            .with_resources(resources.clone())
+            .in_region(region);
+        match snapshot(&objects, options) {
+            Ok(ingested) => {
+                return Ok(ConfigReading {
+                    snapshot: ingested.snapshot,
+                    provisioning_requests: ingested.provisioning_requests,
+                    capacity_buffers: ingested.capacity_buffers,
+                    rejected,
+                });
+            }
+            Err(e) => {
+                let (object, index) = match &e {
+                    ClusterError::Invalid { object, .. }
+                    | ClusterError::TooManyResources { object, .. } => {
+                        (object.clone(), position(&objects, object))
+                    }
+                    ClusterError::Unidentified { index, .. } => {
+                        (format!("object {index}"), index.checked_sub(1))
+                    }
+                };
+                rejected.push((object, e.to_string()));
+                match index {
+                    Some(i) if i < objects.len() => {
+                        objects.remove(i);
+                    }
+                    _ => return Err(rejected),
+                }
+            }
+        }
     }
 }
 

@@ -187,4 +187,62 @@ mod region_tests {
             .expect("a default region");
         assert!(buys_in(&observed, default));
     }
+
+    #[test]
+    fn the_configuration_is_read_again_only_when_it_changed_and_reads_as_a_fresh_look() {
+        let catalog = Catalog::embedded_all_regions();
+        let table = ResourceTable::default();
+        let mut readings = crate::pod_readings::PodReadings::default();
+        let look = |pools: &[std::sync::Arc<NodePool>],
+                    classes: Vec<Value>,
+                    region: Option<&str>,
+                    readings: &mut crate::pod_readings::PodReadings| {
+            let kept = observe_with_readings(
+                &[],
+                &Default::default(),
+                pools,
+                classes.clone(),
+                Vec::new(),
+                Vec::new(),
+                &catalog,
+                &table,
+                region,
+                readings,
+            );
+            let fresh = observe(
+                &[],
+                &Default::default(),
+                pools,
+                classes,
+                Vec::new(),
+                &catalog,
+                &table,
+                region,
+            );
+            assert_eq!(format!("{kept:?}"), format!("{fresh:?}"));
+            kept
+        };
+        let (pools, classes) = pool(None);
+        look(&pools, classes.clone(), Some("us-west-2"), &mut readings);
+        look(&pools, classes.clone(), Some("us-west-2"), &mut readings);
+        assert_eq!(readings.config_reads(), 1);
+        // A status written or a new resourceVersion: not read again.
+        let mut written = pools[0].as_ref().clone();
+        written.metadata.resource_version = Some("7".into());
+        written.status = Some(Default::default());
+        look(
+            &[std::sync::Arc::new(written)],
+            classes.clone(),
+            Some("us-west-2"),
+            &mut readings,
+        );
+        assert_eq!(readings.config_reads(), 1);
+        // Another region, another NodeClass: read again, and what a fresh look sees.
+        let observed = look(&pools, classes.clone(), Some("us-east-1"), &mut readings);
+        assert!(buys_in(&observed, "us-east-1"));
+        let (pools, classes) = pool(Some("eu-west-1"));
+        let observed = look(&pools, classes, Some("us-east-1"), &mut readings);
+        assert!(buys_in(&observed, "eu-west-1"));
+        assert_eq!(readings.config_reads(), 3);
+    }
 }
