@@ -38,8 +38,10 @@ const CONCURRENT_CALLS: usize = 16;
 pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
 /// A write that did not show up in the watch yet is not repeated sooner than this.
 const RESEND_AFTER: Duration = Duration::from_secs(10);
-/// After a watch event, how long to wait for more before acting on them together.
-const DEBOUNCE: Duration = Duration::from_millis(50);
+/// After a watch event, how long to wait for more before acting on them together (each pass
+/// looks at every node and bound pod: during a scale-up of thousands of pods, events arrive
+/// all the time, and 50 ms made the passes cost more than the writes they batch).
+const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// Plays kubelet for every kwok Node (of every cloud) and the pods bound to them:
 ///
@@ -54,7 +56,7 @@ const DEBOUNCE: Duration = Duration::from_millis(50);
 ///   DURATION` `Succeeded` that long after it started, so Jobs finish.
 ///
 /// It watches kwok Nodes (label `quartermaster.dev/kwok=true`) and bound pods
-/// (`spec.nodeName!=`), acts on changes within ~50 ms and looks at everything every second.
+/// (`spec.nodeName!=`), acts on changes within ~200 ms and looks at everything every second.
 /// Every decision takes "now" from the [`Clock`]. API errors are logged and retried on a later
 /// pass; the loop never stops on its own.
 pub struct KwokKubelet {
