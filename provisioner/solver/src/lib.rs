@@ -21,13 +21,13 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
+pub use devices::DeviceFit;
 /// Room helpers shared with the engine: how a catalog resource map becomes a resource vector, and
 /// how much DaemonSets take from a node of a pool.
 pub use pack::shapes::{MIG_CONFIG_LABEL, daemonset_overhead, to_resources};
 pub use plan::{
     ExistingPlacement, NewNode, OfferingChoice, Plan, PreferenceDecision, Relaxation, Unschedulable,
 };
-pub use devices::DeviceFit;
 pub use pod::{Gang, Pod, PodRef};
 pub use preferences::{PreferenceKind, SPREAD_WEIGHT};
 pub use quartermaster_policies::PreferencePolicy;
