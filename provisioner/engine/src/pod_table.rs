@@ -24,6 +24,8 @@ pub(crate) struct PodTable {
     entries: BTreeMap<PodRef, PodEntry>,
     /// Claim name -> the pods nominated or bound to it. A claim with none has no entry.
     residents: BTreeMap<String, Residents>,
+    /// The pods waiting for a solve (waiting, with no reason from the last one).
+    unplaced: Residents,
 }
 
 impl Deref for PodTable {
@@ -41,6 +43,11 @@ impl<'a> IntoIterator for &'a PodTable {
     fn into_iter(self) -> Self::IntoIter {
         self.entries.iter()
     }
+}
+
+/// Whether a pod waits for a solve (one the last solve could not place waits for no solve).
+fn unplaced(state: &PodState) -> bool {
+    matches!(state, PodState::Waiting { reason: None, .. })
 }
 
 /// The claim a pod holds room on, if any.
@@ -61,6 +68,9 @@ impl PodTable {
                 .or_default()
                 .insert(id.clone(), entry.pod.clone());
         }
+        if unplaced(&entry.state) {
+            self.unplaced.insert(id.clone(), entry.pod.clone());
+        }
         self.entries.insert(id, entry);
         previous
     }
@@ -70,6 +80,9 @@ impl PodTable {
         let entry = self.entries.remove(id)?;
         if let Some(claim) = placed_on(&entry.state) {
             self.leave(claim, id);
+        }
+        if unplaced(&entry.state) {
+            self.unplaced.remove(id);
         }
         Some(entry)
     }
@@ -92,6 +105,15 @@ impl PodTable {
                     .insert(id.clone(), entry.pod.clone());
             }
         }
+        match (unplaced(&entry.state), unplaced(&state)) {
+            (false, true) => {
+                self.unplaced.insert(id.clone(), entry.pod.clone());
+            }
+            (true, false) => {
+                self.unplaced.remove(id);
+            }
+            _ => {}
+        }
         entry.state = state;
         true
     }
@@ -104,6 +126,9 @@ impl PodTable {
         if let Some(claim) = placed_on(&entry.state)
             && let Some(slot) = self.residents.get_mut(claim).and_then(|on| on.get_mut(id))
         {
+            *slot = pod.clone();
+        }
+        if let Some(slot) = self.unplaced.get_mut(id) {
             *slot = pod.clone();
         }
         entry.pod = pod;
@@ -122,17 +147,27 @@ impl PodTable {
                     since,
                     reason: None,
                 };
+                self.unplaced.insert(id.clone(), e.pod.clone());
             }
         }
         ids
     }
 
-    /// The reason a waiting pod was left unplaced (`None` when it is not waiting).
-    pub fn waiting_reason_mut(&mut self, id: &PodRef) -> Option<&mut Option<String>> {
-        match &mut self.entries.get_mut(id)?.state {
-            PodState::Waiting { reason, .. } => Some(reason),
-            _ => None,
-        }
+    /// Records why the last solve could not place a waiting pod; false when the pod is not
+    /// waiting.
+    pub fn set_waiting_reason(&mut self, id: &PodRef, why: String) -> bool {
+        let Some(PodState::Waiting { reason, .. }) = self.entries.get_mut(id).map(|e| &mut e.state)
+        else {
+            return false;
+        };
+        *reason = Some(why);
+        self.unplaced.remove(id);
+        true
+    }
+
+    /// The pods waiting for a solve, in pod order.
+    pub fn unplaced(&self) -> &Residents {
+        &self.unplaced
     }
 
     /// The pods nominated or bound to `claim`, in pod order.
@@ -177,7 +212,19 @@ impl PodTable {
             .iter()
             .map(|(claim, on)| (claim.clone(), on.keys().cloned().collect()))
             .collect();
+        let unplaced: Vec<&PodRef> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| unplaced(&e.state))
+            .map(|(id, _)| id)
+            .collect();
         index == self.recount()
+            && self.unplaced.keys().collect::<Vec<_>>() == unplaced
+            && self.unplaced.iter().all(|(id, pod)| {
+                self.entries
+                    .get(id)
+                    .is_some_and(|e| Arc::ptr_eq(&e.pod, pod))
+            })
             && self.residents.values().all(|on| {
                 on.iter().all(|(id, pod)| {
                     self.entries
@@ -224,7 +271,7 @@ mod tests {
         for step in 0..5_000 {
             let (id, p) = pod(rng.next(60));
             let claim = format!("claim-{}", rng.next(8));
-            match rng.next(6) {
+            match rng.next(7) {
                 0 => {
                     table.insert(
                         id,
@@ -245,6 +292,9 @@ mod tests {
                 }
                 4 => {
                     table.set_state(&id, waiting());
+                }
+                5 => {
+                    table.set_waiting_reason(&id, "no pool".into());
                 }
                 _ => table.set_pod(&id, p),
             }

@@ -38,22 +38,26 @@ impl Engine {
     pub(crate) fn wanted_by_unbound_pods(&self, c: &Claim) -> bool {
         let spec = &self.setup.pools[c.pool].spec;
         let labels = c.facts.merged_labels();
-        self.pods.values().any(|e| {
-            let unbound = match &e.state {
-                PodState::Waiting { reason, .. } => reason.is_none(),
-                PodState::Nominated { claim } => self
-                    .claims
-                    .get(claim)
-                    .is_some_and(|t| t.phase() != Phase::Initialized),
-                PodState::Bound { .. } => false,
-            };
-            unbound
-                && e.pod.requests.first_excess(&c.room).is_none()
-                && quartermaster_solver::pod::tolerates_all(&e.pod.tolerations, &spec.taints)
-                    .is_ok()
-                && (e.pod.node_terms.is_empty()
-                    || e.pod.node_terms.iter().any(|t| t.matches(&labels)))
-        })
+        let fits = |pod: &quartermaster_solver::Pod| {
+            pod.requests.first_excess(&c.room).is_none()
+                && quartermaster_solver::pod::tolerates_all(&pod.tolerations, &spec.taints).is_ok()
+                && (pod.node_terms.is_empty() || pod.node_terms.iter().any(|t| t.matches(&labels)))
+        };
+        // The pods waiting for a solve, and those nominated to claims not up yet: from the
+        // pod table's indexes, not a scan of every pod.
+        self.pods.unplaced().values().any(|p| fits(p))
+            || self
+                .claims
+                .values()
+                .filter(|t| t.phase() != Phase::Initialized)
+                .filter_map(|t| self.pods.residents(&t.name))
+                .flatten()
+                .any(|(id, p)| {
+                    matches!(
+                        self.pods.get(id).map(|e| &e.state),
+                        Some(PodState::Nominated { .. })
+                    ) && fits(p)
+                })
     }
 
     pub(crate) fn remove_empty(&mut self, now: DateTime<Utc>) {

@@ -86,8 +86,7 @@ impl Engine {
         }
         let retry = now + self.config.unschedulable_retry;
         for u in plan.unschedulable {
-            if let Some(reason) = self.pods.waiting_reason_mut(&u.pod) {
-                *reason = Some(u.reason);
+            if self.pods.set_waiting_reason(&u.pod, u.reason) {
                 self.retry_unschedulable_at = Some(retry);
             }
         }
