@@ -12,27 +12,18 @@ use quartermaster_pricing::sharing::MigLayout;
 
 use super::overrides::DeviceOverride;
 
-/// The devices of a node of `it`, with the NodeOverlays' `overrides` that select it applied,
-/// or why they cannot be read (a model entry or an override with a malformed quantity or
-/// version: reported rather than ignored).
+/// The devices of a node of `it` (its GPUs partitioned by `layout` when there is one), with
+/// the NodeOverlays' `overrides` that select it applied, or why they cannot be read (a model
+/// entry or an override with a malformed quantity or version: reported rather than ignored).
 pub(crate) fn node_devices(
     it: &InstanceType,
+    layout: Option<&MigLayout>,
     overrides: &[DeviceOverride],
 ) -> Result<Vec<NodeDevice>, String> {
-    let mut published = published_devices(it);
-    if !overrides.is_empty() {
-        published = super::overrides::apply(published, &it.labels(), overrides);
-    }
-    published.iter().map(node_device).collect()
-}
-
-/// [`node_devices`] with the GPUs partitioned by `layout`.
-pub(crate) fn node_devices_with_mig(
-    it: &InstanceType,
-    layout: &MigLayout,
-    overrides: &[DeviceOverride],
-) -> Result<Vec<NodeDevice>, String> {
-    let mut published = published_devices_with_mig(it, layout);
+    let mut published = match layout {
+        Some(layout) => published_devices_with_mig(it, layout),
+        None => published_devices(it),
+    };
     if !overrides.is_empty() {
         published = super::overrides::apply(published, &it.labels(), overrides);
     }

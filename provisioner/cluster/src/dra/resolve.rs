@@ -16,7 +16,7 @@ use quartermaster_solver::{DeviceFit, NodePoolSpec, Resources};
 
 use super::DraObjects;
 use super::classes::with_built_in;
-use super::devices::{node_devices, node_devices_with_mig};
+use super::devices::node_devices;
 
 /// What a pod's claims come to.
 #[derive(Debug, Clone)]
@@ -231,21 +231,17 @@ impl<'a> Resolver<'a> {
                 * (1 << 20);
             cpu <= cpu_left && memory <= memory_left
         };
+        let cheaper = |a: &&(&TypeDevices<'_>, Takes, Takes, String),
+                       b: &&(&TypeDevices<'_>, Takes, Takes, String)| {
+            a.0.price
+                .total_cmp(&b.0.price)
+                .then(a.0.it.name.cmp(&b.0.it.name))
+        };
         let cheapest = feasible
             .iter()
             .filter(|f| holds(f.0.it))
-            .min_by(|a, b| {
-                a.0.price
-                    .total_cmp(&b.0.price)
-                    .then(a.0.it.name.cmp(&b.0.it.name))
-            })
-            .or_else(|| {
-                feasible.iter().min_by(|a, b| {
-                    a.0.price
-                        .total_cmp(&b.0.price)
-                        .then(a.0.it.name.cmp(&b.0.it.name))
-                })
-            });
+            .min_by(cheaper)
+            .or_else(|| feasible.iter().min_by(cheaper));
         let Some((best, takes, shared_takes, choice)) = cheapest.cloned() else {
             return Some(Resolution {
                 fit: Arc::new(fit),
@@ -326,14 +322,14 @@ impl<'a> Resolver<'a> {
             }
             for (variant, pools) in variants {
                 let devices = match &variant {
-                    None => node_devices(it, overrides),
+                    None => node_devices(it, None, overrides),
                     Some(config) => {
                         let layout = it
                             .accelerator
                             .as_ref()
                             .and_then(|a| quartermaster_pricing::sharing::mig_layout(a, config));
                         let Some(layout) = layout else { continue };
-                        node_devices_with_mig(it, layout, overrides)
+                        node_devices(it, Some(layout), overrides)
                     }
                 };
                 if devices.as_ref().is_ok_and(Vec::is_empty) {
