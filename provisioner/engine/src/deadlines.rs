@@ -9,6 +9,26 @@ use crate::state::Phase;
 impl Engine {
     /// The next time [`Engine::poll`] has something to do by itself (nothing else happening).
     pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        self.earliest_deadline(false)
+    }
+
+    /// Whether a poll at `now` would do nothing: no event since the last one, nothing left to
+    /// hand out, and no deadline due, not even one a disruption budget held back at the last
+    /// poll (that one is looked at again on every poll, as before). Polls are most of an
+    /// idle engine's work: a simulated week of 100,000 jobs polls a million times, and about
+    /// two in five of them follow no event.
+    pub(crate) fn nothing_due(&self, now: DateTime<Utc>) -> bool {
+        !self.heard_since_poll
+            && self.actions.is_empty()
+            && !self.batch.force
+            && !self.headroom.dirty
+            && self.earliest_deadline(true).is_none_or(|d| d > now)
+    }
+
+    /// The earliest deadline; with `held_too`, also those already due at the last poll (held
+    /// back by a budget) and every unavailable offering's expiry.
+    fn earliest_deadline(&self, held_too: bool) -> Option<DateTime<Utc>> {
+        let after = if held_too { None } else { self.last_poll };
         let mut times: Vec<DateTime<Utc>> = Vec::new();
         if self.batch.force
             && let Some(at) = self.batch.last.or(self.batch.first)
@@ -25,7 +45,7 @@ impl Engine {
         if self.headroom.loose().next().is_some() {
             times.extend(self.headroom.retry_at);
         }
-        if self.any_unschedulable() {
+        if held_too || self.any_unschedulable() {
             times.extend(self.unavailable.next_expiry());
         }
         for c in self.claims.values().filter(|c| !c.deleting) {
@@ -42,14 +62,14 @@ impl Engine {
         }
         times.extend(self.static_deadlines());
         for method in DRAINS.iter().chain(VOLUNTARY) {
-            method.deadlines(self, &mut times);
+            method.deadlines(self, after, &mut times);
         }
         times.extend(self.gang_deadlines());
         // What was due at the last poll and is still here is blocked (a disruption budget):
         // it is looked at again when something happens, not in a busy loop.
         times
             .into_iter()
-            .filter(|t| self.last_poll.is_none_or(|p| *t > p))
+            .filter(|t| after.is_none_or(|p| *t > p))
             .min()
     }
 }

@@ -199,6 +199,9 @@ pub struct Engine {
     pub(crate) next_claim: u64,
     pub(crate) stats: EngineStats,
     pub(crate) last_poll: Option<DateTime<Utc>>,
+    /// Whether an event was handled since the last poll (a poll after none, with nothing due,
+    /// is skipped: [`Engine::nothing_due`]).
+    pub(crate) heard_since_poll: bool,
     /// When the provisioner last bought nodes for pending pods, by pool: a pool still growing
     /// is not consolidated (its nodes ripen `consolidateAfter` after the last such launch, so
     /// a ramp of arrivals is not met with evictions).
@@ -270,6 +273,7 @@ impl Engine {
             next_claim: 0,
             stats: EngineStats::default(),
             last_poll: None,
+            heard_since_poll: true,
             grew_at: Vec::new(),
             version: 0,
             consolidation_seen: None,
@@ -365,6 +369,7 @@ impl Engine {
 
     /// Records what happened at `now`.
     pub fn handle(&mut self, now: DateTime<Utc>, event: Event) {
+        self.heard_since_poll = true;
         // The cluster binding a pod where it was nominated changes nothing the engine decides
         // on (the room was counted already): consolidation need not look again for it.
         if !self.confirms_nomination(&event) {
@@ -492,6 +497,10 @@ impl Engine {
 
     /// Decides what to do at `now`.
     pub fn poll(&mut self, now: DateTime<Utc>) -> Vec<Action> {
+        if self.nothing_due(now) {
+            return Vec::new();
+        }
+        self.heard_since_poll = false;
         self.last_poll = Some(now);
         if self.unavailable.expire(now) && self.any_unschedulable() {
             self.batch.force = true;
@@ -511,6 +520,10 @@ impl Engine {
         for method in VOLUNTARY {
             method.disrupt(self, now);
         }
+        // A poll that decided something may have more to do once that is under way (a
+        // consolidation's vacated nodes go at the next poll): only a poll that decided
+        // nothing lets the next one be skipped.
+        self.heard_since_poll = !self.actions.is_empty();
         std::mem::take(&mut self.actions)
     }
 }

@@ -26,6 +26,9 @@ pub(crate) struct PodTable {
     residents: BTreeMap<String, Residents>,
     /// The pods waiting for a solve (waiting, with no reason from the last one).
     unplaced: Residents,
+    /// Every waiting pod, those the last solve could not place included (a superset of
+    /// `unplaced`): the solver's pending pods, without a scan of every pod.
+    waiting: Residents,
 }
 
 impl Deref for PodTable {
@@ -50,6 +53,11 @@ fn unplaced(state: &PodState) -> bool {
     matches!(state, PodState::Waiting { reason: None, .. })
 }
 
+/// Whether a pod waits (for a solve, or for one that can place it).
+fn waiting(state: &PodState) -> bool {
+    matches!(state, PodState::Waiting { .. })
+}
+
 /// The claim a pod holds room on, if any.
 fn placed_on(state: &PodState) -> Option<&str> {
     match state {
@@ -71,6 +79,9 @@ impl PodTable {
         if unplaced(&entry.state) {
             self.unplaced.insert(id.clone(), entry.pod.clone());
         }
+        if waiting(&entry.state) {
+            self.waiting.insert(id.clone(), entry.pod.clone());
+        }
         self.entries.insert(id, entry);
         previous
     }
@@ -83,6 +94,9 @@ impl PodTable {
         }
         if unplaced(&entry.state) {
             self.unplaced.remove(id);
+        }
+        if waiting(&entry.state) {
+            self.waiting.remove(id);
         }
         Some(entry)
     }
@@ -114,6 +128,15 @@ impl PodTable {
             }
             _ => {}
         }
+        match (waiting(&entry.state), waiting(&state)) {
+            (false, true) => {
+                self.waiting.insert(id.clone(), entry.pod.clone());
+            }
+            (true, false) => {
+                self.waiting.remove(id);
+            }
+            _ => {}
+        }
         entry.state = state;
         true
     }
@@ -129,6 +152,9 @@ impl PodTable {
             *slot = pod.clone();
         }
         if let Some(slot) = self.unplaced.get_mut(id) {
+            *slot = pod.clone();
+        }
+        if let Some(slot) = self.waiting.get_mut(id) {
             *slot = pod.clone();
         }
         entry.pod = pod;
@@ -148,6 +174,7 @@ impl PodTable {
                     reason: None,
                 };
                 self.unplaced.insert(id.clone(), e.pod.clone());
+                self.waiting.insert(id.clone(), e.pod.clone());
             }
         }
         ids
@@ -170,12 +197,28 @@ impl PodTable {
         &self.unplaced
     }
 
+    /// Every waiting pod (for a solve, or unplaceable by the last one), in pod order.
+    pub fn waiting(&self) -> &Residents {
+        &self.waiting
+    }
+
+    /// Whether some waiting pod could not be placed by the last solve (it has a reason).
+    pub fn any_unschedulable(&self) -> bool {
+        self.waiting.len() > self.unplaced.len()
+    }
+
     /// The pods nominated or bound to `claim`, in pod order.
     pub fn residents(&self, claim: &str) -> Option<&Residents> {
         self.residents.get(claim)
     }
 
+    /// The claims with at least one pod nominated or bound, in name order.
+    pub fn occupied(&self) -> impl Iterator<Item = &str> {
+        self.residents.keys().map(String::as_str)
+    }
+
     /// How many pods are nominated or bound to `claim`.
+    #[cfg(test)]
     pub fn resident_count(&self, claim: &str) -> usize {
         self.residents.get(claim).map_or(0, BTreeMap::len)
     }
@@ -218,20 +261,25 @@ impl PodTable {
             .filter(|(_, e)| unplaced(&e.state))
             .map(|(id, _)| id)
             .collect();
-        index == self.recount()
-            && self.unplaced.keys().collect::<Vec<_>>() == unplaced
-            && self.unplaced.iter().all(|(id, pod)| {
+        let waiting: Vec<&PodRef> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| waiting(&e.state))
+            .map(|(id, _)| id)
+            .collect();
+        let shares = |index: &Residents| {
+            index.iter().all(|(id, pod)| {
                 self.entries
                     .get(id)
                     .is_some_and(|e| Arc::ptr_eq(&e.pod, pod))
             })
-            && self.residents.values().all(|on| {
-                on.iter().all(|(id, pod)| {
-                    self.entries
-                        .get(id)
-                        .is_some_and(|e| Arc::ptr_eq(&e.pod, pod))
-                })
-            })
+        };
+        index == self.recount()
+            && self.unplaced.keys().collect::<Vec<_>>() == unplaced
+            && self.waiting.keys().collect::<Vec<_>>() == waiting
+            && shares(&self.unplaced)
+            && shares(&self.waiting)
+            && self.residents.values().all(shares)
     }
 }
 

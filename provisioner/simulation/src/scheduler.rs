@@ -83,14 +83,19 @@ pub fn has_required_anti_affinity(pod: &Pod) -> bool {
 /// resources, host ports), else `None`. LeastAllocated (or MostAllocated, `most`) plus
 /// BalancedAllocation, 0..=200.
 fn score(node: &Node, pod: &Pod, most: bool) -> Option<i64> {
-    if node.cordoned || tolerates_all(&pod.tolerations, &node.view.taints).is_err() {
-        return None;
-    }
-    if !pod.node_terms.is_empty() && !pod.node_terms.iter().any(|t| t.matches(&node.view.labels)) {
+    // Every filter must pass, so their order changes no result: the arithmetic first (most
+    // nodes of a busy cluster are full), the string comparisons after.
+    if node.cordoned {
         return None;
     }
     let requested = node.used + node.overhead + pod.requests;
     if requested.first_excess(&node.view.allocatable).is_some() {
+        return None;
+    }
+    if tolerates_all(&pod.tolerations, &node.view.taints).is_err() {
+        return None;
+    }
+    if !pod.node_terms.is_empty() && !pod.node_terms.iter().any(|t| t.matches(&node.view.labels)) {
         return None;
     }
     let fraction = |slot: usize| {

@@ -66,11 +66,27 @@ impl Engine {
         let placeholders: BTreeSet<&str> = self.headroom.by_claim().into_keys().collect();
         let mut empty_now = Vec::new();
         let mut occupied_now = Vec::new();
+        // Claims and occupied claims are both in name order: walked side by side, one
+        // comparison per step instead of a lookup per claim (this runs on every poll).
+        let mut occupied = self.pods.occupied().peekable();
         for c in self.claims.values() {
+            let mut resident = false;
+            while let Some(name) = occupied.peek() {
+                match (*name).cmp(c.name.as_str()) {
+                    std::cmp::Ordering::Less => {
+                        occupied.next();
+                    }
+                    std::cmp::Ordering::Equal => {
+                        resident = true;
+                        break;
+                    }
+                    std::cmp::Ordering::Greater => break,
+                }
+            }
             if c.phase() != Phase::Initialized || c.deleting || c.vacating() {
                 continue;
             }
-            if self.pods.resident_count(&c.name) > 0 || placeholders.contains(c.name.as_str()) {
+            if resident || (!placeholders.is_empty() && placeholders.contains(c.name.as_str())) {
                 if c.empty_since.is_some() {
                     occupied_now.push(c.name.clone());
                 }
@@ -78,6 +94,7 @@ impl Engine {
                 empty_now.push(c.name.clone());
             }
         }
+        drop(occupied);
         for name in occupied_now {
             if let Some(c) = self.claims.get_mut(&name) {
                 c.empty_since = None;
@@ -147,10 +164,11 @@ impl Engine {
         let due: Vec<(String, usize)> = self
             .claims
             .values()
-            .filter(|c| !c.deleting && c.phase() == Phase::Initialized && !c.vacating())
+            .filter(|c| c.empty_since.is_some() && !c.deleting)
+            .filter(|c| c.phase() == Phase::Initialized && !c.vacating())
+            .filter(|c| self.empty_deadline(c).is_some_and(|at| now >= at))
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
             .filter(|c| !self.node_protected(c))
-            .filter(|c| self.empty_deadline(c).is_some_and(|at| now >= at))
             .filter(|c| !self.wanted_by_unbound_pods(c))
             .map(|c| (c.name.clone(), c.pool))
             .collect();

@@ -18,8 +18,15 @@ use crate::engine::Engine;
 pub(crate) trait Method: Sync {
     /// Looks at the nodes at `now` and starts what it may (within budgets, where they apply).
     fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>);
-    /// Adds the times at which it has something to do by itself (nothing else happening).
-    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>);
+    /// Adds the times at which it has something to do by itself (nothing else happening);
+    /// those at or before `after` only when `after` is `None` (they were due at the last poll
+    /// and are held back).
+    fn deadlines(
+        &self,
+        engine: &Engine,
+        after: Option<DateTime<Utc>>,
+        times: &mut Vec<DateTime<Utc>>,
+    );
 }
 
 /// Methods run before provisioning: their nodes go whatever happens.
@@ -35,7 +42,12 @@ impl Method for Repair {
     fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
         engine.repair_nodes(now);
     }
-    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+    fn deadlines(
+        &self,
+        engine: &Engine,
+        _after: Option<DateTime<Utc>>,
+        times: &mut Vec<DateTime<Utc>>,
+    ) {
         times.extend(engine.repairs.next_due());
     }
 }
@@ -47,7 +59,12 @@ impl Method for ReservationEnding {
     fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
         engine.drain_reservations(now);
     }
-    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+    fn deadlines(
+        &self,
+        engine: &Engine,
+        _after: Option<DateTime<Utc>>,
+        times: &mut Vec<DateTime<Utc>>,
+    ) {
         times.extend(engine.reservation_deadlines());
     }
 }
@@ -59,7 +76,12 @@ impl Method for FlexStartEnding {
     fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
         engine.drain_flex_start(now);
     }
-    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+    fn deadlines(
+        &self,
+        engine: &Engine,
+        _after: Option<DateTime<Utc>>,
+        times: &mut Vec<DateTime<Utc>>,
+    ) {
         if engine.flex_start_seen {
             times.extend(
                 engine
@@ -79,7 +101,12 @@ impl Method for Emptiness {
     fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
         engine.remove_empty(now);
     }
-    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+    fn deadlines(
+        &self,
+        engine: &Engine,
+        _after: Option<DateTime<Utc>>,
+        times: &mut Vec<DateTime<Utc>>,
+    ) {
         times.extend(
             engine
                 .claims
@@ -98,7 +125,12 @@ impl Method for Expiration {
     fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
         engine.expire(now);
     }
-    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
+    fn deadlines(
+        &self,
+        engine: &Engine,
+        _after: Option<DateTime<Utc>>,
+        times: &mut Vec<DateTime<Utc>>,
+    ) {
         times.extend(engine.disruption_deadline());
     }
 }
@@ -111,7 +143,12 @@ impl Method for Consolidation {
     fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
         engine.consolidate(now);
     }
-    fn deadlines(&self, engine: &Engine, times: &mut Vec<DateTime<Utc>>) {
-        engine.consolidation_deadlines(times);
+    fn deadlines(
+        &self,
+        engine: &Engine,
+        after: Option<DateTime<Utc>>,
+        times: &mut Vec<DateTime<Utc>>,
+    ) {
+        engine.consolidation_deadlines(after, times);
     }
 }

@@ -9,7 +9,6 @@ use chrono::{DateTime, Utc};
 use quartermaster_solver::{ClusterSnapshot, Plan};
 
 use crate::engine::Engine;
-use crate::state::PodState;
 
 impl Engine {
     pub(crate) fn arrive(&mut self, now: DateTime<Utc>) {
@@ -18,15 +17,7 @@ impl Engine {
     }
 
     pub(crate) fn any_unschedulable(&self) -> bool {
-        self.pods.values().any(|e| {
-            matches!(
-                e.state,
-                PodState::Waiting {
-                    reason: Some(_),
-                    ..
-                }
-            )
-        })
+        self.pods.any_unschedulable()
     }
 
     pub(crate) fn batch_due(&self, now: DateTime<Utc>) -> bool {
@@ -48,6 +39,11 @@ impl Engine {
         let opened = self.batch.first;
         self.batch = Batch::default();
         self.retry_unschedulable_at = None;
+        // Most batches close with their pods already bound by the scheduler: nothing to solve,
+        // and no snapshot to build (on a week of 100,000 jobs that was a fifth of the run).
+        if self.pods.waiting().is_empty() {
+            return;
+        }
         let (snapshot, target_to_claim) = self.snapshot(now);
         if snapshot.pending.is_empty() {
             return;

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use quartermaster_solver::{ClusterSnapshot, ExistingNode, Pod};
 
 use crate::engine::Engine;
-use crate::state::{Phase, PodState};
+use crate::state::Phase;
 
 impl Engine {
     pub(crate) fn snapshot(
@@ -88,17 +88,24 @@ impl Engine {
                 spec.limits.nodes = Some(spec.usage.nodes);
             }
         }
-        let mut pending: Vec<Pod> = self
-            .pods
-            .values()
-            .filter(|e| match &e.state {
-                PodState::Waiting { .. } => without.is_empty(),
-                PodState::Bound { claim } | PodState::Nominated { claim } => {
-                    without.contains(&claim.as_str())
-                }
-            })
-            .map(|e| (*e.pod).clone())
-            .collect();
+        // From the pod table's indexes, in pod order: the waiting pods, or the pods of the
+        // claims consolidation asks about.
+        let mut pending: Vec<Pod> = if without.is_empty() {
+            self.pods
+                .waiting()
+                .values()
+                .map(|p| (**p).clone())
+                .collect()
+        } else {
+            let mut on: Vec<&Arc<Pod>> = without
+                .iter()
+                .filter_map(|claim| self.pods.residents(claim))
+                .flat_map(|r| r.values())
+                .collect();
+            on.sort_by(|a, b| a.id.cmp(&b.id));
+            on.dedup_by(|a, b| a.id == b.id);
+            on.into_iter().map(|p| (**p).clone()).collect()
+        };
         pending.extend(loose_placeholders);
         let mut unavailable = self.unavailable.active(now);
         if !self.reservations.is_empty() {

@@ -433,3 +433,25 @@ fn an_interrupted_node_is_deleted_once_its_pods_run_on_the_replacement() {
         "the vacated node goes before its reclaim: {actions:?}"
     );
 }
+
+#[test]
+fn a_poll_is_skipped_only_when_nothing_happened_and_nothing_is_due() {
+    let mut e = engine();
+    assert!(!e.nothing_due(t(0)), "a new engine polls");
+    e.handle(t(0), Event::PodPending(gpu_pod("a")));
+    assert!(!e.nothing_due(t(0)), "an event was handled");
+    assert!(e.poll(t(0)).is_empty(), "the batch is still open");
+    // Nothing heard since, and the batch closes at 1 s: a poll before then has nothing to do.
+    assert!(e.nothing_due(t(0) + TimeDelta::milliseconds(500)));
+    assert!(!e.nothing_due(t(1)), "the batch window is due");
+    let actions = e.poll(t(1));
+    assert_eq!(launches(&actions).len(), 1);
+    // A poll that decided something is followed by one that looks again.
+    assert!(!e.nothing_due(t(1)));
+    let again = e.poll(t(1));
+    assert!(again.is_empty(), "{again:?}");
+    assert!(
+        e.nothing_due(t(1)),
+        "an idle poll at the same instant is not repeated"
+    );
+}

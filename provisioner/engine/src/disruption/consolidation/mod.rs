@@ -364,7 +364,11 @@ impl Engine {
 
     /// When consolidation next has something to do by itself: its interval ending after a
     /// change, a wake it set, and nominations whose binding grace ends.
-    pub(crate) fn consolidation_deadlines(&self, times: &mut Vec<DateTime<Utc>>) {
+    pub(crate) fn consolidation_deadlines(
+        &self,
+        after: Option<DateTime<Utc>>,
+        times: &mut Vec<DateTime<Utc>>,
+    ) {
         // Consolidation counts a nomination the cluster has not bound as settled once the grace
         // is over: wake up then, only for claims that have one (pods bound at once, as the
         // simulator's planned binder does, need no wake-up).
@@ -373,7 +377,7 @@ impl Engine {
             .values()
             .filter(|c| c.phase() == Phase::Initialized && !c.deleting)
             .filter_map(|c| c.nominated_at.map(|t| t + self.config.binding_grace))
-            .filter(|t| self.last_poll.is_none_or(|p| *t > p))
+            .filter(|t| after.is_none_or(|p| *t > p))
             .collect();
         if !pending_grace.is_empty() {
             let unbound: BTreeSet<&str> = self
