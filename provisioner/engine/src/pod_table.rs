@@ -119,23 +119,19 @@ impl PodTable {
                     .insert(id.clone(), entry.pod.clone());
             }
         }
-        match (unplaced(&entry.state), unplaced(&state)) {
-            (false, true) => {
-                self.unplaced.insert(id.clone(), entry.pod.clone());
+        for (index, holds) in [
+            (&mut self.unplaced, unplaced as fn(&PodState) -> bool),
+            (&mut self.waiting, waiting),
+        ] {
+            match (holds(&entry.state), holds(&state)) {
+                (false, true) => {
+                    index.insert(id.clone(), entry.pod.clone());
+                }
+                (true, false) => {
+                    index.remove(id);
+                }
+                _ => {}
             }
-            (true, false) => {
-                self.unplaced.remove(id);
-            }
-            _ => {}
-        }
-        match (waiting(&entry.state), waiting(&state)) {
-            (false, true) => {
-                self.waiting.insert(id.clone(), entry.pod.clone());
-            }
-            (true, false) => {
-                self.waiting.remove(id);
-            }
-            _ => {}
         }
         entry.state = state;
         true
