@@ -36,10 +36,11 @@ pub(super) fn kubeconfig() -> Option<PathBuf> {
 }
 
 /// The controller binary: `QUARTERMASTER_E2E_BINARY` when set (say, a release build, to
-/// measure), else the debug build, built if needed.
+/// measure; a relative path is read from the workspace root, not from `tests/` where the test
+/// runs), else the debug build, built if needed.
 pub(super) fn binary() -> PathBuf {
     if let Some(path) = std::env::var_os("QUARTERMASTER_E2E_BINARY") {
-        return PathBuf::from(path);
+        return workspace_root().join(path);
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)

@@ -553,17 +553,24 @@ impl KwokCloud {
 
     /// Nodes seen alive that are gone without being deleted through this provider.
     async fn vanished(&self) -> Result<Vec<CloudEvent>, CloudError> {
-        if lock(&self.known).is_empty() {
+        // Only nodes known before the list was asked for can be missing from it: one created
+        // while the list was on its way (thousands of Nodes take seconds to list) is not gone.
+        let before: BTreeSet<String> = lock(&self.known).clone();
+        if before.is_empty() {
             return Ok(Vec::new());
         }
+        // Names are all it needs: metadata only, not every Node's status.
         let alive: BTreeSet<String> = self
-            .list_nodes()
-            .await?
+            .nodes
+            .list_metadata(&ListParams::default().labels(&self.selector))
+            .await
+            .map_err(|e| cloud_error("listing kwok Nodes", e))?
+            .items
             .into_iter()
             .filter_map(|n| n.metadata.name)
             .collect();
         let mut known = lock(&self.known);
-        let gone: Vec<String> = known.difference(&alive).cloned().collect();
+        let gone = vanished_names(&before, &alive, &known);
         for name in &gone {
             known.remove(name);
         }
@@ -576,6 +583,33 @@ impl KwokCloud {
             })
             .collect())
     }
+}
+
+/// The nodes gone: known before the list was asked for (`before`), missing from it (`alive`),
+/// and not deleted through the provider meanwhile (still in `known_now`). A node created while
+/// the list was on its way is in `known_now` only: not gone.
+fn vanished_names(
+    before: &BTreeSet<String>,
+    alive: &BTreeSet<String>,
+    known_now: &BTreeSet<String>,
+) -> Vec<String> {
+    before
+        .difference(alive)
+        .filter(|name| known_now.contains(*name))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+#[test]
+fn a_node_created_while_the_list_was_on_its_way_is_not_gone() {
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+    // a: listed; b: gone behind the provider's back; c: deleted through the provider meanwhile;
+    // d: created after the list was asked for.
+    let before = set(&["a", "b", "c"]);
+    let alive = set(&["a"]);
+    let known_now = set(&["a", "b", "d"]);
+    assert_eq!(vanished_names(&before, &alive, &known_now), ["b"]);
 }
 
 impl CloudProvider for KwokCloud {

@@ -71,7 +71,10 @@ mod time;
 pub use cloud::KwokCloud;
 pub use config::KwokConfig;
 pub use error::KwokError;
-pub use kubelet::{KwokKubelet, LEASE_RENEW_INTERVAL, STATUS_INTERVAL, SYNC_PERIOD};
+pub use kubelet::{
+    KwokKubelet, LEASE_RENEW_INTERVAL, MAX_LEASE_RENEW_INTERVAL, MAX_LEASE_RENEWALS_PER_SECOND,
+    STATUS_INTERVAL, SYNC_PERIOD, lease_renew_interval,
+};
 /// The simulated cloud's config types, which [`KwokConfig`] reuses.
 pub use quartermaster_sim::{CapacityLimit, CapacityOutage, LatencyTable};
 pub use rbac::API_ACCESS;

@@ -101,6 +101,17 @@ pub enum LogFormat {
     Text,
 }
 
+/// `--nominate-pods` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NominatePodsArg {
+    /// Pods planned on nodes the controller brought up.
+    NewNodes,
+    /// Every pod the engine planned.
+    All,
+    /// None.
+    Off,
+}
+
 /// Arguments of `quartermaster controller`. Flag names follow Karpenter's settings.
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
@@ -134,6 +145,12 @@ pub struct ControllerArgs {
     /// `spec.preferencePolicy`, itself `CostBounded` by default).
     #[arg(long, env = "PREFERENCE_POLICY", value_name = "POLICY", value_parser = parse_preference_policy)]
     pub preference_policy: Option<quartermaster_solver::PreferencePolicy>,
+    /// Which pending pods get `status.nominatedNodeName`, where the kube-scheduler should expect
+    /// them (KEP-5278; a hint, never relied on): `new-nodes` (pods planned on a node this
+    /// controller brought up, written as it registers), `all` (also pods planned on room that
+    /// already existed) or `off`.
+    #[arg(long, env = "NOMINATE_PODS", value_enum, default_value_t = NominatePodsArg::NewNodes)]
+    pub nominate_pods: NominatePodsArg,
     /// Sustained Kubernetes API requests per second (client-side rate limit).
     #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200.0)]
     pub kube_client_qps: f64,

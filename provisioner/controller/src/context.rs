@@ -35,12 +35,31 @@ pub struct Context {
     pub region: Option<String>,
     /// `--preference-policy`: overrides every NodePool's `spec.preferencePolicy`.
     pub preference_policy: Option<quartermaster_policies::PreferencePolicy>,
+    /// `--nominate-pods`: which pending pods get `status.nominatedNodeName`.
+    pub nominate_pods: NominatePods,
     /// Whether this replica leads.
     pub leadership: Leadership,
     /// What the provisioning loop leaves for the page (`/`, `/status.json`).
     pub page: crate::page::PageState,
     /// The room CapacityBuffers hold (the leader's last pass), for `/cost` and the page.
     pub headroom: crate::fleet::Headroom,
+}
+
+/// Which pending pods the controller tells the kube-scheduler about
+/// (`status.nominatedNodeName`, KEP-5278). A hint only: nothing waits for the scheduler to obey.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NominatePods {
+    /// Pods planned on a node the controller brought up, written as the node registers, so the
+    /// scheduler keeps that room for them (an 8-GPU node bought for 8-GPU pods is not filled
+    /// with 1-GPU pods first). Pods planned on room that already existed are left to the
+    /// scheduler: it finds that room itself, and a reservation the cluster has since given to
+    /// another pod makes every node look full to it.
+    #[default]
+    NewNodes,
+    /// Also pods planned on existing room (every `Action::Bind`).
+    All,
+    /// None: the scheduler is told nothing.
+    Off,
 }
 
 impl Context {

@@ -37,7 +37,7 @@ pub mod translate;
 pub mod writes;
 
 pub use error::ControllerError;
-pub use run::{Settings, run};
+pub use run::{Clients, Settings, run};
 
 #[cfg(test)]
 mod tests;

@@ -41,6 +41,8 @@ pub struct Settings {
     pub region: Option<String>,
     /// `--preference-policy`: overrides every NodePool's `spec.preferencePolicy`.
     pub preference_policy: Option<quartermaster_policies::PreferencePolicy>,
+    /// `--nominate-pods`: which pending pods get `status.nominatedNodeName`.
+    pub nominate_pods: crate::context::NominatePods,
     /// `--price-refresh-interval`: live prices while leading (`None`: the catalog as started).
     pub price_refresh: Option<crate::price_refresh::PriceRefresh>,
 }
@@ -49,16 +51,38 @@ pub struct Settings {
 /// starts leading, given a future that resolves when it must stop.
 pub type LeaderTask = Box<dyn Fn(BoxFuture<'static, ()>) -> BoxFuture<'static, ()> + Send + Sync>;
 
+/// The controller's Kubernetes clients, each behind a rate limit of its own: a provisioning loop
+/// with a long queue of writes must never delay a lease renewal (a missed renew deadline stops
+/// every write and rebuilds the engine).
+#[derive(Clone)]
+pub struct Clients {
+    /// Watches and the provisioning loop's reads and writes (`--kube-client-qps`).
+    pub api: kube::Client,
+    /// Leader election: the Lease's reads and renewals.
+    pub leader_election: kube::Client,
+}
+
+impl Clients {
+    /// One client for everything (tests; a rate limit shared with the renewals).
+    pub fn shared(client: kube::Client) -> Self {
+        Self {
+            api: client.clone(),
+            leader_election: client,
+        }
+    }
+}
+
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(
     settings: Settings,
-    client: kube::Client,
+    clients: Clients,
     providers: Providers,
     catalog: Catalog,
     clock: Arc<dyn Clock>,
     while_leading: Vec<LeaderTask>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ControllerError> {
+    let client = clients.api;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();
@@ -76,7 +100,8 @@ pub async fn run(
 
     let leadership = match settings.leader.clone() {
         Some(leader) => {
-            let (elector, leadership) = LeaderElector::new(client.clone(), leader, clock.clone())?;
+            let (elector, leadership) =
+                LeaderElector::new(clients.leader_election.clone(), leader, clock.clone())?;
             tokio::spawn(elector.run(stopped()));
             leadership
         }
@@ -97,6 +122,7 @@ pub async fn run(
         cluster_name: settings.cluster_name.clone(),
         region: settings.region.clone(),
         preference_policy: settings.preference_policy,
+        nominate_pods: settings.nominate_pods,
         leadership: leadership.clone(),
         page: Default::default(),
         headroom: Default::default(),

@@ -361,10 +361,23 @@ impl Engine {
     /// Pods nominated to `claim` and not bound yet (where the driver may tell the
     /// kube-scheduler they are expected).
     pub fn nominated_to<'a>(&'a self, claim: &'a str) -> impl Iterator<Item = &'a PodRef> + 'a {
-        self.pods.iter().filter_map(move |(id, e)| match &e.state {
-            PodState::Nominated { claim: c } if c == claim => Some(id),
-            _ => None,
-        })
+        self.nominated_pods(claim).map(|(id, _)| id)
+    }
+
+    /// [`Engine::nominated_to`] with each pod.
+    pub fn nominated_pods<'a>(
+        &'a self,
+        claim: &'a str,
+    ) -> impl Iterator<Item = (&'a PodRef, &'a Pod)> + 'a {
+        // The claim's residents (nominated or bound), not every pod.
+        self.pods
+            .residents(claim)
+            .into_iter()
+            .flatten()
+            .filter(move |(id, _)| {
+                matches!(self.pods.get(id), Some(PodEntry { state: PodState::Nominated { claim: c }, .. }) if c == claim)
+            })
+            .map(|(id, pod)| (id, pod.as_ref()))
     }
 
     /// Records what happened at `now`.

@@ -25,14 +25,23 @@ use crate::node_status::{is_current, ready_heartbeat, reported_status};
 
 use pods::{PodStep, next_step};
 
-/// How often each Node's Lease is renewed (the kubelet's default: a quarter of its 40 s).
+/// How often each Node's Lease is renewed (the kubelet's default: a quarter of its 40 s), in a
+/// fleet small enough ([`lease_renew_interval`]).
 pub const LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(10);
+/// Lease renewals per second the kubelet aims to stay under (larger fleets renew less often).
+pub const MAX_LEASE_RENEWALS_PER_SECOND: f64 = 100.0;
+/// The longest renewal interval: half the 40 s Lease, so one missed renewal is no outage (the
+/// node-lifecycle controller waits 50 s before it marks a node unreachable).
+pub const MAX_LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(20);
 /// How often each Node's `Ready` condition is re-reported when nothing changes: as a kubelet
 /// with node Leases (`nodeStatusReportFrequency`, 5 min); liveness is the Lease's job.
 pub const STATUS_INTERVAL: Duration = Duration::from_secs(300);
-/// How many Lease renewals and status reports one pass has in flight at once (a pass over
-/// 2,000 nodes must fit in the renewal interval).
+/// How many Lease renewals, status reports and pod writes one pass has in flight at once (a
+/// pass over 2,000 nodes must fit in the renewal interval).
 const CONCURRENT_CALLS: usize = 16;
+/// Pod writes one pass makes at most (a pod not reached waits for the next pass, a second
+/// later): a pass stays short, so Leases never wait behind a burst of pod starts.
+const POD_WRITES_PER_PASS: usize = 256;
 /// How often the loop looks at everything even when no watch event arrives (leases, heartbeats,
 /// device plugins, `run-for` deadlines).
 pub const SYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -92,6 +101,30 @@ struct PodMemory {
     warned: bool,
 }
 
+/// What a watch task does with each event: wake the loop, or log the error (the watch retries
+/// with backoff).
+fn notify<T>(
+    changed: Arc<tokio::sync::Notify>,
+    what: &'static str,
+) -> impl FnMut(Result<T, watcher::Error>) -> std::future::Ready<()> {
+    move |event| {
+        match event {
+            Ok(_) => changed.notify_one(),
+            Err(e) => tracing::warn!(error = %e, "kwok kubelet: watching {what} failed; retrying"),
+        }
+        std::future::ready(())
+    }
+}
+
+/// How often each Lease is renewed with `nodes` kwok Nodes: every [`LEASE_RENEW_INTERVAL`],
+/// stretched so that renewals stay under [`MAX_LEASE_RENEWALS_PER_SECOND`] (one process plays
+/// kubelet for every node; thousands of renewals a second would load the API server more than
+/// the cluster it simulates), and never beyond [`MAX_LEASE_RENEW_INTERVAL`], half the Lease.
+pub fn lease_renew_interval(nodes: usize) -> Duration {
+    let spread = Duration::from_secs_f64(nodes as f64 / MAX_LEASE_RENEWALS_PER_SECOND);
+    spread.clamp(LEASE_RENEW_INTERVAL, MAX_LEASE_RENEW_INTERVAL)
+}
+
 fn since(now: DateTime<Utc>, then: DateTime<Utc>) -> Duration {
     (now - then).to_std().unwrap_or(Duration::ZERO)
 }
@@ -117,60 +150,61 @@ impl KwokKubelet {
 
     /// Runs until `shutdown` completes. Watch errors are logged and the watches restarted with
     /// backoff; it never returns before `shutdown`.
+    ///
+    /// The two watches run in tasks of their own, so the stores stay current while a pass is
+    /// writing (a pass over thousands of nodes takes seconds; a watch read only between passes
+    /// fell minutes behind, and new nodes got no Lease).
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        let changed = Arc::new(tokio::sync::Notify::new());
         let (node_store, node_writer) = reflector::store::<Node>();
         let (pod_store, pod_writer) = reflector::store::<Pod>();
         let kwok_nodes = watcher::Config::default().labels(&format!("{}=true", keys::LABEL_KWOK));
         let bound_pods = watcher::Config::default().fields("spec.nodeName!=");
-        let mut node_events = pin!(
-            watcher(self.nodes.clone(), kwok_nodes)
-                .default_backoff()
-                .modify(|n: &mut Node| n.managed_fields_mut().clear())
-                .reflect(node_writer)
-        );
-        let mut pod_events = pin!(
-            watcher(Api::<Pod>::all(self.client.clone()), bound_pods)
-                .default_backoff()
-                .modify(|p: &mut Pod| p.managed_fields_mut().clear())
-                .reflect(pod_writer)
-        );
+        let watches = [
+            tokio::spawn(
+                watcher(self.nodes.clone(), kwok_nodes)
+                    .default_backoff()
+                    .modify(|n: &mut Node| n.managed_fields_mut().clear())
+                    .reflect(node_writer)
+                    .for_each(notify(changed.clone(), "nodes")),
+            ),
+            tokio::spawn(
+                watcher(Api::<Pod>::all(self.client.clone()), bound_pods)
+                    .default_backoff()
+                    .modify(|p: &mut Pod| p.managed_fields_mut().clear())
+                    .reflect(pod_writer)
+                    .for_each(notify(changed.clone(), "pods")),
+            ),
+        ];
         let mut shutdown = pin!(shutdown);
         let mut ticks = tokio::time::interval(SYNC_PERIOD);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut debounce = pin!(tokio::time::sleep(Duration::ZERO));
-        let mut armed = false;
         loop {
-            let changed = tokio::select! {
+            tokio::select! {
                 () = &mut shutdown => break,
-                Some(event) = node_events.next() => event.map(|_| ()).map_err(|e| ("nodes", e)),
-                Some(event) = pod_events.next() => event.map(|_| ()).map_err(|e| ("pods", e)),
-                _ = ticks.tick() => {
-                    self.sync(&node_store.state(), &pod_store.state()).await;
-                    continue;
-                }
-                () = &mut debounce, if armed => {
-                    armed = false;
-                    self.sync(&node_store.state(), &pod_store.state()).await;
-                    continue;
-                }
-            };
-            match changed {
-                Ok(()) if !armed => {
-                    debounce
-                        .as_mut()
-                        .reset(tokio::time::Instant::now() + DEBOUNCE);
-                    armed = true;
-                }
-                Ok(()) => {}
-                Err((what, e)) => {
-                    tracing::warn!(error = %e, "kwok kubelet: watching {what} failed; retrying")
+                _ = ticks.tick() => {}
+                () = changed.notified() => {
+                    // More changes usually follow: act on them together.
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(DEBOUNCE) => {}
+                    }
                 }
             }
+            let (nodes, pods) = (node_store.state(), pod_store.state());
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = self.sync(&nodes, &pods) => {}
+            }
+        }
+        for watch in watches {
+            watch.abort();
         }
     }
 
-    /// One pass over every kwok Node and bound pod, at the clock's now. API calls are made one
-    /// at a time in name order, so a pass is deterministic.
+    /// One pass over every kwok Node and bound pod, at the clock's now: Leases and node status
+    /// first, then at most [`POD_WRITES_PER_PASS`] pod writes. Calls start in name order,
+    /// [`CONCURRENT_CALLS`] at a time, so what a pass decides is deterministic.
     pub(crate) async fn sync(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) {
         let now = self.clock.now();
         let mut nodes: Vec<&Node> = nodes
@@ -193,9 +227,17 @@ impl KwokKubelet {
                 (name, memory)
             })
             .collect();
+        let renew_interval = lease_renew_interval(live.len());
         let mut calls = Vec::with_capacity(live.len());
         for (node, (_, memory)) in live.iter().zip(memories.iter_mut()) {
-            calls.push(sync_node(&self.leases, &self.nodes, node, memory, now));
+            calls.push(sync_node(
+                &self.leases,
+                &self.nodes,
+                node,
+                memory,
+                now,
+                renew_interval,
+            ));
         }
         let gone: Vec<bool> = futures::stream::iter(calls)
             .buffered(CONCURRENT_CALLS)
@@ -225,9 +267,18 @@ impl KwokKubelet {
             })
             .collect();
         bound.sort_by_key(|p| (p.namespace().unwrap_or_default(), p.name_any()));
-        for pod in &bound {
-            self.sync_pod(pod, now).await;
-        }
+        // Pod writes go out in parallel, at most a pass's worth: the next pass (a second later)
+        // renews the Leases that fell due first, so thousands of pods starting at once never
+        // starve the heartbeats of their nodes.
+        let writes: Vec<_> = bound
+            .iter()
+            .filter_map(|pod| self.pod_write(pod, now))
+            .take(POD_WRITES_PER_PASS)
+            .collect();
+        futures::stream::iter(writes)
+            .buffered(CONCURRENT_CALLS)
+            .collect::<Vec<()>>()
+            .await;
         let keys: BTreeSet<String> = bound.iter().map(|p| pod_key(p)).collect();
         self.memory.pods.retain(|k, _| keys.contains(k));
     }
@@ -242,11 +293,12 @@ async fn sync_node(
     node: &Node,
     memory: &mut NodeMemory,
     now: DateTime<Utc>,
+    renew_interval: Duration,
 ) -> bool {
     let name = node.name_any();
     let lease_due = memory
         .lease_renewed_at
-        .is_none_or(|t| since(now, t) >= LEASE_RENEW_INTERVAL);
+        .is_none_or(|t| since(now, t) >= renew_interval);
     if lease_due {
         match lease::renew(leases, node, memory.lease.take(), now).await {
             Ok(lease) => {
@@ -286,62 +338,79 @@ async fn sync_node(
 }
 
 impl KwokKubelet {
-    async fn sync_pod(&mut self, pod: &Pod, now: DateTime<Utc>) {
+    /// How many pods the kubelet has looked at (tests: how far a pass got).
+    #[cfg(test)]
+    pub(crate) fn pods_seen(&self) -> usize {
+        self.memory.pods.len()
+    }
+
+    /// The write `pod` needs now (recorded as done), if any.
+    fn pod_write(
+        &mut self,
+        pod: &Pod,
+        now: DateTime<Utc>,
+    ) -> Option<impl Future<Output = ()> + use<>> {
         let key = pod_key(pod);
         let memory = self.memory.pods.entry(key).or_default();
         let step = match next_step(pod, now) {
             Ok(Some(step)) => step,
-            Ok(None) => return,
+            Ok(None) => return None,
             Err(why) => {
                 if !memory.warned {
                     memory.warned = true;
                     tracing::warn!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), "kwok kubelet: {why}; the pod runs until deleted");
                 }
-                return;
+                return None;
             }
         };
         if memory
             .done
             .is_some_and(|(did, at)| did == step && since(now, at) < RESEND_AFTER)
         {
-            return;
+            return None;
         }
         memory.done = Some((step, now));
 
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        let result = match step {
-            PodStep::Delete => {
-                let params = DeleteParams {
-                    grace_period_seconds: Some(0),
-                    preconditions: Some(Preconditions {
-                        uid: pod.metadata.uid.clone(),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match pods.delete(&name, &params).await {
-                    Err(e) if is_not_found(&e) => Ok(()),
-                    other => other.map(|_| ()),
-                }
-            }
-            PodStep::Start => {
-                let patch = serde_json::json!({ "status": pods::running_status(pod, now) });
-                pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-                    .await
-                    .map(|_| ())
-            }
+        // What the write needs, taken now: the future owns it.
+        let write = match step {
+            PodStep::Delete => PodWrite::Delete(DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: pod.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            }),
+            PodStep::Start => PodWrite::Status(Box::new(pods::running_status(pod, now))),
             PodStep::Finish(started) => {
-                let status = pods::succeeded_status(pod, started, now);
-                let patch = serde_json::json!({ "status": status });
-                pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-                    .await
-                    .map(|_| ())
+                PodWrite::Status(Box::new(pods::succeeded_status(pod, started, now)))
             }
         };
-        if let Err(e) = result {
-            tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, ?step, "kwok kubelet: acting for a pod failed; retrying");
-        }
+        Some(async move {
+            let result = match write {
+                PodWrite::Delete(params) => match pods.delete(&name, &params).await {
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    other => other.map(|_| ()),
+                },
+                PodWrite::Status(status) => {
+                    let patch = serde_json::json!({ "status": status });
+                    pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                        .await
+                        .map(|_| ())
+                }
+            };
+            if let Err(e) = result {
+                tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, ?step, "kwok kubelet: acting for a pod failed; retrying");
+            }
+        })
     }
+}
+
+/// A pod write, with what it sends.
+enum PodWrite {
+    Delete(DeleteParams),
+    Status(Box<k8s_openapi::api::core::v1::PodStatus>),
 }

@@ -378,3 +378,45 @@ fn fake_pod_ips_are_stable_and_in_the_benchmarking_range() {
         assert!(a == 198 && (b == 18 || b == 19), "{addr}");
     }
 }
+
+#[tokio::test]
+async fn a_burst_of_pod_starts_is_spread_over_passes_after_the_leases() {
+    // 300 pods bound at once: the first pass renews the Lease first and starts 256 of them,
+    // the second the other 44; a long burst never holds a node's heartbeat back.
+    let names: Vec<String> = (0..300).map(|i| format!("p{i:03}")).collect();
+    let [get, post] = first_lease("cpu-xyz89", "uid-cpu-xyz89", "2026-01-01T00:00:01.000000Z");
+    let mut script = vec![get, post];
+    for name in &names {
+        script.push(
+            expect(
+                "PATCH",
+                format!("/api/v1/namespaces/team-a/pods/{name}/status"),
+            )
+            .body(|b| assert_eq!(b["status"]["phase"], "Running"))
+            .echo(),
+        );
+    }
+    let (client, server) = serve(script);
+    let clock = clock();
+    clock.set(at(1));
+    let mut kubelet = KwokKubelet::new(client, dyn_clock(&clock));
+    let nodes = [cpu_node()];
+    let pods: Vec<_> = names.iter().map(|n| pod_obj(pod(n, "cpu-xyz89"))).collect();
+    kubelet.sync(&nodes, &pods).await;
+    assert_eq!(kubelet.pods_seen(), 256, "one pass's worth");
+    kubelet.sync(&nodes, &pods).await;
+    assert_eq!(kubelet.pods_seen(), 300);
+    drop(kubelet);
+    finish(server).await;
+}
+
+#[test]
+fn large_fleets_renew_their_leases_less_often_but_within_half_the_lease() {
+    use crate::{LEASE_RENEW_INTERVAL, MAX_LEASE_RENEW_INTERVAL, lease_renew_interval};
+    assert_eq!(lease_renew_interval(0), LEASE_RENEW_INTERVAL);
+    assert_eq!(lease_renew_interval(800), LEASE_RENEW_INTERVAL);
+    // 1,500 nodes: 15 s, 100 renewals a second.
+    assert_eq!(lease_renew_interval(1_500).as_secs(), 15);
+    assert_eq!(lease_renew_interval(10_000), MAX_LEASE_RENEW_INTERVAL);
+    assert_eq!(MAX_LEASE_RENEW_INTERVAL.as_secs() * 2, 40, "half the Lease");
+}

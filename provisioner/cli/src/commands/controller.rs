@@ -10,14 +10,14 @@ use chrono::TimeDelta;
 use quartermaster_cloud::{Clock, CloudProvider, SystemClock};
 use quartermaster_controller::Settings;
 use quartermaster_controller::client::{ClientSettings, build_client};
-use quartermaster_controller::context::Providers;
+use quartermaster_controller::context::{NominatePods, Providers};
 use quartermaster_controller::leader::LeaderSettings;
 use quartermaster_engine::EngineConfig;
 use quartermaster_kwok::{KwokCloud, KwokConfig, KwokKubelet};
 use quartermaster_policies::duration::parse_duration;
 use quartermaster_pricing::{Catalog, Cloud};
 
-use crate::cli::{CloudProviderArg, ControllerArgs, LogFormat};
+use crate::cli::{CloudProviderArg, ControllerArgs, LogFormat, NominatePodsArg};
 
 fn duration(flag: &str, text: &str) -> anyhow::Result<TimeDelta> {
     let d = parse_duration(text).with_context(|| format!("{flag} {text:?}"))?;
@@ -74,6 +74,11 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         resync: Duration::from_secs(10),
         region: args.region.clone(),
         preference_policy: args.preference_policy,
+        nominate_pods: match args.nominate_pods {
+            NominatePodsArg::NewNodes => NominatePods::NewNodes,
+            NominatePodsArg::All => NominatePods::All,
+            NominatePodsArg::Off => NominatePods::Off,
+        },
         price_refresh: crate::clouds::price_refresh(args)?,
     };
     let client_settings = ClientSettings {
@@ -87,6 +92,10 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         .context("starting the async runtime")?;
     runtime.block_on(async move {
         let client = build_client(&client_settings).await?;
+        // Separate rate limits: the Lease's renewals never wait behind the loop's writes, and
+        // the kwok kubelet (a stand-in for one kubelet per node, each with a client of its own)
+        // does not spend the controller's budget on heartbeats.
+        let leader_election_client = build_client(&client_settings).await?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         // Every region: NodeClasses name theirs, the others buy in `--region`.
         let catalog = Catalog::embedded_all_regions();
@@ -102,6 +111,7 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
                 &mut providers,
                 &mut while_leading,
                 &client,
+                build_client(&client_settings).await?,
                 &catalog,
                 &kwok_config,
                 &clock,
@@ -109,7 +119,10 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         }
         quartermaster_controller::run(
             settings,
-            client,
+            quartermaster_controller::Clients {
+                api: client,
+                leader_election: leader_election_client,
+            },
             providers,
             catalog,
             clock,
@@ -127,6 +140,7 @@ fn add_kwok(
     providers: &mut Providers,
     while_leading: &mut Vec<quartermaster_controller::run::LeaderTask>,
     client: &kube::Client,
+    kubelet_client: kube::Client,
     catalog: &Catalog,
     kwok_config: &KwokConfig,
     clock: &Arc<dyn Clock>,
@@ -141,7 +155,6 @@ fn add_kwok(
         )?;
         providers.insert(cloud, Arc::new(kwok) as Arc<dyn CloudProvider>);
     }
-    let kubelet_client = client.clone();
     let kubelet_clock = clock.clone();
     while_leading.push(Box::new(move |stop| {
         Box::pin(KwokKubelet::new(kubelet_client.clone(), kubelet_clock.clone()).run(stop))

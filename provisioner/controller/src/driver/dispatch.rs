@@ -201,11 +201,13 @@ impl Driver {
         }
     }
 
-    /// Writes `status.nominatedNodeName` of a pod that is still pending (once per node): a
-    /// hint the kube-scheduler honours from Kubernetes 1.34 (KEP-5278) by keeping the node's
-    /// room for it. Nothing depends on it: the engine checks what was really bound.
+    /// Writes `status.nominatedNodeName` of a pod that is still pending (once per node) with
+    /// `--nominate-pods=All`: a hint the kube-scheduler honours from Kubernetes 1.34 (KEP-5278)
+    /// by keeping the node's room for it. Nothing depends on it: the engine checks what was
+    /// really bound. By default (`NewNodes`) only registration writes it (`feed.rs`).
     fn nominate_pod(&mut self, pod: PodRef, node: String) {
-        if self.reported.get(&pod) != Some(&None)
+        if self.ctx.nominate_pods != crate::context::NominatePods::All
+            || self.reported.get(&pod) != Some(&None)
             || self.nominations_written.get(&pod) == Some(&node)
         {
             return;

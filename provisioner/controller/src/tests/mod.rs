@@ -96,6 +96,7 @@ impl Env {
             cluster_name: "test".into(),
             region: None,
             preference_policy: None,
+            nominate_pods: Default::default(),
             leadership,
             page: Default::default(),
             headroom: Default::default(),
