@@ -93,8 +93,8 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
     runtime.block_on(async move {
         let client = build_client(&client_settings).await?;
         // Separate rate limits: the Lease's renewals never wait behind the loop's writes, and
-        // the kwok kubelet (a stand-in for one kubelet per node, each with a client of its own)
-        // does not spend the controller's budget on heartbeats.
+        // the kwok cloud and kubelet (stand-ins for a cloud API and one kubelet per node, each
+        // with a client of its own) do not spend the controller's budget.
         let leader_election_client = build_client(&client_settings).await?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         // Every region: NodeClasses name theirs, the others buy in `--region`.
@@ -110,7 +110,6 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
             add_kwok(
                 &mut providers,
                 &mut while_leading,
-                &client,
                 build_client(&client_settings).await?,
                 &catalog,
                 &kwok_config,
@@ -135,19 +134,20 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
     Ok(crate::EXIT_OK)
 }
 
-/// The kwok cloud for every cloud, and its kubelet while leading.
+/// The kwok cloud for every cloud, and its kubelet while leading. Both stand for the world
+/// outside the controller (a cloud's API, one kubelet per node), so `kwok_client` has a rate
+/// limit of its own: the controller's budget is for the controller's own requests.
 fn add_kwok(
     providers: &mut Providers,
     while_leading: &mut Vec<quartermaster_controller::run::LeaderTask>,
-    client: &kube::Client,
-    kubelet_client: kube::Client,
+    kwok_client: kube::Client,
     catalog: &Catalog,
     kwok_config: &KwokConfig,
     clock: &Arc<dyn Clock>,
 ) -> anyhow::Result<()> {
     for cloud in [Cloud::Aws, Cloud::Gcp, Cloud::Azure] {
         let kwok = KwokCloud::new(
-            client.clone(),
+            kwok_client.clone(),
             cloud,
             catalog.clone(),
             kwok_config.clone(),
@@ -157,7 +157,7 @@ fn add_kwok(
     }
     let kubelet_clock = clock.clone();
     while_leading.push(Box::new(move |stop| {
-        Box::pin(KwokKubelet::new(kubelet_client.clone(), kubelet_clock.clone()).run(stop))
+        Box::pin(KwokKubelet::new(kwok_client.clone(), kubelet_clock.clone()).run(stop))
     }));
     Ok(())
 }

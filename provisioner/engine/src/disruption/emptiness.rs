@@ -33,8 +33,9 @@ impl Engine {
     }
 
     /// Whether a pod that is not running yet could use empty `c` now: one waiting for a
-    /// solve, or one nominated to a node that is not up yet (the kube-scheduler may well bind
-    /// it here first). Such a node is not removed as empty.
+    /// solve, or one nominated anywhere and not bound yet (the kube-scheduler binds where it
+    /// likes, and may well bind it here first: a node deleted as it does takes the pod with
+    /// it). Such a node is not removed as empty.
     pub(crate) fn wanted_by_unbound_pods(&self, c: &Claim) -> bool {
         let spec = &self.setup.pools[c.pool].spec;
         let labels = c.facts.merged_labels();
@@ -43,13 +44,12 @@ impl Engine {
                 && quartermaster_solver::pod::tolerates_all(&pod.tolerations, &spec.taints).is_ok()
                 && (pod.node_terms.is_empty() || pod.node_terms.iter().any(|t| t.matches(&labels)))
         };
-        // The pods waiting for a solve, and those nominated to claims not up yet: from the
-        // pod table's indexes, not a scan of every pod.
+        // The pods waiting for a solve, and those nominated and not bound: from the pod
+        // table's indexes, not a scan of every pod (this runs only for a claim otherwise due).
         self.pods.unplaced().values().any(|p| fits(p))
             || self
                 .claims
                 .values()
-                .filter(|t| t.phase() != Phase::Initialized)
                 .filter_map(|t| self.pods.residents(&t.name))
                 .flatten()
                 .any(|(id, p)| {

@@ -152,3 +152,40 @@ fn an_empty_node_is_kept_while_a_pod_waiting_for_a_node_still_in_flight_could_ru
     assert!(deleted(&e.poll(t(201))).is_empty());
     assert_eq!(claims.len(), 2);
 }
+
+#[test]
+fn an_empty_node_is_kept_while_a_pod_nominated_to_another_node_that_is_up_is_not_bound_yet() {
+    // a and b get a node each. a finishes; b's node is up and b is nominated there, but the
+    // scheduler has not bound it yet and may bind it on a's empty node instead: deleting that
+    // node as the scheduler binds would take b with it.
+    let mut e = Engine::new(setup("0s"), EngineConfig::default());
+    let actions = pending_then_poll(&mut e, &["a", "b"], t(0));
+    assert_eq!(launches(&actions).len(), 2);
+    let place = |e: &Engine, pod: &str| {
+        e.placement(&PodRef::new("default", pod))
+            .unwrap()
+            .to_owned()
+    };
+    let (for_a, for_b) = (place(&e, "a"), place(&e, "b"));
+    up(&mut e, &for_a, "i-1", "node-a", 30);
+    up(&mut e, &for_b, "i-2", "node-b", 30);
+    e.poll(t(30));
+    e.handle(
+        t(31),
+        Event::PodBound {
+            pod: gpu_pod("a"),
+            node: "node-a".into(),
+        },
+    );
+    e.handle(t(40), Event::PodGone(PodRef::new("default", "a")));
+    assert!(deleted(&e.poll(t(200))).is_empty(), "b may land on node-a");
+    // The scheduler binds b on its node: node-a is empty and nobody is waiting.
+    e.handle(
+        t(201),
+        Event::PodBound {
+            pod: gpu_pod("b"),
+            node: "node-b".into(),
+        },
+    );
+    assert_eq!(deleted(&e.poll(t(230))), vec![(for_a, DeleteReason::Empty)]);
+}
