@@ -186,6 +186,7 @@ fn context() -> (Arc<Context>, Writers) {
         cluster_name: "page-test".into(),
         region: None,
         preference_policy: None,
+        nominate_pods: Default::default(),
         leadership,
         page: Default::default(),
         headroom: Default::default(),
