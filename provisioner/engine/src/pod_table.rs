@@ -251,18 +251,14 @@ impl PodTable {
             .iter()
             .map(|(claim, on)| (claim.clone(), on.keys().cloned().collect()))
             .collect();
-        let unplaced: Vec<&PodRef> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| unplaced(&e.state))
-            .map(|(id, _)| id)
-            .collect();
-        let waiting: Vec<&PodRef> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| waiting(&e.state))
-            .map(|(id, _)| id)
-            .collect();
+        let ids_where = |keep: fn(&PodState) -> bool| -> Vec<&PodRef> {
+            self.entries
+                .iter()
+                .filter(|(_, e)| keep(&e.state))
+                .map(|(id, _)| id)
+                .collect()
+        };
+        let (unplaced, waiting) = (ids_where(unplaced), ids_where(waiting));
         let shares = |index: &Residents| {
             index.iter().all(|(id, pod)| {
                 self.entries

@@ -27,6 +27,24 @@ fn up(e: &mut Engine, claim: &str, id: &str, node: &str, at: i64) {
     );
 }
 
+/// The claim `pod` is planned on.
+fn placement(e: &Engine, pod: &str) -> String {
+    e.placement(&PodRef::new("default", pod))
+        .expect("placed")
+        .to_owned()
+}
+
+/// The cluster reports GPU pod `pod` bound on `node` at `at`.
+fn bound(e: &mut Engine, at: i64, pod: &str, node: &str) {
+    e.handle(
+        t(at),
+        Event::PodBound {
+            pod: gpu_pod(pod),
+            node: node.to_owned(),
+        },
+    );
+}
+
 #[test]
 fn a_pod_whose_room_the_scheduler_gave_away_is_planned_again_at_once_on_room_still_free() {
     let mut e = engine();
@@ -38,13 +56,7 @@ fn a_pod_whose_room_the_scheduler_gave_away_is_planned_again_at_once_on_room_sti
     // a's node comes up first, and the kube-scheduler binds b there (it ignores nominations).
     up(&mut e, &for_a, "i-1", "node-a", 30);
     assert_eq!(binds(&e.poll(t(30))), vec![("a".into(), "node-a".into())]);
-    e.handle(
-        t(31),
-        Event::PodBound {
-            pod: gpu_pod("b"),
-            node: "node-a".into(),
-        },
-    );
+    bound(&mut e, 31, "b", "node-a");
     let actions = e.poll(t(31));
     // a no longer fits on its node; it is solved again now (no batch wait) and takes the room
     // still free on b's node in flight: nothing new is bought.
@@ -68,13 +80,7 @@ fn a_pod_nominated_to_a_node_that_is_full_of_others_gets_a_new_node() {
     up(&mut e, &claim, "i-1", "node-a", 30);
     assert_eq!(binds(&e.poll(t(30))).len(), 1);
     // Another pod, never seen pending by the engine, is bound there first.
-    e.handle(
-        t(31),
-        Event::PodBound {
-            pod: gpu_pod("intruder"),
-            node: "node-a".into(),
-        },
-    );
+    bound(&mut e, 31, "intruder", "node-a");
     let actions = e.poll(t(31));
     assert_eq!(launches(&actions).len(), 1, "a new node for a: {actions:?}");
     assert_ne!(
@@ -124,31 +130,16 @@ fn an_empty_node_is_kept_while_a_pod_waiting_for_a_node_still_in_flight_could_ru
     let mut e = Engine::new(setup("0s"), EngineConfig::default());
     let actions = pending_then_poll(&mut e, &["a", "b"], t(0));
     let claims: Vec<String> = launches(&actions).into_iter().map(|l| l.0).collect();
-    let for_a = e
-        .placement(&PodRef::new("default", "a"))
-        .unwrap()
-        .to_owned();
+    let for_a = placement(&e, "a");
     up(&mut e, &for_a, "i-1", "node-a", 30);
     e.poll(t(30));
-    e.handle(
-        t(31),
-        Event::PodBound {
-            pod: gpu_pod("a"),
-            node: "node-a".into(),
-        },
-    );
+    bound(&mut e, 31, "a", "node-a");
     // a finishes; b still waits for its own node, which is not up: node-a stays for it.
     e.handle(t(40), Event::PodGone(PodRef::new("default", "a")));
     let actions = e.poll(t(200));
     assert!(deleted(&actions).is_empty(), "{actions:?}");
     // The scheduler binds b there; b's own node is the one left empty now.
-    e.handle(
-        t(201),
-        Event::PodBound {
-            pod: gpu_pod("b"),
-            node: "node-a".into(),
-        },
-    );
+    bound(&mut e, 201, "b", "node-a");
     assert!(deleted(&e.poll(t(201))).is_empty());
     assert_eq!(claims.len(), 2);
 }
@@ -161,31 +152,14 @@ fn an_empty_node_is_kept_while_a_pod_nominated_to_another_node_that_is_up_is_not
     let mut e = Engine::new(setup("0s"), EngineConfig::default());
     let actions = pending_then_poll(&mut e, &["a", "b"], t(0));
     assert_eq!(launches(&actions).len(), 2);
-    let place = |e: &Engine, pod: &str| {
-        e.placement(&PodRef::new("default", pod))
-            .unwrap()
-            .to_owned()
-    };
-    let (for_a, for_b) = (place(&e, "a"), place(&e, "b"));
+    let (for_a, for_b) = (placement(&e, "a"), placement(&e, "b"));
     up(&mut e, &for_a, "i-1", "node-a", 30);
     up(&mut e, &for_b, "i-2", "node-b", 30);
     e.poll(t(30));
-    e.handle(
-        t(31),
-        Event::PodBound {
-            pod: gpu_pod("a"),
-            node: "node-a".into(),
-        },
-    );
+    bound(&mut e, 31, "a", "node-a");
     e.handle(t(40), Event::PodGone(PodRef::new("default", "a")));
     assert!(deleted(&e.poll(t(200))).is_empty(), "b may land on node-a");
     // The scheduler binds b on its node: node-a is empty and nobody is waiting.
-    e.handle(
-        t(201),
-        Event::PodBound {
-            pod: gpu_pod("b"),
-            node: "node-b".into(),
-        },
-    );
+    bound(&mut e, 201, "b", "node-b");
     assert_eq!(deleted(&e.poll(t(230))), vec![(for_a, DeleteReason::Empty)]);
 }
