@@ -178,7 +178,11 @@ fn context() -> (Arc<Context>, Writers) {
     let leadership = Leadership::always();
     let ctx = Arc::new(Context {
         stores,
-        writer: Writer::new(client, leadership.subscribe(), Some("page-test".into())),
+        writer: Writer::new(
+            quartermaster_controller::client::LoopClients::shared(client),
+            leadership.subscribe(),
+            Some("page-test".into()),
+        ),
         providers: Providers::new(),
         catalog,
         clock: Arc::new(ManualClock::new(now())) as Arc<dyn Clock>,

@@ -71,10 +71,14 @@ pub fn node_config(
     if !config.is_empty() {
         kubelet_spec.insert("config".into(), Value::Object(config));
     }
+    // NoSchedule, not NoExecute: the kube-controller-manager's taint-eviction controller reads
+    // taints from its own cache, which can lag the API server by seconds on a busy cluster. A
+    // pod the scheduler binds right after registration removed the taint would be deleted
+    // if the cache still showed it NoExecute (kubernetes/kubernetes#139992; seen at 10,000 pods).
     kubelet_spec.insert(
         "flags".into(),
         json!([format!(
-            "--register-with-taints={TAINT_UNREGISTERED}=true:NoExecute"
+            "--register-with-taints={TAINT_UNREGISTERED}=true:NoSchedule"
         )]),
     );
     let doc = json!({
@@ -221,7 +225,7 @@ mod tests {
         );
         assert_eq!(
             config["spec"]["kubelet"]["flags"][0],
-            "--register-with-taints=quartermaster.dev/unregistered=true:NoExecute"
+            "--register-with-taints=quartermaster.dev/unregistered=true:NoSchedule"
         );
     }
 

@@ -37,7 +37,8 @@ pub const ANNOTATION_TAGS: &str = "kwok.quartermaster.dev/tags";
 pub const ANNOTATION_RUN_FOR: &str = "kwok.quartermaster.dev/run-for";
 
 /// Taint every new Node carries until the controller sees it register (a real node gets it
-/// from its user data). Effect `NoExecute`.
+/// from its user data). Effect `NoSchedule`: a `NoExecute` taint, once removed, can still evict
+/// pods bound right after from the taint-eviction controller's lagging cache.
 pub const TAINT_UNREGISTERED: &str = "quartermaster.dev/unregistered";
 
 /// The namespace of node heartbeat Leases.

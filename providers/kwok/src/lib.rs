@@ -9,7 +9,7 @@
 //!   label a node of the chosen instance type and offering carries (instance type, zone,
 //!   region, capacity type, arch, os, cloud, NodePool, NodeClaim, the
 //!   `quartermaster.dev/instance-*` and accelerator labels), the
-//!   `quartermaster.dev/unregistered:NoExecute` taint a real node registers with, and a status
+//!   `quartermaster.dev/unregistered:NoSchedule` taint a real node registers with, and a status
 //!   (written through `/status`) with capacity and allocatable from the catalog and `Ready`.
 //!   The devices a node of that type would publish through its DRA drivers are published as
 //!   ResourceSlices (`resource.k8s.io/v1`, one per driver, owned by the Node), so the real

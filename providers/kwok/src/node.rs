@@ -111,7 +111,9 @@ impl Launch {
                 provider_id: Some(keys::provider_id(&self.name)),
                 taints: Some(vec![Taint {
                     key: keys::TAINT_UNREGISTERED.to_owned(),
-                    effect: "NoExecute".to_owned(),
+                    // As a real node registers (see the AWS user data): never NoExecute, whose
+                    // removal races the taint-eviction controller's cache.
+                    effect: "NoSchedule".to_owned(),
                     ..Taint::default()
                 }]),
                 ..NodeSpec::default()

@@ -72,6 +72,60 @@ impl Default for ClientSettings {
 /// before anything is read.
 pub async fn build_client(settings: &ClientSettings) -> Result<kube::Client, ControllerError> {
     let rate_limit = RateLimitLayer::new(settings.qps, settings.burst)?;
+    let config = load_config(settings).await?;
+    client_behind(config, &rate_limit)
+}
+
+/// The provisioning loop's clients, built like [`build_client`] and drawing from one bucket of
+/// `--kube-client-qps`: together they never exceed it. Each has a queue of its own, so a
+/// NodeClaim's create waits for a token, never behind the loop's other writes, and thousands of
+/// Events never wait ahead of either.
+pub async fn build_loop_clients(settings: &ClientSettings) -> Result<LoopClients, ControllerError> {
+    let rate_limit = RateLimitLayer::new(settings.qps, settings.burst)?;
+    let events_limit = rate_limit.capped(EVENTS_SHARE)?;
+    let config = load_config(settings).await?;
+    Ok(LoopClients {
+        api: client_behind(config.clone(), &rate_limit)?,
+        launches: client_behind(config.clone(), &rate_limit)?,
+        events: client_behind(config, &events_limit)?,
+    })
+}
+
+/// The clients [`build_loop_clients`] builds: one rate limit, three queues.
+#[derive(Clone)]
+pub struct LoopClients {
+    /// Watches, reads and every write but the two below.
+    pub api: kube::Client,
+    /// NodeClaim creates: the first write of a launch, the one the batch window waits for.
+    pub launches: kube::Client,
+    /// Events, at most [`EVENTS_SHARE`] of the rate and burst (a bucket of their own first).
+    pub events: kube::Client,
+}
+
+impl LoopClients {
+    /// One client in all three roles (tests).
+    pub fn shared(client: kube::Client) -> Self {
+        Self {
+            api: client.clone(),
+            launches: client.clone(),
+            events: client,
+        }
+    }
+}
+
+/// The share of `--kube-client-qps` and `--kube-client-burst` the Events' client may use.
+pub const EVENTS_SHARE: f64 = 0.25;
+
+fn client_behind(
+    config: kube::Config,
+    rate_limit: &RateLimitLayer,
+) -> Result<kube::Client, ControllerError> {
+    let builder = ClientBuilder::try_from(config)
+        .map_err(|e| ControllerError::ClientConfig(error_chain(&e)))?;
+    Ok(builder.with_layer(rate_limit).build())
+}
+
+async fn load_config(settings: &ClientSettings) -> Result<kube::Config, ControllerError> {
     let config = match &settings.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
@@ -99,9 +153,7 @@ pub async fn build_client(settings: &ClientSettings) -> Result<kube::Client, Con
             ))
         })?,
     };
-    let builder = ClientBuilder::try_from(config)
-        .map_err(|e| ControllerError::ClientConfig(error_chain(&e)))?;
-    Ok(builder.with_layer(&rate_limit).build())
+    Ok(config)
 }
 
 /// An error and its sources, outermost first, joined with `: `.
@@ -156,7 +208,9 @@ pub fn client_traffic() -> &'static ClientTraffic {
 /// service it wraps (and every clone of the layer) draws from the same bucket.
 #[derive(Clone)]
 pub struct RateLimitLayer {
-    limiter: Arc<Limiter>,
+    /// The buckets a request takes a token from, in order (a cap of its own first, then the
+    /// shared one).
+    buckets: Arc<[Arc<Limiter>]>,
     qps: f64,
     burst: u32,
 }
@@ -187,24 +241,31 @@ impl RateLimitLayer {
                 reason: format!("must be between {MIN_QPS} and {MAX_QPS}, got {qps}"),
             });
         }
-        let burst_tokens = NonZeroU32::new(burst)
-            .filter(|b| b.get() <= MAX_BURST)
-            .ok_or_else(|| ControllerError::Setting {
-                name: BURST_FLAG,
-                reason: format!("must be between 1 and {MAX_BURST} requests, got {burst}"),
-            })?;
-        // In range, so the period is between 1 µs and 1000 s: never zero, never overflowing.
-        let quota = Duration::try_from_secs_f64(1.0 / qps)
-            .ok()
-            .and_then(Quota::with_period)
-            .ok_or_else(|| ControllerError::Setting {
-                name: QPS_FLAG,
-                reason: format!("{qps} requests per second is not a usable rate"),
-            })?
-            .allow_burst(burst_tokens);
         client_traffic().qps_limit.set(qps);
         Ok(Self {
-            limiter: Arc::new(RateLimiter::direct_with_clock(quota, TokioClock)),
+            buckets: Arc::from([Arc::new(bucket(qps, burst)?)]),
+            qps,
+            burst,
+        })
+    }
+
+    /// A layer whose requests take a token from this layer's bucket and, before it, from a
+    /// bucket of their own at `share` (in (0, 1]) of this layer's rate and burst (at least one
+    /// token): its traffic counts against this layer's limit and never exceeds its share.
+    pub fn capped(&self, share: f64) -> Result<Self, ControllerError> {
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(ControllerError::Setting {
+                name: QPS_FLAG,
+                reason: format!("a share of the rate must be in (0, 1], got {share}"),
+            });
+        }
+        let qps = self.qps * share;
+        // Rounded down, at least one: a share never bursts past its part of the bucket.
+        let burst = ((f64::from(self.burst) * share) as u32).max(1);
+        let mut buckets = vec![Arc::new(bucket(qps.max(MIN_QPS), burst)?)];
+        buckets.extend(self.buckets.iter().cloned());
+        Ok(Self {
+            buckets: Arc::from(buckets),
             qps,
             burst,
         })
@@ -221,14 +282,34 @@ impl RateLimitLayer {
     }
 }
 
+/// A full bucket of `burst` tokens refilled at `qps` per second (both already checked).
+fn bucket(qps: f64, burst: u32) -> Result<Limiter, ControllerError> {
+    let burst_tokens = NonZeroU32::new(burst)
+        .filter(|b| b.get() <= MAX_BURST)
+        .ok_or_else(|| ControllerError::Setting {
+            name: BURST_FLAG,
+            reason: format!("must be between 1 and {MAX_BURST} requests, got {burst}"),
+        })?;
+    // In range, so the period is between 1 µs and 1000 s: never zero, never overflowing.
+    let quota = Duration::try_from_secs_f64(1.0 / qps)
+        .ok()
+        .and_then(Quota::with_period)
+        .ok_or_else(|| ControllerError::Setting {
+            name: QPS_FLAG,
+            reason: format!("{qps} requests per second is not a usable rate"),
+        })?
+        .allow_burst(burst_tokens);
+    Ok(RateLimiter::direct_with_clock(quota, TokioClock))
+}
+
 impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimited<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RateLimited {
             inner,
-            limiter: Arc::clone(&self.limiter),
-            permit: false,
+            buckets: Arc::clone(&self.buckets),
+            taken: 0,
             sleep: None,
         }
     }
@@ -238,9 +319,9 @@ impl<S> Layer<S> for RateLimitLayer {
 /// (then until the inner service is ready), so callers (kube's request buffer) wait in order.
 pub struct RateLimited<S> {
     inner: S,
-    limiter: Arc<Limiter>,
-    /// A token was taken for the next `call`.
-    permit: bool,
+    buckets: Arc<[Arc<Limiter>]>,
+    /// How many of `buckets` gave a token for the next `call` (all of them: ready).
+    taken: usize,
     /// The timer to wait on before asking for a token again.
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
@@ -250,8 +331,8 @@ impl<S: Clone> Clone for RateLimited<S> {
         // A clone shares the bucket but not a token already taken.
         Self {
             inner: self.inner.clone(),
-            limiter: Arc::clone(&self.limiter),
-            permit: false,
+            buckets: Arc::clone(&self.buckets),
+            taken: 0,
             sleep: None,
         }
     }
@@ -261,7 +342,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for RateLimited<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimited")
             .field("inner", &self.inner)
-            .field("permit", &self.permit)
+            .field("ready", &(self.taken == self.buckets.len()))
             .field("waiting", &self.sleep.is_some())
             .finish()
     }
@@ -276,15 +357,15 @@ where
     type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        while !self.permit {
+        while self.taken < self.buckets.len() {
             if let Some(sleep) = self.sleep.as_mut() {
                 if sleep.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
                 self.sleep = None;
             }
-            match self.limiter.check() {
-                Ok(()) => self.permit = true,
+            match self.buckets[self.taken].check() {
+                Ok(()) => self.taken += 1,
                 Err(not_until) => {
                     let wait = not_until.wait_time_from(TokioClock.now());
                     // Never a zero-length timer: a token due "now" is retried after 1 ms.
@@ -301,8 +382,8 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        // `poll_ready` returned ready, so a token was taken for this call.
-        self.permit = false;
+        // `poll_ready` returned ready, so a token was taken from every bucket for this call.
+        self.taken = 0;
         client_traffic().requests.inc();
         self.inner.call(request)
     }
@@ -429,6 +510,49 @@ mod tests {
         assert!(!ready_now(&mut b).await, "the one token is spent");
         tokio::time::advance(Duration::from_secs(1)).await;
         assert!(ready_now(&mut b).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_capped_layer_spends_the_shared_bucket_and_never_more_than_its_share() {
+        // 100 per second, 10 at once; the capped layer: 10 per second, 1 at once.
+        let layer = RateLimitLayer::new(100.0, 10).expect("valid");
+        let capped = layer.capped(0.1).expect("valid share");
+        assert_eq!((capped.qps(), capped.burst()), (10.0, 1));
+        let mut loop_svc = layer.layer(tower::service_fn(|()| async { Ok::<_, Infallible>(()) }));
+        let mut events = capped.layer(tower::service_fn(|()| async { Ok::<_, Infallible>(()) }));
+        // Its own bucket holds one token: the second Event waits 100 ms however full the
+        // shared bucket is.
+        assert!(ready_now(&mut events).await);
+        events.call(()).await.expect("infallible");
+        assert!(!ready_now(&mut events).await, "its share is spent");
+        // The Event took one of the shared bucket's 10: the loop has 9 left.
+        for i in 0..9 {
+            assert!(ready_now(&mut loop_svc).await, "loop request {i}");
+            loop_svc.call(()).await.expect("infallible");
+        }
+        assert!(
+            !ready_now(&mut loop_svc).await,
+            "the Event counted against the loop's burst"
+        );
+        // When its own token is due, the Event still needs one from the shared bucket.
+        tokio::time::advance(Duration::from_millis(100)).await;
+        for _ in 0..10 {
+            if ready_now(&mut loop_svc).await {
+                loop_svc.call(()).await.expect("infallible");
+            }
+        }
+        assert!(
+            !ready_now(&mut events).await,
+            "the loop spent the shared tokens first"
+        );
+        tokio::time::advance(Duration::from_millis(10)).await;
+        assert!(ready_now(&mut events).await, "both buckets gave a token");
+        events.call(()).await.expect("infallible");
+        for share in [0.0, -0.5, 1.5, f64::NAN] {
+            let (name, reason) = setting_error(layer.capped(share));
+            assert_eq!(name, QPS_FLAG);
+            assert!(reason.contains("share"), "{reason}");
+        }
     }
 
     /// A kube client over a mocked API, rate limited: the times (tokio's virtual time) at which

@@ -119,6 +119,11 @@ pub struct RepairLabels {
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
+/// Upper bounds of `quartermaster_nodeclaim_create_seconds`' buckets (one at 1 s, the goal).
+const NODECLAIM_CREATE_BUCKETS: [f64; 13] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0,
+];
+
 /// Every metric the controller exports.
 pub struct Metrics {
     registry: Registry,
@@ -207,7 +212,7 @@ impl Metrics {
         let pod_allocated_hourly_cost = Family::<PodCostLabels, FloatGauge>::default();
         let leader = Gauge::default();
         let batch_window_seconds = Histogram::new(exponential_buckets(0.125, 2.0, 10));
-        let nodeclaim_create_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        let nodeclaim_create_seconds = Histogram::new(NODECLAIM_CREATE_BUCKETS.iter().copied());
         registry.register(
             "batch_window_seconds",
             "Seconds from the first pod of a batch to the solve that closed it",

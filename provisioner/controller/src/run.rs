@@ -13,6 +13,7 @@ use quartermaster_pricing::Catalog;
 use tokio::sync::watch;
 
 use crate::ControllerError;
+use crate::client::LoopClients;
 use crate::context::{Context, Providers};
 use crate::driver::Driver;
 use crate::leader::{LeaderElector, LeaderSettings, Leadership};
@@ -51,13 +52,15 @@ pub struct Settings {
 /// starts leading, given a future that resolves when it must stop.
 pub type LeaderTask = Box<dyn Fn(BoxFuture<'static, ()>) -> BoxFuture<'static, ()> + Send + Sync>;
 
-/// The controller's Kubernetes clients, each behind a rate limit of its own: a provisioning loop
-/// with a long queue of writes must never delay a lease renewal (a missed renew deadline stops
-/// every write and rebuilds the engine).
+/// The controller's Kubernetes clients: the loop's three ([`LoopClients`], one rate limit and
+/// three queues) and the Lease's, behind a rate limit of its own: a provisioning loop with a
+/// long queue of writes must never delay a lease renewal (a missed renew deadline stops every
+/// write and rebuilds the engine).
 #[derive(Clone)]
 pub struct Clients {
-    /// Watches and the provisioning loop's reads and writes (`--kube-client-qps`).
-    pub api: kube::Client,
+    /// The provisioning loop's: watches, reads and writes, NodeClaim creates, Events
+    /// (`--kube-client-qps` for the three together).
+    pub api: LoopClients,
     /// Leader election: the Lease's reads and renewals.
     pub leader_election: kube::Client,
 }
@@ -66,7 +69,7 @@ impl Clients {
     /// One client for everything (tests; a rate limit shared with the renewals).
     pub fn shared(client: kube::Client) -> Self {
         Self {
-            api: client.clone(),
+            api: LoopClients::shared(client.clone()),
             leader_election: client,
         }
     }
@@ -82,7 +85,7 @@ pub async fn run(
     while_leading: Vec<LeaderTask>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ControllerError> {
-    let client = clients.api;
+    let client = clients.api.api.clone();
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();
@@ -111,7 +114,7 @@ pub async fn run(
     let ctx = Arc::new(Context {
         stores,
         writer: Writer::new(
-            client.clone(),
+            clients.api.clone(),
             leadership.subscribe(),
             Some(settings.identity.clone()),
         ),

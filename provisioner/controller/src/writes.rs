@@ -10,6 +10,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::ControllerError;
+use crate::client::LoopClients;
 
 /// The field manager of the controller's server-side applies.
 pub const FIELD_MANAGER: &str = "quartermaster";
@@ -29,6 +30,8 @@ pub enum Eviction {
 #[derive(Clone)]
 pub struct Writer {
     client: Client,
+    /// NodeClaim creates: a queue of their own within the same rate limit.
+    launches: Client,
     leader: watch::Receiver<bool>,
     recorder: Recorder,
 }
@@ -41,10 +44,20 @@ fn ignore_status(result: Result<(), kube::Error>, codes: &[u16]) -> Result<(), C
 }
 
 impl Writer {
-    /// A writer that writes only while `leader` says true.
-    pub fn new(client: Client, leader: watch::Receiver<bool>, instance: Option<String>) -> Self {
+    /// A writer that writes only while `leader` says true: NodeClaim creates through
+    /// `clients.launches`, Events through `clients.events`, the rest through `clients.api`.
+    pub fn new(
+        clients: LoopClients,
+        leader: watch::Receiver<bool>,
+        instance: Option<String>,
+    ) -> Self {
+        let LoopClients {
+            api: client,
+            launches,
+            events,
+        } = clients;
         let recorder = Recorder::new(
-            client.clone(),
+            events,
             Reporter {
                 controller: "quartermaster".into(),
                 instance,
@@ -52,6 +65,7 @@ impl Writer {
         );
         Self {
             client,
+            launches,
             leader,
             recorder,
         }
@@ -81,8 +95,7 @@ impl Writer {
     /// Creates a NodeClaim; one that already exists counts as created.
     pub async fn create_claim(&self, claim: &NodeClaim) -> Result<(), ControllerError> {
         self.check()?;
-        let r = self
-            .claims()
+        let r = Api::<NodeClaim>::all(self.launches.clone())
             .create(&PostParams::default(), claim)
             .await
             .map(|_| ());

@@ -32,7 +32,7 @@ async fn create_makes_one_node_with_every_label_the_taint_the_provider_id_and_a_
                 assert_eq!(b["spec"]["providerID"], "kwok://gpu-abc12");
                 assert_eq!(
                     b["spec"]["taints"],
-                    json!([{ "key": "quartermaster.dev/unregistered", "effect": "NoExecute" }])
+                    json!([{ "key": "quartermaster.dev/unregistered", "effect": "NoSchedule" }])
                 );
                 let want: BTreeMap<String, String> = [
                     ("node.kubernetes.io/instance-type", "g5.xlarge"),

@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use chrono::TimeDelta;
 use quartermaster_cloud::{Clock, CloudProvider, SystemClock};
 use quartermaster_controller::Settings;
-use quartermaster_controller::client::{ClientSettings, build_client};
+use quartermaster_controller::client::{ClientSettings, build_client, build_loop_clients};
 use quartermaster_controller::context::{NominatePods, Providers};
 use quartermaster_controller::leader::LeaderSettings;
 use quartermaster_engine::EngineConfig;
@@ -91,7 +91,10 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let client = build_client(&client_settings).await?;
+        // One rate limit, three queues: the loop's, NodeClaim creates', Events' (at most a
+        // quarter of it).
+        let loop_clients = build_loop_clients(&client_settings).await?;
+        let client = loop_clients.api.clone();
         // Separate rate limits: the Lease's renewals never wait behind the loop's writes, and
         // the kwok cloud and kubelet (stand-ins for a cloud API and one kubelet per node, each
         // with a client of its own) do not spend the controller's budget.
@@ -119,7 +122,7 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
         quartermaster_controller::run(
             settings,
             quartermaster_controller::Clients {
-                api: client,
+                api: loop_clients,
                 leader_election: leader_election_client,
             },
             providers,

@@ -112,6 +112,8 @@ pub struct Driver {
     nominations_written: BTreeMap<PodRef, String>,
     /// The reason last announced for each pod that cannot be placed.
     unschedulable: BTreeMap<PodRef, String>,
+    /// The budget of `Nominated` Events (past it they are dropped).
+    nomination_events: lifecycle::NominationEvents,
     /// Pods' creation times (pending time).
     created: BTreeMap<PodRef, DateTime<Utc>>,
     /// Statuses last written, to write only changes.
@@ -172,6 +174,7 @@ impl Driver {
             launch_errors: BTreeMap::new(),
             initialized: BTreeSet::new(),
             unschedulable: BTreeMap::new(),
+            nomination_events: lifecycle::NominationEvents::default(),
             nominations_written: BTreeMap::new(),
             created: BTreeMap::new(),
             written: lifecycle::Written::default(),
@@ -214,6 +217,11 @@ impl Driver {
         if let Some(engine) = &mut self.engine {
             engine.handle(now, Event::CatalogChanged(catalog));
         }
+    }
+
+    /// The budget of `Nominated` Events.
+    pub(crate) fn nomination_events(&self) -> &lifecycle::NominationEvents {
+        &self.nomination_events
     }
 
     /// The engine, once built.

@@ -88,27 +88,46 @@ pub fn launch_failed_event(ctx: &std::sync::Arc<Context>, claim: &str, error: &C
     spawn_event(ctx, claim_ref(ctx, claim), true, reason, error.to_string());
 }
 
-/// `Nominated` on each pod the engine expects on a new claim.
+/// How many `Nominated` Events may go out: Karpenter's budget for them (10 at once, then 5 a
+/// second), past which they are dropped rather than queued. A batch of 10,000 pods would
+/// otherwise queue 10,000 Events behind the loop's rate limit, minutes of writes that tell a
+/// human nothing the pods' binding does not tell a moment later.
+#[derive(Debug)]
+pub struct NominationEvents(governor::DefaultDirectRateLimiter);
+
+impl Default for NominationEvents {
+    fn default() -> Self {
+        Self(governor::RateLimiter::direct(
+            governor::Quota::per_second(NOMINATION_EVENTS_PER_SECOND)
+                .allow_burst(NOMINATION_EVENTS_BURST),
+        ))
+    }
+}
+
+impl NominationEvents {
+    /// Whether one more `Nominated` Event may go out now (takes it from the budget).
+    pub fn allow(&self) -> bool {
+        self.0.check().is_ok()
+    }
+}
+
+const NOMINATION_EVENTS_PER_SECOND: std::num::NonZeroU32 = std::num::NonZeroU32::new(5).unwrap();
+const NOMINATION_EVENTS_BURST: std::num::NonZeroU32 = std::num::NonZeroU32::new(10).unwrap();
+
+/// `Nominated` on each pod the engine expects on a new claim, within the Events' budget.
 pub fn nominated_events(driver: &Driver, claim: &str) {
     let Some(engine) = driver.engine() else {
         return;
     };
     let ctx = driver.ctx();
-    let nominated: Vec<PodRef> = driver
-        .ctx()
-        .stores
-        .pods
-        .state()
-        .iter()
-        .map(|p| {
-            PodRef::new(
-                p.metadata.namespace.as_deref().unwrap_or("default"),
-                p.metadata.name.as_deref().unwrap_or_default(),
-            )
-        })
-        .filter(|id| engine.placement(id) == Some(claim))
-        .collect();
+    // The claim's residents, not every pod in the cluster: a pass that launches 2,000 claims
+    // over 10,000 pending pods must not scan the pods 2,000 times.
+    let nominated: Vec<PodRef> = engine.nominated_to(claim).cloned().collect();
     for id in nominated {
+        if !driver.nomination_events().allow() {
+            tracing::debug!(nodeclaim = claim, pod = %id, "Nominated Event dropped: over its budget");
+            continue;
+        }
         spawn_event(
             ctx,
             pod_ref(ctx, &id),
@@ -201,4 +220,17 @@ pub fn disrupting_event(
         "Disrupting",
         format!("{reason}: removing this node saves up to ${saving:.4}/h"),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NominationEvents;
+
+    #[test]
+    fn nomination_events_past_the_burst_are_dropped_not_queued() {
+        let budget = NominationEvents::default();
+        let allowed = (0..1_000).filter(|_| budget.allow()).count();
+        // Ten at once; a thousand asked in a moment get at most one more refill.
+        assert!((10..=11).contains(&allowed), "{allowed} allowed");
+    }
 }

@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 use quartermaster_policies::{NodeClaimStatus, NodePoolStatus};
 
 pub use events::{
-    disrupting_event, initialized_event, launch_failed_event, launched_event, nominated_events,
-    rebooting_event, unschedulable_event,
+    NominationEvents, disrupting_event, initialized_event, launch_failed_event, launched_event,
+    nominated_events, rebooting_event, unschedulable_event,
 };
 pub use registration::{
     Registration, cordon, cordoned_for_disruption, needs_registration, register,

@@ -88,7 +88,11 @@ impl Env {
         );
         let ctx = Arc::new(Context {
             stores,
-            writer: Writer::new(client, leadership.subscribe(), Some("test".into())),
+            writer: Writer::new(
+                crate::client::LoopClients::shared(client),
+                leadership.subscribe(),
+                Some("test".into()),
+            ),
             providers,
             catalog,
             clock: clock.clone(),
