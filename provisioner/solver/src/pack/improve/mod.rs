@@ -113,6 +113,11 @@ struct Improver<'p, 'a> {
     index: Vec<BTreeSet<(i64, u32)>>,
     /// Each bin's key in `index`.
     key: Vec<Option<(usize, i64)>>,
+    /// While set, [`Improver::reindex`] only notes the bin in `stale`: a run of changes that
+    /// reads no target (a ruin, an undo) re-keys each bin it touched once, at its end.
+    deferring: bool,
+    /// Bins whose key in `index` waits for [`Improver::flush_index`].
+    stale: Vec<usize>,
     /// Bins dropped by the empty move.
     closed: Vec<bool>,
     work: u64,
@@ -263,6 +268,8 @@ impl<'p, 'a> Improver<'p, 'a> {
             host_skew,
             index: vec![BTreeSet::new(); zones + 1],
             key: vec![None; bins],
+            deferring: false,
+            stale: Vec::new(),
             closed: vec![false; bins],
             work: 0,
             budget,
@@ -291,6 +298,10 @@ impl<'p, 'a> Improver<'p, 'a> {
     /// Puts bin `b` in the index under its current free CPU (or takes it out when closed or
     /// empty and new).
     fn reindex(&mut self, b: usize) {
+        if self.deferring {
+            self.stale.push(b);
+            return;
+        }
         if let Some((slot, free)) = self.key[b].take() {
             self.index[slot].remove(&(free, b as u32));
         }
@@ -306,6 +317,26 @@ impl<'p, 'a> Improver<'p, 'a> {
             self.index[slot].insert((free, b as u32));
             self.key[b] = Some((slot, free));
         }
+    }
+
+    /// From now until [`Improver::flush_index`], changes re-key their bins once, at the flush.
+    /// The index then holds what it would after re-keying at every change: a bin's key is a
+    /// function of its state alone.
+    fn defer_index(&mut self) {
+        self.deferring = true;
+    }
+
+    /// Re-keys every bin changed since [`Improver::defer_index`].
+    fn flush_index(&mut self) {
+        self.deferring = false;
+        let mut stale = std::mem::take(&mut self.stale);
+        stale.sort_unstable();
+        stale.dedup();
+        for &b in &stale {
+            self.reindex(b);
+        }
+        stale.clear();
+        self.stale = stale;
     }
 
     fn price(&self, b: usize) -> f64 {

@@ -47,6 +47,8 @@ impl Improver<'_, '_> {
         let before = self.usage_before();
         let mut log: Vec<Op> = Vec::new();
         let mut removed: Vec<(usize, usize, usize)> = Vec::new();
+        // The ruin and the shrinking read no target: the chunk's bins are re-keyed once, after.
+        self.defer_index();
         for &a in chunk {
             if self.closed[a] {
                 continue;
@@ -66,6 +68,7 @@ impl Improver<'_, '_> {
             }
         }
         if removed.is_empty() {
+            self.flush_index();
             return false;
         }
         for &a in chunk {
@@ -92,6 +95,7 @@ impl Improver<'_, '_> {
                 });
             }
         }
+        self.flush_index();
         // Pods under a hostname rule first (as construction placed them before the pods their
         // rules count), then the most valuable first.
         let classes = &self.p.classes;
@@ -149,6 +153,7 @@ impl Improver<'_, '_> {
 
     /// Undoes `log`, last change first.
     pub(super) fn undo(&mut self, log: Vec<Op>) {
+        self.defer_index();
         for op in log.into_iter().rev() {
             match op {
                 Op::Unplaced { pod, class, bin } => self.place(pod, class, bin),
@@ -162,5 +167,6 @@ impl Improver<'_, '_> {
                 Op::Reopened { bin } => self.close(bin),
             }
         }
+        self.flush_index();
     }
 }

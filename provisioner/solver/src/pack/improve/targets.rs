@@ -16,6 +16,10 @@ impl Improver<'_, '_> {
     /// The open bin (not `from` when `exclude`) with the least free CPU that holds a pod of
     /// class `c` as it is, at no added cost; `from` also names the pod's zone.
     pub(super) fn free_target(&mut self, c: usize, from: usize, exclude: bool) -> Option<usize> {
+        debug_assert!(
+            !self.deferring,
+            "targets read from an index with stale keys"
+        );
         let requests = self.p.classes[c].requests;
         let need = requests.get(CPU);
         // Candidates that hold the pod, by the larger share of its capacity a bin would leave
@@ -64,6 +68,10 @@ impl Improver<'_, '_> {
         exclude: bool,
         max_cost: f64,
     ) -> Option<(usize, usize, usize, f64)> {
+        debug_assert!(
+            !self.deferring,
+            "targets read from an index with stale keys"
+        );
         let requests = self.p.classes[c].requests;
         let mut best: Option<(usize, usize, usize, f64)> = None;
         for slot in self.slots(c, from) {
