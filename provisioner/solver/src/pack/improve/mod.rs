@@ -118,6 +118,8 @@ struct Improver<'p, 'a> {
     deferring: bool,
     /// Bins whose key in `index` waits for [`Improver::flush_index`].
     stale: Vec<usize>,
+    /// [`Improver::free_target`]'s candidates, kept between calls.
+    fitting: Vec<(f64, usize)>,
     /// Bins dropped by the empty move.
     closed: Vec<bool>,
     work: u64,
@@ -270,6 +272,7 @@ impl<'p, 'a> Improver<'p, 'a> {
             key: vec![None; bins],
             deferring: false,
             stale: Vec::new(),
+            fitting: Vec::new(),
             closed: vec![false; bins],
             work: 0,
             budget,

@@ -5,11 +5,12 @@ use super::*;
 
 impl Improver<'_, '_> {
     /// Zone slots a pod of class `c` now on bin `from` may move to.
-    pub(super) fn slots(&self, c: usize, from: usize) -> Vec<usize> {
+    pub(super) fn slots(&self, c: usize, from: usize) -> std::ops::Range<usize> {
         if self.cross_zone[c] {
-            (0..self.index.len()).collect()
+            0..self.index.len()
         } else {
-            vec![self.zone_slot(from)]
+            let slot = self.zone_slot(from);
+            slot..slot + 1
         }
     }
 
@@ -25,7 +26,9 @@ impl Improver<'_, '_> {
         // Candidates that hold the pod, by the larger share of its capacity a bin would leave
         // unused in CPU or memory afterwards (best fit in the worse dimension, so that what
         // is left stays usable by the pods to come).
-        let mut fitting: Vec<(f64, usize)> = Vec::new();
+        // A buffer kept between calls (this runs once per pod moved).
+        let mut fitting = std::mem::take(&mut self.fitting);
+        fitting.clear();
         for slot in self.slots(c, from) {
             for &(_, b) in self.index[slot].range((need, 0)..).take(SCAN) {
                 let b = b as usize;
@@ -47,16 +50,19 @@ impl Improver<'_, '_> {
         }
         self.work += fitting.len() as u64;
         fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for (_, b) in fitting {
+        let mut found = None;
+        for &(_, b) in &fitting {
             if !self.allowed_on(c, b) {
                 continue;
             }
             let room_left = self.p.bins[b].free;
             if self.rules_allow(c, b, &room_left) {
-                return Some(b);
+                found = Some(b);
+                break;
             }
         }
-        None
+        self.fitting = fitting;
+        found
     }
 
     /// The new bin (not `from` when `exclude`) that grows least to take a pod of class `c`,
