@@ -122,15 +122,14 @@ pub fn nominated_events(driver: &Driver, claim: &str) {
     let ctx = driver.ctx();
     // The claim's residents, not every pod in the cluster: a pass that launches 2,000 claims
     // over 10,000 pending pods must not scan the pods 2,000 times.
-    let nominated: Vec<PodRef> = engine.nominated_to(claim).cloned().collect();
-    for id in nominated {
+    for id in engine.nominated_to(claim) {
         if !driver.nomination_events().allow() {
             tracing::debug!(nodeclaim = claim, pod = %id, "Nominated Event dropped: over its budget");
             continue;
         }
         spawn_event(
             ctx,
-            pod_ref(ctx, &id),
+            pod_ref(ctx, id),
             false,
             "Nominated",
             format!("Pod should schedule on NodeClaim {claim}"),
