@@ -94,8 +94,9 @@ pub fn min_zone_count(zones: &[ZoneId], counts: &[i64], min_domains: Option<u32>
         .unwrap_or(0)
 }
 
-/// How many more pods of `class` fit a bin in `zone` with `free` room (`bin` is `None` for a
-/// bin not opened yet, which holds nothing). Rules relaxed by the packer are skipped.
+/// How many more pods of `class`, at most `cap` (at least 1), fit a bin in `zone` with `free`
+/// room (`bin` is `None` for a bin not opened yet, which holds nothing). Rules relaxed by the
+/// packer are skipped.
 #[allow(clippy::too_many_arguments)]
 pub fn room(
     class: &Class,
@@ -106,8 +107,9 @@ pub fn room(
     bin: Option<(usize, &Bin)>,
     zone: ZoneId,
     free: &Resources,
+    cap: i64,
 ) -> Result<i64, Block> {
-    let mut k = free.copies_of(&class.requests, i64::MAX);
+    let mut k = free.copies_of(&class.requests, cap.max(1));
     if k == 0 {
         return Err(Block::Resources);
     }

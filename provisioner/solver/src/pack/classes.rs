@@ -13,7 +13,7 @@ use quartermaster_policies::Requirements;
 use crate::pod::{
     HOSTNAME, HostPort, Pod, PodAffinityTerm, WhenUnsatisfiable, ZONE, tolerates_all,
 };
-use crate::resources::Resources;
+use crate::resources::{CPU, Resources};
 use crate::snapshot::ClusterSnapshot;
 
 use super::shapes::{Shape, ZoneId};
@@ -125,6 +125,10 @@ pub struct CompatSet {
     pub by_shape: Vec<u32>,
     /// Preferred node-affinity weights dropped to find any shape.
     pub relaxed: Vec<i32>,
+    /// Indices into `list` by the price per CPU of the shape's first allowed offering, lowest
+    /// first (shapes without CPU first, at 0): a pod's cost on a shape is at least its CPU
+    /// times that, which lets [`build_classes`] stop looking for the cheapest.
+    pub by_cpu_price: Vec<(f64, u32)>,
 }
 
 /// Pods that the packer treats as one.
@@ -449,7 +453,17 @@ pub fn build_classes(
                 set.by_shape = vec![u32::MAX; shapes.len()];
                 for (i, c) in set.list.iter().enumerate() {
                     set.by_shape[c.shape as usize] = i as u32;
+                    let shape = &shapes[c.shape as usize];
+                    let cpu = shape.allocatable.get(CPU);
+                    let per_cpu = if cpu > 0 {
+                        shape.offerings[c.offerings[0] as usize].price / cpu as f64
+                    } else {
+                        0.0
+                    };
+                    set.by_cpu_price.push((per_cpu, i as u32));
                 }
+                set.by_cpu_price
+                    .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
                 Rc::new(set)
             })
             .clone();
@@ -475,16 +489,7 @@ pub fn build_classes(
             })
             .map(|(i, _)| i)
             .collect();
-        let value = compat
-            .list
-            .iter()
-            .filter(|c| rep.requests.fits_in(&shapes[c.shape as usize].allocatable))
-            .map(|c| {
-                let shape = &shapes[c.shape as usize];
-                shape.offerings[c.offerings[0] as usize].price
-                    * dominant_share(&rep.requests, &shape.allocatable)
-            })
-            .fold(f64::INFINITY, f64::min);
+        let value = cheapest_share(&rep.requests, &compat, shapes);
         let fits_any = value.is_finite();
         let relaxed = compat.relaxed.clone();
         let mut class = Class {
@@ -565,6 +570,43 @@ pub fn repels(existing: &Pod, pod: &Pod, topology_key: &str) -> bool {
             })
             && t.selector.matches(&pod.labels)
     })
+}
+
+/// The least a pod with `requests` costs on a compatible shape it fits: the price of the
+/// shape's first allowed offering times the pod's dominant share of it (infinite when it fits
+/// none). Shapes are read by price per CPU and the scan stops where that alone costs more than
+/// the best found (with a margin far above float rounding, so the result is the full scan's).
+fn cheapest_share(requests: &Resources, compat: &CompatSet, shapes: &[Shape]) -> f64 {
+    let cpu = requests.get(CPU) as f64;
+    let mut best = f64::INFINITY;
+    for &(per_cpu, i) in &compat.by_cpu_price {
+        if cpu * per_cpu > best * (1.0 + 1e-9) {
+            break;
+        }
+        let c = &compat.list[i as usize];
+        let shape = &shapes[c.shape as usize];
+        if requests.fits_in(&shape.allocatable) {
+            let cost = shape.offerings[c.offerings[0] as usize].price
+                * dominant_share(requests, &shape.allocatable);
+            best = best.min(cost);
+        }
+    }
+    debug_assert_eq!(
+        best.to_bits(),
+        compat
+            .list
+            .iter()
+            .filter(|c| requests.fits_in(&shapes[c.shape as usize].allocatable))
+            .map(|c| {
+                let shape = &shapes[c.shape as usize];
+                shape.offerings[c.offerings[0] as usize].price
+                    * dominant_share(requests, &shape.allocatable)
+            })
+            .fold(f64::INFINITY, f64::min)
+            .to_bits(),
+        "the scan by price per CPU stopped before the cheapest shape"
+    );
+    best
 }
 
 /// The largest fraction of `capacity` that `requests` takes in any resource.

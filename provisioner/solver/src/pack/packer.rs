@@ -15,9 +15,9 @@ use super::shapes::{Shape, ZoneId, Zones};
 
 mod limits;
 mod opening;
+mod window;
 
-/// How many following classes a new node is filled from when it is opened.
-const FILL_WINDOW: usize = 24;
+use window::Window;
 
 /// The packer's working state.
 pub struct Packer<'a> {
@@ -49,6 +49,12 @@ pub struct Packer<'a> {
     pub tiers: Vec<Vec<usize>>,
     /// Memo of the last shape/offering a class opened, while it stays the best.
     memo: Vec<Option<(usize, usize)>>,
+    /// The order classes are placed in (set by [`Packer::run`]).
+    order: Vec<usize>,
+    /// Per position in `order`: a position at or before the next class with pods left. A
+    /// class's pods only ever leave, so a position once passed over stays passed over; the
+    /// pointers let the window skip the placed classes instead of scanning them.
+    skip: Vec<u32>,
 }
 
 impl<'a> Packer<'a> {
@@ -165,6 +171,8 @@ impl<'a> Packer<'a> {
             strategy,
             tiers,
             memo,
+            order: Vec::new(),
+            skip: Vec::new(),
         }
     }
 
@@ -210,10 +218,12 @@ impl<'a> Packer<'a> {
     /// Places every class; what cannot be placed lands in `unschedulable`.
     pub fn run(&mut self, static_reason: impl Fn(&Packer<'_>, usize) -> String) {
         let order = self.order();
+        self.skip = (0..=order.len() as u32).collect();
+        self.order = order.clone();
         for (position, &c) in order.iter().enumerate() {
             loop {
                 let relaxed_before = self.classes[c].relaxed_rules.len();
-                let block = self.place_class(c, &order[position + 1..]);
+                let block = self.place_class(c, position + 1);
                 if self.remaining[c].is_empty() {
                     break;
                 }
@@ -234,8 +244,9 @@ impl<'a> Packer<'a> {
         }
     }
 
-    /// Places as many pods of class `c` as possible; returns why the rest could not be placed.
-    fn place_class(&mut self, c: usize, later: &[usize]) -> Option<String> {
+    /// Places as many pods of class `c` as possible (`later` is the position in the order of
+    /// the classes after it); returns why the rest could not be placed.
+    fn place_class(&mut self, c: usize, later: usize) -> Option<String> {
         // 1. Room already paid for: existing nodes, in-flight claims, nodes planned so far.
         for b in 0..self.bins.len() {
             if self.remaining[c].is_empty() {
@@ -252,11 +263,16 @@ impl<'a> Packer<'a> {
         // the skew allowed then) is offered the class again before the next one is opened: each
         // placement may raise the least-loaded zone's count and with it the allowance.
         let mut waiting: Vec<usize> = Vec::new();
+        let mut window = Window::default();
         while !self.remaining[c].is_empty() {
             if self.strategy == Strategy::CostOptimal && self.refill(c, &mut waiting) {
                 continue;
             }
-            match self.open_bin(c, later) {
+            // Placing `c` changes no later class, so one window serves the choice and the fill.
+            if self.strategy == Strategy::CostOptimal {
+                self.window(later, &mut window);
+            }
+            match self.open_bin(c, &window) {
                 Ok(b) => {
                     let k = self.room_on_bin(c, b).unwrap_or(0);
                     if k == 0 {
@@ -265,7 +281,7 @@ impl<'a> Packer<'a> {
                     self.place(c, b, k);
                     waiting.push(b);
                     if self.strategy == Strategy::CostOptimal {
-                        self.fill(b, later);
+                        self.fill(b, &window);
                     }
                 }
                 Err(reason) => return Some(reason),
@@ -317,6 +333,7 @@ impl<'a> Packer<'a> {
             Some((b, bin)),
             bin.zone,
             &bin.free,
+            self.remaining[c].len() as i64,
         )?;
         // Pods already on an existing node may repel this class.
         if let BinKind::Existing(_) = bin.kind {
@@ -381,17 +398,9 @@ impl<'a> Packer<'a> {
         }
     }
 
-    /// Fills a freshly opened bin from the classes that come later.
-    fn fill(&mut self, b: usize, later: &[usize]) {
-        let mut taken = 0;
-        for &c2 in later {
-            if taken == FILL_WINDOW {
-                break;
-            }
-            if self.remaining[c2].is_empty() {
-                continue;
-            }
-            taken += 1;
+    /// Fills a freshly opened bin from the classes of `window`.
+    fn fill(&mut self, b: usize, window: &Window) {
+        for c2 in window.entries.iter().map(|e| e.class) {
             if self.may_use_bin(c2, b)
                 && let Ok(k) = self.room_on_bin(c2, b)
             {

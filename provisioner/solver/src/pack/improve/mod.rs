@@ -513,6 +513,7 @@ impl<'p, 'a> Improver<'p, 'a> {
             Some((b, bin)),
             bin.zone,
             free,
+            1,
         )
         .is_err()
         {

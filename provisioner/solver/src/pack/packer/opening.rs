@@ -7,7 +7,8 @@ use crate::pack::bins::{Bin, BinKind, Block, room};
 use crate::pack::classes::Topology;
 use crate::resources::Resources;
 
-use super::{FILL_WINDOW, Packer};
+use super::Packer;
+use super::window::{Window, WindowBound};
 
 /// One way to open a bin for a class.
 #[derive(Debug, Clone, Copy)]
@@ -19,6 +20,20 @@ struct Candidate {
     saturated: bool,
     /// What the node would hold: the anchor's pods and the fill.
     requests: Resources,
+}
+
+/// How far below the best score an option's most must be to be left unevaluated: far above
+/// both float rounding and the 1e-12 within which [`Packer::choose`] counts scores as equal.
+const PRUNE_MARGIN: f64 = 1e-9;
+
+/// Whether [`Packer::choose`] found a candidate to open.
+enum Choice {
+    /// This one passes the guards.
+    Open(Candidate),
+    /// There is none (left).
+    None,
+    /// The best was ruled out by a guard and the choice was asked to stop there.
+    Guarded,
 }
 
 /// `k` times `r`.
@@ -57,6 +72,7 @@ impl Packer<'_> {
                 None,
                 zone,
                 &alloc,
+                self.remaining[c].len() as i64,
             ) {
                 Ok(k) if k > 0 => {
                     let load = spread_group.map_or(0, |g| self.groups.groups[g].in_zone(zone));
@@ -74,14 +90,14 @@ impl Packer<'_> {
         best.map(|(o, k, _)| (o, k)).ok_or(last_block)
     }
 
-    /// Value per dollar of opening `shape`/`offering` for class `c`, filling it from `later`.
+    /// Value per dollar of opening `shape`/`offering` for class `c`, filling it from `window`
+    /// (empty for the greedy baseline). `allowed` is a buffer.
     fn evaluate(
         &self,
         c: usize,
-        shape: usize,
-        offering: usize,
-        anchor_room: i64,
-        later: &[usize],
+        (shape, offering, anchor_room): (usize, usize, i64),
+        window: &Window,
+        allowed: &mut Vec<bool>,
     ) -> Candidate {
         let s = &self.shapes[shape];
         let price = s.offerings[offering].price;
@@ -107,39 +123,37 @@ impl Packer<'_> {
             free.0[slot] -= amount * k;
         }
         let mut value = k as f64 * anchor.value.max(1e-9);
-        let mut taken = 0;
-        for &c2 in later {
-            if taken == FILL_WINDOW {
-                break;
-            }
-            let rem2 = self.remaining[c2].len() as i64;
-            if rem2 == 0 {
+        window.allowed(shape, offering, allowed);
+        for e in &window.entries {
+            if !allowed[e.compat] {
                 continue;
             }
-            taken += 1;
-            let class2 = &self.classes[c2];
-            if !class2.allows(shape, offering) {
-                continue;
-            }
-            let Ok(k2) = room(
-                class2,
-                c2,
-                &self.classes,
-                &self.groups,
-                &self.eligible_zones[c2],
-                None,
-                zone,
-                &free,
-            ) else {
-                continue;
+            let k2 = if e.plain {
+                free.copies_of(&e.requests, e.remaining)
+            } else {
+                let c2 = e.class;
+                room(
+                    &self.classes[c2],
+                    c2,
+                    &self.classes,
+                    &self.groups,
+                    &self.eligible_zones[c2],
+                    None,
+                    zone,
+                    &free,
+                    e.remaining,
+                )
+                .unwrap_or(0)
             };
-            let k2 = k2.min(rem2);
-            saturated &= k2 < rem2;
-            for (slot, amount) in class2.requests.0.iter().enumerate() {
+            if k2 == 0 {
+                continue;
+            }
+            saturated &= k2 < e.remaining;
+            for (slot, amount) in e.requests.0.iter().enumerate() {
                 free.0[slot] -= amount * k2;
                 requests.0[slot] += amount * k2;
             }
-            value += k2 as f64 * class2.value.max(1e-9);
+            value += k2 as f64 * e.value;
         }
         Candidate {
             shape,
@@ -152,7 +166,7 @@ impl Packer<'_> {
     }
 
     /// Opens the best new bin for class `c`, or says why none can be opened.
-    pub(super) fn open_bin(&mut self, c: usize, later: &[usize]) -> Result<usize, String> {
+    pub(super) fn open_bin(&mut self, c: usize, window: &Window) -> Result<usize, String> {
         let mut last_reason: Option<String> = None;
         // A remembered choice stays best while the last evaluation was not limited by how many
         // pods were left (the same fill would come out again), unless a zonal spread rule
@@ -189,8 +203,10 @@ impl Packer<'_> {
         }
         self.memo[c] = None;
         let mut guard_reason: Option<String> = None;
+        let bound = (self.strategy == Strategy::CostOptimal).then(|| WindowBound::of(window));
+        let mut allowed = Vec::new();
         for tier in 0..self.tiers.len() {
-            let mut candidates: Vec<Candidate> = Vec::new();
+            let mut options: Vec<(usize, usize, i64)> = Vec::new();
             let compat_len = self.classes[c].compat.list.len();
             for i in 0..compat_len {
                 let shape = self.classes[c].compat.list[i].shape as usize;
@@ -215,38 +231,26 @@ impl Packer<'_> {
                     }
                     continue;
                 }
-                candidates.push(self.evaluate(c, shape, offering, k, later));
+                options.push((shape, offering, k));
             }
-            // The best candidate that passes the pool's guards (maxGpuOvershoot, minValues),
-            // checked lazily: they look at the pool's other offerings.
-            loop {
-                let mut best: Option<usize> = None;
-                for (i, candidate) in candidates.iter().enumerate() {
-                    let better = match best {
-                        None => true,
-                        Some(b) => {
-                            let b = &candidates[b];
-                            candidate.score > b.score * (1.0 + 1e-12)
-                                || (candidate.score >= b.score * (1.0 - 1e-12)
-                                    && candidate.price < b.price)
-                        }
-                    };
-                    if better {
-                        best = Some(i);
-                    }
+            // First with the options that cannot beat the best left unevaluated; when a guard
+            // rules out the best, again with every option, so the next best is the true one.
+            let pruned = bound
+                .as_ref()
+                .map(|b| self.evaluate_pruned(c, &options, window, b, &mut allowed));
+            if let Some(candidates) = pruned {
+                match self.choose(c, candidates, &mut guard_reason, true) {
+                    Choice::Open(best) => return Ok(self.open_candidate(c, &best)),
+                    Choice::None => continue,
+                    Choice::Guarded => {}
                 }
-                let Some(i) = best else {
-                    break;
-                };
-                let best = candidates.swap_remove(i);
-                if let Err(reason) = self.guards(c, best.shape, best.offering, &best.requests) {
-                    guard_reason.get_or_insert(reason);
-                    continue;
-                }
-                if best.saturated {
-                    self.memo[c] = Some((best.shape, best.offering));
-                }
-                return Ok(self.open(c, best.shape, best.offering));
+            }
+            let candidates = options
+                .iter()
+                .map(|&option| self.evaluate(c, option, window, &mut allowed))
+                .collect();
+            if let Choice::Open(best) = self.choose(c, candidates, &mut guard_reason, false) {
+                return Ok(self.open_candidate(c, &best));
             }
         }
         // A guard ruled out an offering that could otherwise hold the pods: the best one's
@@ -254,6 +258,98 @@ impl Packer<'_> {
         Err(guard_reason
             .or(last_reason)
             .unwrap_or_else(|| "no NodePool can launch a node for it".to_owned()))
+    }
+
+    /// Opens `best` for class `c`, remembering it while the fill was not cut short by the
+    /// pods left.
+    fn open_candidate(&mut self, c: usize, best: &Candidate) -> usize {
+        if best.saturated {
+            self.memo[c] = Some((best.shape, best.offering));
+        }
+        self.open(c, best.shape, best.offering)
+    }
+
+    /// The best candidate that passes the pool's guards (maxGpuOvershoot, minValues), checked
+    /// lazily: they look at the pool's other offerings. Best is the highest score, the cheaper
+    /// among equal scores, the earlier among equal prices. With `first_only`, a best that a
+    /// guard rules out ends the choice ([`Choice::Guarded`]).
+    fn choose(
+        &self,
+        c: usize,
+        mut candidates: Vec<Candidate>,
+        guard_reason: &mut Option<String>,
+        first_only: bool,
+    ) -> Choice {
+        loop {
+            let mut best: Option<usize> = None;
+            for (i, candidate) in candidates.iter().enumerate() {
+                let better = match best {
+                    None => true,
+                    Some(b) => {
+                        let b = &candidates[b];
+                        candidate.score > b.score * (1.0 + 1e-12)
+                            || (candidate.score >= b.score * (1.0 - 1e-12)
+                                && candidate.price < b.price)
+                    }
+                };
+                if better {
+                    best = Some(i);
+                }
+            }
+            let Some(i) = best else {
+                return Choice::None;
+            };
+            let best = candidates.swap_remove(i);
+            match self.guards(c, best.shape, best.offering, &best.requests) {
+                Ok(()) => return Choice::Open(best),
+                Err(reason) => {
+                    guard_reason.get_or_insert(reason);
+                    if first_only {
+                        return Choice::Guarded;
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Self::evaluate`] for the options (shape, offering, room for the anchor) in the order
+    /// of the most each could score, stopping at the first whose most is below the best score
+    /// found: every option left out scores less than the one [`Self::choose`] picks, so the
+    /// pick is the one over every option. The candidates come back in the options' order.
+    fn evaluate_pruned(
+        &self,
+        c: usize,
+        options: &[(usize, usize, i64)],
+        window: &Window,
+        bound: &WindowBound,
+        allowed: &mut Vec<bool>,
+    ) -> Vec<Candidate> {
+        let anchor = &self.classes[c];
+        let rem = self.remaining[c].len() as i64;
+        let mut most: Vec<(f64, usize)> = options
+            .iter()
+            .enumerate()
+            .map(|(i, &(shape, offering, room))| {
+                let s = &self.shapes[shape];
+                let k = room.min(rem);
+                let free = s.allocatable.saturating_sub(&scaled(&anchor.requests, k));
+                let value = k as f64 * anchor.value.max(1e-9) + bound.most(&free);
+                (value / s.offerings[offering].price, i)
+            })
+            .collect();
+        most.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut best = f64::NEG_INFINITY;
+        let mut kept: Vec<(usize, Candidate)> = Vec::new();
+        for &(most, i) in &most {
+            if most < best * (1.0 - PRUNE_MARGIN) {
+                break;
+            }
+            let candidate = self.evaluate(c, options[i], window, allowed);
+            best = best.max(candidate.score);
+            kept.push((i, candidate));
+        }
+        kept.sort_unstable_by_key(|&(i, _)| i);
+        kept.into_iter().map(|(_, candidate)| candidate).collect()
     }
 
     fn open(&mut self, _c: usize, shape: usize, offering: usize) -> usize {
