@@ -272,7 +272,7 @@ impl<'a> Packer<'a> {
             if self.strategy == Strategy::CostOptimal {
                 self.window(later, &mut window);
             }
-            match self.open_bin(c, &window) {
+            match self.open_bin(c, &mut window) {
                 Ok(b) => {
                     let k = self.room_on_bin(c, b).unwrap_or(0);
                     if k == 0 {

@@ -98,6 +98,7 @@ impl Improver<'_, '_> {
         self.flush_index();
         // Pods under a hostname rule first (as construction placed them before the pods their
         // rules count), then the most valuable first.
+        // Pods are unique, so the order is total and an unstable sort gives the stable one.
         let classes = &self.p.classes;
         let ruled = |c: usize| {
             classes[c]
@@ -105,13 +106,18 @@ impl Improver<'_, '_> {
                 .iter()
                 .any(|r| r.active && r.topology == Topology::Hostname)
         };
-        removed.sort_by(|x, y| {
-            ruled(y.1)
-                .cmp(&ruled(x.1))
-                .then(classes[y.1].value.total_cmp(&classes[x.1].value))
-                .then(classes[y.1].requests.cmp(&classes[x.1].requests))
-                .then(x.0.cmp(&y.0))
+        let mut keyed: Vec<(bool, f64, usize, usize, usize)> = removed
+            .iter()
+            .map(|&(pod, c, from)| (ruled(c), classes[c].value, c, pod, from))
+            .collect();
+        keyed.sort_unstable_by(|x, y| {
+            y.0.cmp(&x.0)
+                .then(y.1.total_cmp(&x.1))
+                .then_with(|| classes[y.2].requests.cmp(&classes[x.2].requests))
+                .then(x.3.cmp(&y.3))
         });
+        removed.clear();
+        removed.extend(keyed.iter().map(|&(_, _, c, pod, from)| (pod, c, from)));
         let mut ok = true;
         for &(pod, c, from) in &removed {
             let mut target = match self.free_target(c, from, false) {

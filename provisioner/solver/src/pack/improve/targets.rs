@@ -49,9 +49,14 @@ impl Improver<'_, '_> {
             }
         }
         self.work += fitting.len() as u64;
-        fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // Best fit first, ties on the bin: the first candidate usually takes the pod, so the
+        // next best is looked for only when one does not (no sort of them all).
         let mut found = None;
-        for &(_, b) in &fitting {
+        while let Some(i) = (0..fitting.len()).min_by(|&i, &j| {
+            let (a, b) = (fitting[i], fitting[j]);
+            a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+        }) {
+            let (_, b) = fitting.swap_remove(i);
             if !self.allowed_on(c, b) {
                 continue;
             }
@@ -81,13 +86,13 @@ impl Improver<'_, '_> {
         let requests = self.p.classes[c].requests;
         let mut best: Option<(usize, usize, usize, f64)> = None;
         for slot in self.slots(c, from) {
-            let candidates: Vec<u32> = self.index[slot]
-                .iter()
-                .rev()
-                .take(GROW_CANDIDATES)
-                .map(|&(_, b)| b)
-                .collect();
-            for b in candidates {
+            let mut candidates = [0u32; GROW_CANDIDATES];
+            let mut n = 0;
+            for &(_, b) in self.index[slot].iter().rev().take(GROW_CANDIDATES) {
+                candidates[n] = b;
+                n += 1;
+            }
+            for &b in &candidates[..n] {
                 let b = b as usize;
                 if (exclude && b == from) || !matches!(self.p.bins[b].kind, BinKind::New { .. }) {
                     continue;

@@ -96,7 +96,7 @@ impl Packer<'_> {
         &self,
         c: usize,
         (shape, offering, anchor_room): (usize, usize, i64),
-        window: &Window,
+        window: &mut Window,
         allowed: &mut Vec<bool>,
     ) -> Candidate {
         let s = &self.shapes[shape];
@@ -124,27 +124,16 @@ impl Packer<'_> {
         }
         let mut value = k as f64 * anchor.value.max(1e-9);
         window.allowed(shape, offering, allowed);
-        for e in &window.entries {
+        let caps = self.zone_caps(window, zone);
+        for (i, e) in window.entries.iter().enumerate() {
             if !allowed[e.compat] {
                 continue;
             }
-            let k2 = if e.plain {
-                free.copies_of(&e.requests, e.remaining)
-            } else {
-                let c2 = e.class;
-                room(
-                    &self.classes[c2],
-                    c2,
-                    &self.classes,
-                    &self.groups,
-                    &self.eligible_zones[c2],
-                    None,
-                    zone,
-                    &free,
-                    e.remaining,
-                )
-                .unwrap_or(0)
+            // What the rules allow in the zone (see `Window::caps`), then what fits.
+            let Some(cap) = window.caps[caps + i] else {
+                continue;
             };
+            let k2 = free.copies_of(&e.requests, cap);
             if k2 == 0 {
                 continue;
             }
@@ -166,7 +155,7 @@ impl Packer<'_> {
     }
 
     /// Opens the best new bin for class `c`, or says why none can be opened.
-    pub(super) fn open_bin(&mut self, c: usize, window: &Window) -> Result<usize, String> {
+    pub(super) fn open_bin(&mut self, c: usize, window: &mut Window) -> Result<usize, String> {
         let mut last_reason: Option<String> = None;
         // A remembered choice stays best while the last evaluation was not limited by how many
         // pods were left (the same fill would come out again), unless a zonal spread rule
@@ -320,7 +309,7 @@ impl Packer<'_> {
         &self,
         c: usize,
         options: &[(usize, usize, i64)],
-        window: &Window,
+        window: &mut Window,
         bound: &WindowBound,
         allowed: &mut Vec<bool>,
     ) -> Vec<Candidate> {

@@ -6,7 +6,12 @@ use std::rc::Rc;
 use crate::resources::{CPU, MEMORY, Resources};
 
 use super::Packer;
+use crate::pack::bins::room;
 use crate::pack::classes::{Class, CompatSet};
+use crate::pack::shapes::ZoneId;
+
+/// Room for any number of pods of any class: [`room`] then counts only what rules allow.
+const UNBOUNDED: Resources = Resources([i64::MAX / 4; crate::resources::MAX_RESOURCES]);
 
 /// How many following classes a new node is filled from when it is opened.
 pub(super) const FILL_WINDOW: usize = 24;
@@ -36,6 +41,13 @@ pub(super) struct Window {
     pub entries: Vec<Entry>,
     /// The distinct compatible-shape sets of the entries.
     pub compats: Vec<Rc<CompatSet>>,
+    /// The zones whose caps an opening's choice has worked out, in `caps` order.
+    cap_zones: Vec<ZoneId>,
+    /// Per zone of `cap_zones`, per entry: the most pods of the entry a new node in the zone
+    /// may take by its rules and the pods left, or `None` when a rule keeps the entry out of
+    /// the zone. Rules on a node not yet opened read only the zone and counts that do not
+    /// change while an opening is chosen, so one answer serves every shape in the zone.
+    pub caps: Vec<Option<i64>>,
 }
 
 impl Window {
@@ -144,6 +156,8 @@ impl Packer<'_> {
     pub(super) fn window(&mut self, from: usize, window: &mut Window) {
         window.entries.clear();
         window.compats.clear();
+        window.caps.clear();
+        window.cap_zones.clear();
         let end = self.order.len();
         let mut i = from;
         while i < end && window.entries.len() < FILL_WINDOW {
@@ -154,6 +168,38 @@ impl Packer<'_> {
                 i += 1;
             }
         }
+    }
+
+    /// Where `window.caps` holds the caps of `zone` (see there), working them out the first
+    /// time: [`room`] on a node not yet opened with room for any number of pods.
+    pub(super) fn zone_caps(&self, window: &mut Window, zone: ZoneId) -> usize {
+        let n = window.entries.len();
+        if let Some(k) = window.cap_zones.iter().position(|&z| z == zone) {
+            return k * n;
+        }
+        let start = window.caps.len();
+        for e in &window.entries {
+            let cap = if e.plain {
+                Some(e.remaining)
+            } else {
+                let c = e.class;
+                room(
+                    &self.classes[c],
+                    c,
+                    &self.classes,
+                    &self.groups,
+                    &self.eligible_zones[c],
+                    None,
+                    zone,
+                    &UNBOUNDED,
+                    e.remaining,
+                )
+                .ok()
+            };
+            window.caps.push(cap);
+        }
+        window.cap_zones.push(zone);
+        start
     }
 
     /// The first position at or after `i` whose class has pods left (`order.len()` if none);
@@ -221,7 +267,7 @@ mod tests {
         let window = Window {
             // 2 CPU for 3.0 (1.5 per CPU, 0.75 per GiB), 1 CPU for 1.0 (1.0 per CPU, 0.25 per GiB).
             entries: vec![entry(2000, 4 << 30, 3.0, 2), entry(1000, 4 << 30, 1.0, 4)],
-            compats: Vec::new(),
+            ..Window::default()
         };
         let bound = WindowBound::of(&window);
         let mut free = Resources::ZERO;
@@ -250,7 +296,7 @@ mod tests {
                     .iter()
                     .map(|&(cpu, gib, value, remaining, _)| entry(cpu, gib << 30, value, remaining))
                     .collect(),
-                compats: Vec::new(),
+                ..Window::default()
             };
             let allowed: Vec<bool> = pods.iter().map(|p| p.4).collect();
             let mut free = Resources::ZERO;
