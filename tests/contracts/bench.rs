@@ -124,6 +124,34 @@ fn bench_karpenter_shape_json_and_table() {
 }
 
 #[test]
+fn bench_search_effort_is_reported_and_zero_keeps_the_first_plan() {
+    let at = |effort: &str| {
+        let runs = bench_json(&[
+            "bench",
+            "--scenario",
+            "karpenter-shape",
+            "--pods",
+            "200",
+            "--search-effort",
+            effort,
+            "-o",
+            "json",
+        ]);
+        assert_sane(&runs[0], "karpenter-shape", 200);
+        assert_eq!(runs[0]["search_effort"].as_str(), None);
+        assert_eq!(
+            runs[0]["search_effort"].as_u64(),
+            Some(effort.parse().unwrap())
+        );
+        number(&runs[0], "cost_per_hour")
+    };
+    let (first, default) = (at("0"), at("100"));
+    assert!(default < first, "improved {default} vs first plan {first}");
+    let out = quartermaster(&["bench", "--search-effort", "-1"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+#[test]
 fn bench_rejects_an_unknown_scenario_listing_the_valid_ones() {
     let out = quartermaster(&["bench", "--scenario", "nope", "--pods", "10"]);
     assert_eq!(out.code, 1);

@@ -257,6 +257,7 @@ pub fn run(scenario: &crate::Scenario) -> BenchResult {
         repetitions: 1,
         baseline_solve_seconds: 0.0,
         passes: Some(passes),
+        search_effort: None,
     }
 }
 

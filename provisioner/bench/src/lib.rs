@@ -189,6 +189,10 @@ pub struct BenchResult {
     /// pass above), with the fleet's cost after each.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passes: Option<Vec<passes::Pass>>,
+    /// The solver's search effort when one was asked for ([`run_with`]), in percent of the
+    /// default improvement work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_effort: Option<u32>,
 }
 
 /// Solves `scenario` with [`Strategy::CostOptimal`] — timed, the best of up to
@@ -200,6 +204,13 @@ pub struct BenchResult {
 /// runs, so it covers the scenario's data plus the cost-optimal solver's working memory. If the
 /// reset fails, the process peak is reported and `peak_rss_reset` is false.
 pub fn run(scenario: &Scenario) -> BenchResult {
+    run_with(scenario, None)
+}
+
+/// [`run`] with the cost-optimal solves at `search_effort` percent of the default improvement
+/// work ([`SolveOptions::search_effort`]; `None` is the default). The consolidation scenario
+/// runs the engine's passes, which keep the default.
+pub fn run_with(scenario: &Scenario, search_effort: Option<u32>) -> BenchResult {
     if scenario.name == consolidation::NAME {
         return consolidation::run(scenario);
     }
@@ -211,6 +222,7 @@ pub fn run(scenario: &Scenario) -> BenchResult {
     let optimal = SolveOptions {
         strategy: Strategy::CostOptimal,
         skip_lower_bound: true,
+        search_effort,
         ..SolveOptions::default()
     };
     let greedy = SolveOptions {
@@ -236,7 +248,15 @@ pub fn run(scenario: &Scenario) -> BenchResult {
         repetitions += 1;
     }
     let peak_rss_mib = proc_status_mib("VmHWM:").unwrap_or(f64::NAN);
-    let bound = solve_with(snapshot, catalog, now, &SolveOptions::default());
+    let bound = solve_with(
+        snapshot,
+        catalog,
+        now,
+        &SolveOptions {
+            search_effort,
+            ..SolveOptions::default()
+        },
+    );
     debug_assert_eq!(bound.cost_per_hour, plan.cost_per_hour);
 
     let started = Instant::now();
@@ -275,6 +295,7 @@ pub fn run(scenario: &Scenario) -> BenchResult {
         repetitions,
         baseline_solve_seconds,
         passes: None,
+        search_effort,
     }
 }
 

@@ -379,6 +379,10 @@ pub struct PlanArgs {
     /// `spec.preferencePolicy`, itself `CostBounded` by default).
     #[arg(long, value_name = "POLICY", value_parser = parse_preference_policy)]
     pub preference_policy: Option<quartermaster_solver::PreferencePolicy>,
+    /// How much the solver improves its first plan, in percent of the default work (100): 0
+    /// keeps the construction's plan, more buys cheaper plans on large inputs for time.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub search_effort: Option<u32>,
     /// Capacity reservations (ODCRs, Capacity Blocks) to use, as the controller uses what the
     /// clouds report: a YAML or JSON list of `{id, cloud, instanceType, zone, count, available,
     /// type: default|capacity-block, start, end, pricePerHour, tags}`. A NodePool uses one when
@@ -417,6 +421,10 @@ pub struct BenchArgs {
     /// Number of pods (overrides the scenario's default sizes).
     #[arg(long, value_name = "N")]
     pub pods: Option<usize>,
+    /// How much the cost-optimal solver improves its first plan, in percent of the default
+    /// work (100): 0 keeps the construction's plan, more buys cheaper plans for time.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub search_effort: Option<u32>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Table)]
     pub output: PlanFormat,

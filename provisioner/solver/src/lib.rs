@@ -70,6 +70,12 @@ pub struct SolveOptions {
     /// one more solve per preference the policy decision did not already measure. `plan` and
     /// `explain` ask; the engine does not.
     pub price_preferences: bool,
+    /// How much improvement to do after construction, in percent of the default's work
+    /// (`None` is 100): the phase stops when it has made that many candidate checks or finds
+    /// nothing more. 0 keeps the construction's plan; more buys cheaper plans on large
+    /// snapshots for time. Counted in work, never in time, so a plan never depends on the
+    /// machine.
+    pub search_effort: Option<u32>,
 }
 
 /// Decides what to buy for `snapshot.pending`: the cheapest plan the packer finds, with a lower

@@ -31,7 +31,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow
                 "bench: {name}: {pods} pods (generated in {built:.3} s) ..."
             )?;
             err.flush()?;
-            let result = quartermaster_bench::run(&scenario);
+            let result = quartermaster_bench::run_with(&scenario, args.search_effort);
             writeln!(
                 err,
                 " {:.3} s, {} nodes, {}/h (baseline {}/h)",

@@ -65,6 +65,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write, _err: &mut dyn Write) -> anyhow
         .override_preference_policy(args.preference_policy);
     let options = quartermaster_solver::SolveOptions {
         price_preferences: true,
+        search_effort: args.search_effort,
         ..Default::default()
     };
     let mut plan = quartermaster_solver::solve_with(&ingested.snapshot, &catalog, now, &options);

@@ -100,7 +100,11 @@ pub fn solve(
     if options.strategy == Strategy::CostOptimal {
         let guarded = snapshot.node_pools.iter().any(guard::guarded);
         let saved = guarded.then(|| packer.save());
-        improve::improve(&mut packer, &pool_shapes);
+        improve::improve(
+            &mut packer,
+            &pool_shapes,
+            options.search_effort.unwrap_or(100),
+        );
         choices = finish::right_size(&mut packer, &pool_shapes);
         if let Some(saved) = saved
             && (0..packer.bins.len()).any(|b| packer.bin_guards(b).is_err())

@@ -183,6 +183,40 @@ fn the_improvement_is_deterministic() {
 }
 
 #[test]
+fn search_effort_trades_work_for_cost_and_keeps_every_rule() {
+    let catalog = linear_catalog();
+    let s = snapshot(karpenter_like(400, 5), vec![on_demand_pool("default")]);
+    let at = |effort: Option<u32>| {
+        crate::solve_with(
+            &s,
+            &catalog,
+            now(),
+            &SolveOptions {
+                search_effort: effort,
+                ..SolveOptions::default()
+            },
+        )
+    };
+    let default = at(None);
+    assert_eq!(at(Some(100)), default, "100% is the default");
+    let first = at(Some(0));
+    let more = at(Some(400));
+    for plan in [&first, &more] {
+        assert_eq!(placed(plan), 400);
+        assert_rules_hold(&s, plan);
+    }
+    // Effort 0 keeps the construction's plan; the default improves on it, and more never
+    // gives a dearer plan than the default on this input.
+    assert!(
+        default.cost_per_hour < first.cost_per_hour,
+        "{} vs construction {}",
+        default.cost_per_hour,
+        first.cost_per_hour
+    );
+    assert!(more.cost_per_hour <= default.cost_per_hour + 1e-9);
+}
+
+#[test]
 fn a_node_limit_is_never_passed_by_a_node_that_grows() {
     // The pool may hold 8 vCPU in all: whatever the improvement moves, the plan stays within.
     let catalog = linear_catalog();

@@ -50,18 +50,22 @@ const SCAN: usize = 32;
 const GROW_CANDIDATES: usize = 6;
 /// Nodes with at most this many pods are tried by the empty move.
 const EMPTY_MAX_PODS: usize = 8;
-/// Sweeps of ruin-and-recreate over every zone.
+/// Sweeps of ruin-and-recreate over every zone (at the default effort).
 const RECREATE_SWEEPS: usize = 6;
 /// Nodes ruined together.
 const CHUNK: usize = 64;
 /// Smallest saving that counts, dollars per hour.
 const EPS: f64 = 1e-9;
-/// Work budget: candidate checks per pending pod, plus a constant.
+/// Work budget: candidate checks per pending pod, plus a constant (at the default effort).
 const WORK_PER_POD: u64 = 80;
 const WORK_BASE: u64 = 20_000;
 
-/// Improves the packed state in place; see the module docs.
-pub fn improve(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) {
+/// Improves the packed state in place with `effort` percent of the default work (which also
+/// scales the number of sweeps); see the module docs.
+pub fn improve(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>], effort: u32) {
+    if effort == 0 {
+        return;
+    }
     let new_bins = packer
         .bins
         .iter()
@@ -71,9 +75,13 @@ pub fn improve(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) {
         // One new node is already the cheapest type for its pods: nothing to move between.
         return;
     }
-    let budget = WORK_BASE + WORK_PER_POD * packer.snapshot.pending.len() as u64;
+    let effort = u64::from(effort);
+    let budget = (WORK_BASE + WORK_PER_POD * packer.snapshot.pending.len() as u64)
+        .saturating_mul(effort)
+        / 100;
+    let sweeps = (RECREATE_SWEEPS as u64 * effort).div_ceil(100) as usize;
     let mut improver = Improver::new(packer, pool_shapes, budget);
-    for sweep in 0..RECREATE_SWEEPS {
+    for sweep in 0..sweeps {
         if improver.recreate_sweep(sweep) == 0 || improver.out_of_work() {
             break;
         }
