@@ -29,6 +29,10 @@ pub(crate) struct PodTable {
     /// Every waiting pod, those the last solve could not place included (a superset of
     /// `unplaced`): the solver's pending pods, without a scan of every pod.
     waiting: Residents,
+    /// Claim name -> how many pods are nominated to it and not bound yet. A claim with none
+    /// has no entry: the claims whose nominations the cluster may still overrule, without a
+    /// scan of every pod.
+    nominated: BTreeMap<String, usize>,
 }
 
 impl Deref for PodTable {
@@ -58,6 +62,14 @@ fn waiting(state: &PodState) -> bool {
     matches!(state, PodState::Waiting { .. })
 }
 
+/// The claim a pod is nominated to (and not bound yet), if any.
+fn nominated_to(state: &PodState) -> Option<&str> {
+    match state {
+        PodState::Nominated { claim } => Some(claim),
+        _ => None,
+    }
+}
+
 /// The claim a pod holds room on, if any.
 fn placed_on(state: &PodState) -> Option<&str> {
     match state {
@@ -82,6 +94,9 @@ impl PodTable {
         if waiting(&entry.state) {
             self.waiting.insert(id.clone(), entry.pod.clone());
         }
+        if let Some(claim) = nominated_to(&entry.state) {
+            Self::count_in(&mut self.nominated, claim, true);
+        }
         self.entries.insert(id, entry);
         previous
     }
@@ -97,6 +112,9 @@ impl PodTable {
         }
         if waiting(&entry.state) {
             self.waiting.remove(id);
+        }
+        if let Some(claim) = nominated_to(&entry.state) {
+            Self::count_in(&mut self.nominated, claim, false);
         }
         Some(entry)
     }
@@ -133,6 +151,15 @@ impl PodTable {
                 _ => {}
             }
         }
+        let (before, after) = (nominated_to(&entry.state), nominated_to(&state));
+        if before != after {
+            if let Some(claim) = before {
+                Self::count_in(&mut self.nominated, claim, false);
+            }
+            if let Some(claim) = after {
+                Self::count_in(&mut self.nominated, claim, true);
+            }
+        }
         entry.state = state;
         true
     }
@@ -162,6 +189,7 @@ impl PodTable {
         let Some(on) = self.residents.remove(claim) else {
             return Vec::new();
         };
+        self.nominated.remove(claim);
         let ids: Vec<PodRef> = on.into_keys().collect();
         for id in &ids {
             if let Some(e) = self.entries.get_mut(id) {
@@ -213,10 +241,27 @@ impl PodTable {
         self.residents.keys().map(String::as_str)
     }
 
+    /// The claims with at least one pod nominated and not bound yet, in name order.
+    pub fn nominated_claims(&self) -> impl Iterator<Item = &str> {
+        self.nominated.keys().map(String::as_str)
+    }
+
     /// How many pods are nominated or bound to `claim`.
     #[cfg(test)]
     pub fn resident_count(&self, claim: &str) -> usize {
         self.residents.get(claim).map_or(0, BTreeMap::len)
+    }
+
+    /// One more (`up`) or one fewer pod nominated to `claim`; a count that reaches zero goes.
+    fn count_in(counts: &mut BTreeMap<String, usize>, claim: &str, up: bool) {
+        if up {
+            *counts.entry(claim.to_owned()).or_default() += 1;
+        } else if let Some(n) = counts.get_mut(claim) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(claim);
+            }
+        }
     }
 
     fn leave(&mut self, claim: &str, id: &PodRef) {
@@ -259,6 +304,12 @@ impl PodTable {
                 .collect()
         };
         let (unplaced, waiting) = (ids_where(unplaced), ids_where(waiting));
+        let mut nominated: BTreeMap<String, usize> = BTreeMap::new();
+        for e in self.entries.values() {
+            if let Some(claim) = nominated_to(&e.state) {
+                *nominated.entry(claim.to_owned()).or_default() += 1;
+            }
+        }
         let shares = |index: &Residents| {
             index.iter().all(|(id, pod)| {
                 self.entries
@@ -267,6 +318,7 @@ impl PodTable {
             })
         };
         index == self.recount()
+            && self.nominated == nominated
             && self.unplaced.keys().collect::<Vec<_>>() == unplaced
             && self.waiting.keys().collect::<Vec<_>>() == waiting
             && shares(&self.unplaced)

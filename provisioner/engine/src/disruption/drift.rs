@@ -94,23 +94,25 @@ impl Engine {
         for name in forced {
             self.delete(now, &name, DeleteReason::Expired);
         }
+        // Created at or before this, a pool's claim has expired (`expireAfter` taken from `now`
+        // once per pool, not added to every claim's creation).
+        let expired_before: Vec<Option<DateTime<Utc>>> = self
+            .setup
+            .pools
+            .iter()
+            .map(|p| now.checked_sub_signed(TimeDelta::from_std(p.expire_after?).ok()?))
+            .collect();
         let expired: Vec<String> = self
             .claims
             .values()
             .filter(|c| c.phase() == Phase::Initialized && !c.deleting && !c.vacating())
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
-            .filter(|c| self.expires_at(c).is_some_and(|t| now >= t))
+            .filter(|c| expired_before[c.pool].is_some_and(|t| c.created_at <= t))
             .map(|c| c.name.clone())
             .collect();
         for name in expired {
             self.start_expiry(now, &name);
         }
-    }
-
-    /// When a claim expires (`expireAfter` after its creation).
-    fn expires_at(&self, c: &crate::state::Claim) -> Option<DateTime<Utc>> {
-        let after = self.setup.pools[c.pool].expire_after?;
-        Some(c.created_at + TimeDelta::from_std(after).ok()?)
     }
 
     fn start_expiry(&mut self, now: DateTime<Utc>, name: &str) {
@@ -145,22 +147,40 @@ impl Engine {
         self.batch.force = true;
     }
 
-    /// The next expiry or forced deletion.
+    /// The next expiry or forced deletion. A pool's claims expire in creation order, so only
+    /// its oldest candidate's creation has `expireAfter` added (this runs on every poll).
     pub(crate) fn disruption_deadline(&self) -> Option<DateTime<Utc>> {
-        self.claims
-            .values()
-            .filter(|c| !c.deleting)
-            .filter_map(|c| {
-                if c.vacating() {
-                    c.forced_at
-                } else if c.phase() == Phase::Initialized
-                    && self.setup.pools[c.pool].replicas.is_none()
-                {
-                    self.expires_at(c)
-                } else {
-                    None
+        let mut forced: Option<DateTime<Utc>> = None;
+        let mut oldest: Vec<Option<DateTime<Utc>>> = vec![None; self.setup.pools.len()];
+        for c in self.claims.values().filter(|c| !c.deleting) {
+            if c.vacating() {
+                forced = min_of(forced, c.forced_at);
+            } else if c.phase() == Phase::Initialized {
+                let pool = &self.setup.pools[c.pool];
+                if pool.replicas.is_none() && pool.expire_after.is_some() {
+                    oldest[c.pool] = min_of(oldest[c.pool], Some(c.created_at));
                 }
-            })
-            .min()
+            }
+        }
+        let expiring = oldest
+            .iter()
+            .enumerate()
+            .filter_map(|(pool, created)| self.expiry_from(pool, (*created)?))
+            .min();
+        min_of(forced, expiring)
+    }
+
+    /// When a claim of `pool` created at `created` expires.
+    fn expiry_from(&self, pool: usize, created: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let after = TimeDelta::from_std(self.setup.pools[pool].expire_after?).ok()?;
+        created.checked_add_signed(after)
+    }
+}
+
+/// The earlier of two optional times.
+fn min_of(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

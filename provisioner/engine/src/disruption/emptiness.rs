@@ -48,9 +48,10 @@ impl Engine {
         // table's indexes, not a scan of every pod (this runs only for a claim otherwise due).
         self.pods.unplaced().values().any(|p| fits(p))
             || self
-                .claims
-                .values()
-                .filter_map(|t| self.pods.residents(&t.name))
+                .pods
+                .nominated_claims()
+                .filter(|t| self.claims.contains_key(*t))
+                .filter_map(|t| self.pods.residents(t))
                 .flatten()
                 .any(|(id, p)| {
                     matches!(

@@ -1,8 +1,6 @@
 //! Nominations are hints: the kube-scheduler decides. Pods whose claim can no longer host
 //! them are solved again at once.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 use quartermaster_solver::{PodRef, Resources};
 
@@ -65,31 +63,45 @@ impl Engine {
         if !std::mem::take(&mut self.nominations_dirty) {
             return;
         }
-        let mut used: BTreeMap<&str, Resources> = BTreeMap::new();
-        for e in self.pods.values() {
-            if let PodState::Bound { claim } = &e.state {
-                *used.entry(claim.as_str()).or_default() += e.pod.requests;
-            }
-        }
+        // Only claims with a nomination outstanding can have one to release: found from the
+        // pod table's index, each with its residents (in pod order), not by a scan of every pod.
         let mut released = Vec::new();
-        for (id, e) in &self.pods {
-            let PodState::Nominated { claim } = &e.state else {
-                continue;
-            };
+        for claim in self.pods.nominated_claims() {
+            let nominated = self
+                .pods
+                .residents(claim)
+                .into_iter()
+                .flatten()
+                .filter(|(id, _)| {
+                    matches!(
+                        self.pods.get(*id).map(|e| &e.state),
+                        Some(PodState::Nominated { .. })
+                    )
+                });
             let Some(c) = self.claims.get(claim) else {
-                released.push(id.clone());
+                released.extend(nominated.map(|(id, _)| id.clone()));
                 continue;
             };
             // A node being vacated keeps its pods where they run until they move.
             if c.vacating() || c.deleting {
                 continue;
             }
-            let room = used.entry(claim.as_str()).or_default();
-            let need = *room + e.pod.requests;
-            if need.first_excess(&c.room).is_some() {
-                released.push(id.clone());
-            } else {
-                *room = need;
+            let mut room = Resources::ZERO;
+            for (id, pod) in self.pods.residents(claim).into_iter().flatten() {
+                if matches!(
+                    self.pods.get(id).map(|e| &e.state),
+                    Some(PodState::Bound { .. })
+                ) {
+                    room += pod.requests;
+                }
+            }
+            for (id, pod) in nominated {
+                let need = room + pod.requests;
+                if need.first_excess(&c.room).is_some() {
+                    released.push(id.clone());
+                } else {
+                    room = need;
+                }
             }
         }
         if released.is_empty() {

@@ -30,7 +30,6 @@ use crate::engine::Engine;
 pub(crate) const CONSOLIDATION_BACKOFF: TimeDelta = TimeDelta::minutes(15);
 use crate::events::DeleteReason;
 use crate::state::{Phase, PodState};
-use std::collections::BTreeSet;
 
 /// A move the solver found.
 pub(crate) struct Proposal {
@@ -371,31 +370,19 @@ impl Engine {
     ) {
         // Consolidation counts a nomination the cluster has not bound as settled once the grace
         // is over: wake up then, only for claims that have one (pods bound at once, as the
-        // simulator's planned binder does, need no wake-up).
-        let pending_grace: Vec<DateTime<Utc>> = self
-            .claims
-            .values()
+        // simulator's planned binder does, need no wake-up). The claims come from the pod
+        // table's index of outstanding nominations; only the earliest wake-up still ahead
+        // matters to [`Engine::next_deadline`], the only reader.
+        let grace = self.config.binding_grace;
+        let earliest = self
+            .pods
+            .nominated_claims()
+            .filter_map(|name| self.claims.get(name))
             .filter(|c| c.phase() == Phase::Initialized && !c.deleting)
-            .filter_map(|c| c.nominated_at.map(|t| t + self.config.binding_grace))
+            .filter_map(|c| c.nominated_at.map(|t| t + grace))
             .filter(|t| after.is_none_or(|p| *t > p))
-            .collect();
-        if !pending_grace.is_empty() {
-            let unbound: BTreeSet<&str> = self
-                .pods
-                .values()
-                .filter_map(|e| match &e.state {
-                    PodState::Nominated { claim } => Some(claim.as_str()),
-                    _ => None,
-                })
-                .collect();
-            times.extend(
-                self.claims
-                    .values()
-                    .filter(|c| c.phase() == Phase::Initialized && !c.deleting)
-                    .filter(|c| unbound.contains(c.name.as_str()))
-                    .filter_map(|c| c.nominated_at.map(|t| t + self.config.binding_grace)),
-            );
-        }
+            .min();
+        times.extend(earliest);
         if self.consolidation_enabled() && self.consolidation_seen != Some(self.version) {
             times.extend(self.consolidation_next);
         }
