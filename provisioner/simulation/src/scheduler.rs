@@ -59,10 +59,13 @@ pub fn choose<'c>(
     let most = binder == Binder::MostAllocated;
     let mut best: Option<(i64, &str)> = None;
     for (name, node) in cluster.nodes() {
+        // The score is arithmetic; a node that cannot beat the best so far is not filtered
+        // further (every filter must pass for a node to win, so the winner is the same).
         let Some(score) = score(node, pod, most) else {
             continue;
         };
         if best.is_some_and(|(b, _)| b >= score)
+            || !labels_admit(node, pod)
             || !feasible_with_pods(cluster, node, pod, anti_affine_residents)
         {
             continue;
@@ -79,23 +82,15 @@ pub fn has_required_anti_affinity(pod: &Pod) -> bool {
         .any(|t| t.preferred_weight.is_none())
 }
 
-/// The node's score for `pod` when the per-node filters pass (cordon, taints, node affinity,
-/// resources, host ports), else `None`. LeastAllocated (or MostAllocated, `most`) plus
-/// BalancedAllocation, 0..=200.
+/// The node's score for `pod` when it is schedulable and the pod's requests fit, else `None`.
+/// LeastAllocated (or MostAllocated, `most`) plus BalancedAllocation, 0..=200. The filters that
+/// compare strings are [`labels_admit`]'s.
 fn score(node: &Node, pod: &Pod, most: bool) -> Option<i64> {
-    // Every filter must pass, so their order changes no result: the arithmetic first (most
-    // nodes of a busy cluster are full), the string comparisons after.
     if node.cordoned {
         return None;
     }
     let requested = node.used + node.overhead + pod.requests;
     if requested.first_excess(&node.view.allocatable).is_some() {
-        return None;
-    }
-    if tolerates_all(&pod.tolerations, &node.view.taints).is_err() {
-        return None;
-    }
-    if !pod.node_terms.is_empty() && !pod.node_terms.iter().any(|t| t.matches(&node.view.labels)) {
         return None;
     }
     let fraction = |slot: usize| {
@@ -113,6 +108,14 @@ fn score(node: &Node, pod: &Pod, most: bool) -> Option<i64> {
     };
     let balanced = (1.0 - (cpu - mem).abs() / 2.0) * 100.0;
     Some((allocated + balanced).round() as i64)
+}
+
+/// The per-node filters on strings: the node's taints tolerated, its labels matching the
+/// pod's required node affinity.
+fn labels_admit(node: &Node, pod: &Pod) -> bool {
+    tolerates_all(&pod.tolerations, &node.view.taints).is_ok()
+        && (pod.node_terms.is_empty()
+            || pod.node_terms.iter().any(|t| t.matches(&node.view.labels)))
 }
 
 /// The filters that look at other pods: host ports, required (anti-)affinity both ways and

@@ -115,11 +115,17 @@ impl Engine {
     }
 
     /// Nodes whose pods may be moved voluntarily now (any policy): initialized, schedulable,
-    /// not static, not do-not-disrupt, with pods that may all move.
-    pub(crate) fn movable_nodes(&self, now: DateTime<Utc>) -> Vec<Candidate> {
+    /// not static, not do-not-disrupt, with pods that may all move; only claims `wanted` keeps
+    /// are looked at (a method's own test on the claim, before any work on its pods).
+    pub(crate) fn movable_nodes(
+        &self,
+        now: DateTime<Utc>,
+        wanted: impl Fn(&Claim) -> bool,
+    ) -> Vec<Candidate> {
         let held = self.headroom.by_claim();
         self.claims
             .values()
+            .filter(|c| wanted(c))
             .filter(|c| c.phase() == Phase::Initialized && c.schedulable())
             .filter(|c| c.consolidation_backoff.is_none_or(|t| now >= t))
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())

@@ -29,15 +29,10 @@ impl Engine {
         self.disruption
             .cloud_drifted
             .retain(|name, _| claims.get(name).is_some_and(|c| !c.deleting));
-        let drifted: Vec<_> = self
-            .movable_nodes(now)
-            .into_iter()
-            .filter(|cand| {
-                let c = &self.claims[&cand.name];
-                c.template_hash != self.setup.pools[c.pool].template_hash
-                    || self.disruption.cloud_drifted.contains_key(&cand.name)
-            })
-            .collect();
+        let drifted: Vec<_> = self.movable_nodes(now, |c| {
+            c.template_hash != self.setup.pools[c.pool].template_hash
+                || self.disruption.cloud_drifted.contains_key(&c.name)
+        });
         // Held back by a budget: looked at again later (its window ends without an event).
         if drifted.iter().any(|cand| left[cand.pool] == 0) {
             let again = now + self.config.consolidation_interval;

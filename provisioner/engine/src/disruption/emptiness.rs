@@ -1,7 +1,7 @@
 //! Empty nodes removed after their pool's `consolidateAfter`, never while pending pods could
 //! use them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_policies::DisruptionReason;
@@ -18,11 +18,11 @@ impl Engine {
     pub(crate) fn empty_deadline(&self, c: &Claim) -> Option<DateTime<Utc>> {
         // A node in a reservation costs nothing more than the reservation, used or not: kept
         // up for the next pod (it goes when its reservation ends).
+        let since = c.empty_since?;
         if c.reservation.is_some() {
             return None;
         }
         let after = self.setup.pools[c.pool].consolidate_after?;
-        let since = c.empty_since?;
         let grace = self.config.binding_grace;
         let mut at = since + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX);
         at = at.max(c.life.initialized_at().map_or(since, |t| t + grace));
@@ -154,14 +154,6 @@ impl Engine {
             self.delete(now, &name, reason);
         }
         // Delete those empty past consolidateAfter, within each pool's budget.
-        let mut per_pool: BTreeMap<usize, (usize, usize)> = BTreeMap::new(); // (total, disrupting)
-        for c in self.claims.values() {
-            let e = per_pool.entry(c.pool).or_default();
-            e.0 += 1;
-            if c.deleting || c.consolidating {
-                e.1 += 1;
-            }
-        }
         let due: Vec<(String, usize)> = self
             .claims
             .values()
@@ -173,14 +165,26 @@ impl Engine {
             .filter(|c| !self.wanted_by_unbound_pods(c))
             .map(|c| (c.name.clone(), c.pool))
             .collect();
+        if due.is_empty() {
+            return;
+        }
+        // Per pool: (claims, claims disrupted), counted only when some claim is due.
+        let mut per_pool = vec![(0usize, 0usize); self.setup.pools.len()];
+        for c in self.claims.values() {
+            let e = &mut per_pool[c.pool];
+            e.0 += 1;
+            if c.deleting || c.consolidating {
+                e.1 += 1;
+            }
+        }
         for (name, pool) in due {
-            let (total, disrupting) = per_pool.get(&pool).copied().unwrap_or_default();
+            let (total, disrupting) = per_pool[pool];
             let allowed =
                 self.setup.pools[pool].allowed_disruptions(DisruptionReason::Empty, total, now);
             if disrupting >= allowed {
                 continue;
             }
-            per_pool.entry(pool).or_default().1 += 1;
+            per_pool[pool].1 += 1;
             self.stats.empty_deletions += 1;
             self.announce_empty(&name);
             self.delete(now, &name, DeleteReason::Empty);

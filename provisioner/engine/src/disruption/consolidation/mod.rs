@@ -29,7 +29,7 @@ use crate::engine::Engine;
 /// How long a node whose consolidation was called off is left alone.
 pub(crate) const CONSOLIDATION_BACKOFF: TimeDelta = TimeDelta::minutes(15);
 use crate::events::DeleteReason;
-use crate::state::{Phase, PodState};
+use crate::state::{Claim, Phase};
 
 /// A move the solver found.
 pub(crate) struct Proposal {
@@ -56,18 +56,20 @@ impl Engine {
         // cannot be placed at all do not count), nothing launching, nothing moving.
         // A nomination to a node that is up counts as settled once the kube-scheduler has had
         // its time to bind it (a pod it never binds must not stop consolidation for good).
-        let settled = self.pods.values().all(|e| match &e.state {
-            PodState::Waiting { reason, .. } => reason.is_some(),
-            PodState::Nominated { claim } => self.claims.get(claim).is_some_and(|c| {
-                c.phase() == Phase::Initialized
-                    && c.nominated_at
-                        .is_none_or(|t| now >= t + self.config.binding_grace)
-            }),
-            PodState::Bound { .. } => true,
-        }) && self
-            .claims
-            .values()
-            .all(|c| c.phase() == Phase::Initialized && !c.vacating() && !c.deleting);
+        // Pods waiting for a place and claims with nominations outstanding come from the pod
+        // table's indexes, not a scan of every pod.
+        let settled = self.pods.unplaced().is_empty()
+            && self.pods.nominated_claims().all(|claim| {
+                self.claims.get(claim).is_some_and(|c| {
+                    c.phase() == Phase::Initialized
+                        && c.nominated_at
+                            .is_none_or(|t| now >= t + self.config.binding_grace)
+                })
+            })
+            && self
+                .claims
+                .values()
+                .all(|c| c.phase() == Phase::Initialized && !c.vacating() && !c.deleting);
         if !settled {
             return;
         }
@@ -107,8 +109,19 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> (Vec<Candidate>, Option<DateTime<Utc>>) {
         let mut wake: Option<DateTime<Utc>> = None;
+        // Only pools that consolidate underutilized nodes after some time have candidates.
+        let consolidates = |c: &Claim| {
+            let policy = &self.setup.pools[c.pool];
+            matches!(
+                policy.node_pool.consolidation_policy(),
+                ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
+            ) && policy
+                .consolidate_after
+                .and_then(|d| TimeDelta::from_std(d).ok())
+                .is_some()
+        };
         let mut candidates: Vec<Candidate> = self
-            .movable_nodes(now)
+            .movable_nodes(now, consolidates)
             .into_iter()
             .filter(|cand| !cand.pods.is_empty())
             .filter(|cand| {
