@@ -12,9 +12,9 @@
 
 use std::collections::BTreeMap;
 
-use quartermaster_solver::Pod;
 use quartermaster_solver::pod::{PodAffinityTerm, WhenUnsatisfiable, tolerates_all};
 use quartermaster_solver::resources::{CPU, MEMORY};
+use quartermaster_solver::{Pod, Resources};
 
 use crate::cluster::{Cluster, Node};
 
@@ -73,6 +73,18 @@ pub fn choose<'c>(
         best = Some((score, name.as_str()));
     }
     best.map(|(_, name)| name)
+}
+
+/// The most of each resource any schedulable node has free (element-wise, over nodes), or
+/// `None` without one: a pod asking for more of some resource fits on no node, and
+/// [`choose`] need not look. Binding only takes room, so a bound found before a scheduling
+/// cycle holds for all of it.
+pub fn most_free(cluster: &Cluster) -> Option<Resources> {
+    cluster
+        .nodes()
+        .filter(|(_, n)| !n.cordoned)
+        .map(|(_, n)| n.view.allocatable - n.used - n.overhead)
+        .reduce(|a, b| Resources::max(&a, &b))
 }
 
 /// Whether a pod has a required anti-affinity term (which binds other pods too).

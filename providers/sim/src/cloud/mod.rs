@@ -304,6 +304,20 @@ impl SimCloud {
             .collect()
     }
 
+    /// [`CloudProvider::list`] with only the instances `keep` accepts by claim name: the same
+    /// call (throttled and failing as `list` does), without copying instances the caller
+    /// would skip. The simulator's garbage collection asks for instances without a claim.
+    pub fn list_where(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<Instance>, CloudError> {
+        let (mut st, now) = self.state_now();
+        self.throttle(&mut st)?;
+        Ok(st
+            .instances
+            .iter()
+            .filter(|i| i.timeline.is_live(now) && keep(&i.claim_name))
+            .map(|i| i.view(now))
+            .collect())
+    }
+
     /// Inspection: the instance-seconds the cloud billed up to `until` (launch accepted to
     /// deleted or reclaimed).
     pub fn billed_seconds(&self, until: DateTime<Utc>) -> f64 {
@@ -480,14 +494,7 @@ impl SimCloud {
     }
 
     fn list_now(&self) -> Result<Vec<Instance>, CloudError> {
-        let (mut st, now) = self.state_now();
-        self.throttle(&mut st)?;
-        Ok(st
-            .instances
-            .iter()
-            .filter(|i| i.timeline.is_live(now))
-            .map(|i| i.view(now))
-            .collect())
+        self.list_where(|_| true)
     }
 
     fn instance_types_now(&self) -> Vec<InstanceType> {

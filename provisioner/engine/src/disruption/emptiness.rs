@@ -67,6 +67,10 @@ impl Engine {
         let placeholders: BTreeSet<&str> = self.headroom.by_claim().into_keys().collect();
         let mut empty_now = Vec::new();
         let mut occupied_now = Vec::new();
+        // Found on the same walk: the claims being vacated, and those empty once the walk's
+        // marks are set (the only ones that can be due below).
+        let mut vacating = Vec::new();
+        let mut maybe_due = Vec::new();
         // Claims and occupied claims are both in name order: walked side by side, one
         // comparison per step instead of a lookup per claim (this runs on every poll).
         let mut occupied = self.pods.occupied().peekable();
@@ -84,6 +88,9 @@ impl Engine {
                     std::cmp::Ordering::Greater => break,
                 }
             }
+            if c.vacating() && !c.deleting {
+                vacating.push(c.name.clone());
+            }
             if c.phase() != Phase::Initialized || c.deleting || c.vacating() {
                 continue;
             }
@@ -91,8 +98,11 @@ impl Engine {
                 if c.empty_since.is_some() {
                     occupied_now.push(c.name.clone());
                 }
-            } else if c.empty_since.is_none() {
-                empty_now.push(c.name.clone());
+            } else {
+                if c.empty_since.is_none() {
+                    empty_now.push(c.name.clone());
+                }
+                maybe_due.push(c.name.clone());
             }
         }
         drop(occupied);
@@ -108,10 +118,9 @@ impl Engine {
         }
         // An interrupted node whose pods all run elsewhere now goes at once: no reason to pay
         // for the rest of the notice period.
-        let vacated: Vec<String> = self
-            .claims
-            .values()
-            .filter(|c| c.vacating() && !c.deleting)
+        let vacated: Vec<String> = vacating
+            .into_iter()
+            .filter_map(|name| self.claims.get(&name))
             .filter(|c| {
                 c.displaced.iter().all(|p| match self.pods.get(p) {
                     None => true,
@@ -154,9 +163,9 @@ impl Engine {
             self.delete(now, &name, reason);
         }
         // Delete those empty past consolidateAfter, within each pool's budget.
-        let due: Vec<(String, usize)> = self
-            .claims
-            .values()
+        let due: Vec<(String, usize)> = maybe_due
+            .iter()
+            .filter_map(|name| self.claims.get(name))
             .filter(|c| c.empty_since.is_some() && !c.deleting)
             .filter(|c| c.phase() == Phase::Initialized && !c.vacating())
             .filter(|c| self.empty_deadline(c).is_some_and(|at| now >= at))

@@ -35,10 +35,15 @@ impl Driver<'_> {
             .cluster
             .running_pods()
             .any(scheduler::has_required_anti_affinity);
+        // Pods that ask for more than any node has free are not offered to every node.
+        let most_free = scheduler::most_free(&self.cluster);
         for id in pending {
             let Some(pod) = self.cluster.pod(&id) else {
                 continue;
             };
+            if most_free.is_none_or(|free| pod.requests.first_excess(&free).is_some()) {
+                continue;
+            }
             let Some(node) =
                 scheduler::choose(&self.cluster, pod, anti_affine, self.scenario.binder)
                     .map(str::to_owned)

@@ -263,7 +263,11 @@ impl Driver<'_> {
         self.check_gangs();
         let clouds: Vec<Cloud> = self.clouds.keys().copied().collect();
         for cloud in clouds {
-            let Ok(instances) = ready("list", self.now, self.clouds[&cloud].list())? else {
+            // The list the controller's collection makes, less the instances it would skip
+            // at once for having a claim (not copied: this runs every GC_INTERVAL).
+            let engine = &self.engine;
+            let Ok(instances) = self.clouds[&cloud].list_where(|claim| !engine.has_claim(claim))
+            else {
                 continue;
             };
             for inst in instances {
