@@ -111,6 +111,7 @@ impl Resources {
     pub const ZERO: Resources = Resources([0; MAX_RESOURCES]);
 
     /// A vector with `amount` in `slot` and zero elsewhere.
+    #[inline]
     pub fn single(slot: usize, amount: i64) -> Self {
         let mut r = Self::ZERO;
         r.0[slot] = amount;
@@ -136,11 +137,13 @@ impl Resources {
     }
 
     /// The first slot where `self` exceeds `capacity`.
+    #[inline]
     pub fn first_excess(&self, capacity: &Resources) -> Option<usize> {
         (0..MAX_RESOURCES).find(|&s| self.0[s] > capacity.0[s])
     }
 
     /// Element-wise maximum.
+    #[inline]
     pub fn max(&self, other: &Resources) -> Resources {
         let mut r = *self;
         for (a, b) in r.0.iter_mut().zip(other.0.iter()) {
@@ -150,6 +153,7 @@ impl Resources {
     }
 
     /// Element-wise subtraction clamped at zero.
+    #[inline]
     pub fn saturating_sub(&self, other: &Resources) -> Resources {
         let mut r = *self;
         for (a, b) in r.0.iter_mut().zip(other.0.iter()) {
@@ -159,6 +163,7 @@ impl Resources {
     }
 
     /// How many copies of `item` fit into `self` (capped at `cap`).
+    #[inline]
     pub fn copies_of(&self, item: &Resources, cap: i64) -> i64 {
         let mut n = cap;
         for (have, need) in self.0.iter().zip(item.0.iter()) {
@@ -172,11 +177,13 @@ impl Resources {
     }
 
     /// True when any accelerator slot is non-zero.
+    #[inline]
     pub fn has_accelerator(&self) -> bool {
         ACCELERATORS.into_iter().any(|s| self.0[s] > 0)
     }
 
     /// True when every slot is zero.
+    #[inline]
     pub fn is_zero(&self) -> bool {
         self.0.iter().all(|a| *a == 0)
     }
@@ -184,6 +191,7 @@ impl Resources {
 
 impl Add for Resources {
     type Output = Resources;
+    #[inline]
     fn add(mut self, rhs: Resources) -> Resources {
         self += rhs;
         self
@@ -191,6 +199,7 @@ impl Add for Resources {
 }
 
 impl AddAssign for Resources {
+    #[inline]
     fn add_assign(&mut self, rhs: Resources) {
         for (a, b) in self.0.iter_mut().zip(rhs.0.iter()) {
             *a += *b;
@@ -200,6 +209,7 @@ impl AddAssign for Resources {
 
 impl Sub for Resources {
     type Output = Resources;
+    #[inline]
     fn sub(mut self, rhs: Resources) -> Resources {
         self -= rhs;
         self
@@ -207,6 +217,7 @@ impl Sub for Resources {
 }
 
 impl SubAssign for Resources {
+    #[inline]
     fn sub_assign(&mut self, rhs: Resources) {
         for (a, b) in self.0.iter_mut().zip(rhs.0.iter()) {
             *a -= *b;

@@ -80,15 +80,6 @@ impl Engine {
 
     /// Starts the replacement of expired nodes and deletes those past their grace period.
     pub(crate) fn expire(&mut self, now: DateTime<Utc>) {
-        let forced: Vec<String> = self
-            .claims
-            .values()
-            .filter(|c| !c.deleting && c.forced_at.is_some_and(|t| now >= t))
-            .map(|c| c.name.clone())
-            .collect();
-        for name in forced {
-            self.delete(now, &name, DeleteReason::Expired);
-        }
         // Created at or before this, a pool's claim has expired (`expireAfter` taken from `now`
         // once per pool, not added to every claim's creation).
         let expired_before: Vec<Option<DateTime<Utc>>> = self
@@ -97,15 +88,42 @@ impl Engine {
             .iter()
             .map(|p| now.checked_sub_signed(TimeDelta::from_std(p.expire_after?).ok()?))
             .collect();
-        let expired: Vec<String> = self
-            .claims
-            .values()
-            .filter(|c| c.phase() == Phase::Initialized && !c.deleting && !c.vacating())
-            .filter(|c| self.setup.pools[c.pool].replicas.is_none())
-            .filter(|c| expired_before[c.pool].is_some_and(|t| c.created_at <= t))
-            .map(|c| c.name.clone())
-            .collect();
-        for name in expired {
+        let expired = |c: &crate::state::Claim| {
+            c.phase() == Phase::Initialized
+                && !c.deleting
+                && !c.vacating()
+                && self.setup.pools[c.pool].replicas.is_none()
+                && expired_before[c.pool].is_some_and(|t| c.created_at <= t)
+        };
+        // One walk finds both; a forced deletion can change other claims (a move it ends), so
+        // after one the expired are looked for again.
+        let mut forced = Vec::new();
+        let mut found = Vec::new();
+        for c in self.claims.values() {
+            if !c.deleting && c.forced_at.is_some_and(|t| now >= t) {
+                forced.push(c.name.clone());
+            } else if expired(c) {
+                found.push(c.name.clone());
+            }
+        }
+        if !forced.is_empty() {
+            for name in forced {
+                self.delete(now, &name, DeleteReason::Expired);
+            }
+            found = self
+                .claims
+                .values()
+                .filter(|c| {
+                    c.phase() == Phase::Initialized
+                        && !c.deleting
+                        && !c.vacating()
+                        && self.setup.pools[c.pool].replicas.is_none()
+                        && expired_before[c.pool].is_some_and(|t| c.created_at <= t)
+                })
+                .map(|c| c.name.clone())
+                .collect();
+        }
+        for name in found {
             self.start_expiry(now, &name);
         }
     }

@@ -2,7 +2,7 @@
 //! carried out in `actions.rs`) and what the engine is told of pods bound and unbound.
 
 use quartermaster_engine::Event;
-use quartermaster_solver::PodRef;
+use quartermaster_solver::{PodRef, Resources};
 
 use crate::error::SimulationError;
 use crate::scheduler;
@@ -35,19 +35,25 @@ impl Driver<'_> {
             .cluster
             .running_pods()
             .any(scheduler::has_required_anti_affinity);
-        // Pods that ask for more than any node has free are not offered to every node.
-        let most_free = scheduler::most_free(&self.cluster);
+        // Once a pod found no node, the most any node has free is worked out (one pass over
+        // the nodes), and pods that ask for more are not offered to every node.
+        let mut most_free: Option<Option<Resources>> = None;
         for id in pending {
             let Some(pod) = self.cluster.pod(&id) else {
                 continue;
             };
-            if most_free.is_none_or(|free| pod.requests.first_excess(&free).is_some()) {
+            if most_free.is_some_and(|free| {
+                free.is_none_or(|free| pod.requests.first_excess(&free).is_some())
+            }) {
                 continue;
             }
             let Some(node) =
                 scheduler::choose(&self.cluster, pod, anti_affine, self.scenario.binder)
                     .map(str::to_owned)
             else {
+                if most_free.is_none() {
+                    most_free = Some(scheduler::most_free(&self.cluster));
+                }
                 continue;
             };
             anti_affine |= scheduler::has_required_anti_affinity(pod);
