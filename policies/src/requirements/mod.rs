@@ -22,7 +22,10 @@ use crate::labels::{LABEL_ALIASES, NORMALIZED_LABELS, normalize_label_key};
 /// per key, so adding a second one for a key intersects the two.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Requirements {
-    by_key: BTreeMap<String, Requirement>,
+    /// One requirement per key, sorted by key. A vector, not a map: most sets hold one to a
+    /// few keys, and every pod's selectors and node terms hold some (a one-key B-tree map took
+    /// about 1.7 kB, most of a pod's memory in a 100,000-pod solve).
+    by_key: Vec<Requirement>,
 }
 
 /// Why two sets of requirements cannot be satisfied by the same node.
@@ -110,18 +113,29 @@ impl Requirements {
 
     /// Adds a requirement, intersecting it with any existing one on the same key.
     pub fn add(&mut self, r: Requirement) {
-        match self.by_key.get_mut(r.key()) {
-            Some(existing) => *existing = existing.intersect(&r),
-            None => {
-                self.by_key.insert(r.key().to_owned(), r);
+        match self.position(r.key()) {
+            Ok(i) => self.by_key[i] = self.by_key[i].intersect(&r),
+            Err(i) => {
+                self.by_key.reserve_exact(1);
+                self.by_key.insert(i, r);
             }
         }
+    }
+
+    /// Where `key`'s requirement is (`Ok`), or would go (`Err`).
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.by_key.binary_search_by(|r| r.key().cmp(key))
+    }
+
+    /// The requirement on exactly `key` (no normalisation).
+    fn exact(&self, key: &str) -> Option<&Requirement> {
+        self.position(key).ok().map(|i| &self.by_key[i])
     }
 
     /// Requirements satisfied exactly by nodes satisfying both `self` and `other`.
     pub fn intersect(&self, other: &Requirements) -> Requirements {
         let mut out = self.clone();
-        for r in other.by_key.values() {
+        for r in &other.by_key {
             out.add(r.clone());
         }
         out
@@ -140,8 +154,9 @@ impl Requirements {
         } else {
             (other, self)
         };
-        for (key, a) in &small.by_key {
-            if let Some(b) = large.by_key.get(key)
+        for a in &small.by_key {
+            let key = a.key();
+            if let Some(b) = large.exact(key)
                 && !a.intersects(b)
             {
                 let (ours, theirs) = if std::ptr::eq(small, self) {
@@ -150,7 +165,7 @@ impl Requirements {
                     (b, a)
                 };
                 return Err(Incompatibility {
-                    key: key.clone(),
+                    key: key.to_owned(),
                     ours: Some(Box::new(ours.clone())),
                     theirs: Box::new(theirs.clone()),
                 });
@@ -174,12 +189,13 @@ impl Requirements {
         other: &Requirements,
         allow_undefined: &dyn Fn(&str) -> bool,
     ) -> Result<(), Incompatibility> {
-        for (key, theirs) in &other.by_key {
-            match self.by_key.get(key) {
+        for theirs in &other.by_key {
+            let key = theirs.key();
+            match self.exact(key) {
                 Some(ours) => {
                     if !ours.intersects(theirs) {
                         return Err(Incompatibility {
-                            key: key.clone(),
+                            key: key.to_owned(),
                             ours: Some(Box::new(ours.clone())),
                             theirs: Box::new(theirs.clone()),
                         });
@@ -188,7 +204,7 @@ impl Requirements {
                 None => {
                     if !theirs.allows_absent() && !allow_undefined(key) {
                         return Err(Incompatibility {
-                            key: key.clone(),
+                            key: key.to_owned(),
                             ours: None,
                             theirs: Box::new(theirs.clone()),
                         });
@@ -206,13 +222,14 @@ impl Requirements {
     /// absent, and so do alias labels ([`LABEL_ALIASES`], values mapped): a
     /// node Karpenter launched matches on `karpenter.sh/capacity-type`.
     pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
-        self.by_key.iter().all(|(key, r)| {
+        self.by_key.iter().all(|r| {
+            let key = r.key();
             let value = labels
                 .label(key)
                 .or_else(|| {
                     NORMALIZED_LABELS
                         .iter()
-                        .filter(|(_, new)| new == key)
+                        .filter(|(_, new)| *new == key)
                         .find_map(|(old, _)| labels.label(old))
                 })
                 .or_else(|| {
@@ -227,10 +244,10 @@ impl Requirements {
 
     /// The requirement on `key` (after normalisation), if any.
     pub fn get(&self, key: &str) -> Option<&Requirement> {
-        self.by_key.get(key).or_else(|| {
+        self.exact(key).or_else(|| {
             let normalized = normalize_label_key(key);
             (normalized != key)
-                .then(|| self.by_key.get(normalized))
+                .then(|| self.exact(normalized))
                 .flatten()
         })
     }
@@ -242,12 +259,12 @@ impl Requirements {
 
     /// The keys, in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
-        self.by_key.keys().map(String::as_str)
+        self.by_key.iter().map(Requirement::key)
     }
 
     /// The requirements, in key order.
     pub fn iter(&self) -> impl Iterator<Item = &Requirement> + '_ {
-        self.by_key.values()
+        self.by_key.iter()
     }
 
     /// The number of keys.
@@ -264,8 +281,8 @@ impl Requirements {
     pub fn unsatisfiable_keys(&self) -> impl Iterator<Item = &str> + '_ {
         self.by_key
             .iter()
-            .filter(|(_, r)| r.is_unsatisfiable())
-            .map(|(k, _)| k.as_str())
+            .filter(|r| r.is_unsatisfiable())
+            .map(Requirement::key)
     }
 
     /// Labels a node satisfying these requirements must carry: the keys
@@ -273,10 +290,10 @@ impl Requirements {
     pub fn single_valued_labels(&self) -> BTreeMap<String, String> {
         self.by_key
             .iter()
-            .filter_map(|(k, r)| {
+            .filter_map(|r| {
                 let values = r.values()?;
                 if values.len() == 1 && !r.allows_absent() {
-                    values.first().map(|v| (k.clone(), v.clone()))
+                    values.first().map(|v| (r.key().to_owned(), v.clone()))
                 } else {
                     None
                 }
@@ -287,7 +304,7 @@ impl Requirements {
     /// All requirements as Kubernetes node selector requirements (ANDed).
     pub fn to_node_selector_requirements(&self) -> Vec<NodeSelectorRequirement> {
         self.by_key
-            .values()
+            .iter()
             .flat_map(Requirement::to_node_selector_requirements)
             .collect()
     }
@@ -295,9 +312,9 @@ impl Requirements {
 
 impl<'a> IntoIterator for &'a Requirements {
     type Item = &'a Requirement;
-    type IntoIter = std::collections::btree_map::Values<'a, String, Requirement>;
+    type IntoIter = std::slice::Iter<'a, Requirement>;
     fn into_iter(self) -> Self::IntoIter {
-        self.by_key.values()
+        self.by_key.iter()
     }
 }
 
@@ -321,11 +338,11 @@ impl Extend<Requirement> for Requirements {
 
 impl fmt::Display for Requirements {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (k, r)) in self.by_key.iter().enumerate() {
+        for (i, r) in self.by_key.iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{k} {r}")?;
+            write!(f, "{} {r}", r.key())?;
         }
         Ok(())
     }
