@@ -733,3 +733,38 @@ fn a_capacity_block_is_used_before_any_on_demand_node_and_drained_before_its_end
         (0, 0)
     );
 }
+
+#[test]
+fn a_pod_asking_for_more_than_any_node_has_free_is_one_the_stand_in_cannot_bind() {
+    // The stand-in skips such pods without offering them to every node: the bound must never
+    // rule out a pod some node could take.
+    use crate::scheduler::{Binder, choose, most_free};
+    let s = small_then_large();
+    let mut d = super::Driver::new(&s, 1).unwrap();
+    d.run_until(s.start + TimeDelta::minutes(30), false, None)
+        .unwrap();
+    let free = most_free(&d.cluster).expect("nodes are up");
+    let pods: Vec<_> = d.cluster.running_pods().cloned().collect();
+    assert!(!pods.is_empty());
+    let (mut ruled_out, mut bindable) = (0, 0);
+    for pod in &pods {
+        for scale in [0, 1, 2, 4, 8] {
+            let mut p = pod.clone();
+            for slot in 0..quartermaster_solver::resources::MAX_RESOURCES {
+                p.requests.set(slot, pod.requests.get(slot) * scale / 4);
+            }
+            let somewhere = choose(&d.cluster, &p, false, Binder::Scheduler).is_some();
+            if p.requests.first_excess(&free).is_some() {
+                ruled_out += 1;
+                assert!(
+                    !somewhere,
+                    "{:?} fits although the bound rules it out",
+                    p.requests
+                );
+            } else if somewhere {
+                bindable += 1;
+            }
+        }
+    }
+    assert!(ruled_out > 0 && bindable > 0, "{ruled_out} {bindable}");
+}
