@@ -296,3 +296,21 @@ fn the_packer_beats_the_greedy_baseline_on_karpenter_shape_and_stays_near_its_bo
     assert!(plan.gap() <= 0.15, "{}", plan.gap());
     assert_eq!(solve(Strategy::CostOptimal), plan, "deterministic");
 }
+
+#[test]
+fn consolidation_converges_near_the_bound_in_a_few_passes() {
+    // 2,000 pods on about 800 fragmented nodes; the budget allows every node, so only the
+    // engine's own move size bounds a pass (at 100 nodes a move, this took 12 passes).
+    let r = run(&build("consolidation", 2000).unwrap());
+    let passes = r.passes.as_ref().expect("consolidation reports its passes");
+    let last = passes.last().expect("at least one pass");
+    assert_eq!(last.commands, 0, "converged: the last pass decides nothing");
+    assert!(passes.len() <= 5, "{passes:?}");
+    assert!(
+        last.cost_per_hour <= 1.10 * r.lower_bound_per_hour,
+        "{} against bound {}",
+        last.cost_per_hour,
+        r.lower_bound_per_hour
+    );
+    assert_eq!(r.unschedulable, 0);
+}

@@ -32,7 +32,12 @@ pub struct EngineConfig {
     /// does not climb down a ladder of ever cheaper, ever more interrupted offerings. A NodePool
     /// overrides it with the annotation `quartermaster.dev/spot-to-spot-min-types`.
     pub spot_to_spot_min_types: usize,
-    /// The most nodes one consolidation move removes at once (also bounded by budgets).
+    /// The most nodes one consolidation move removes at once (also bounded by budgets, which
+    /// usually bind first: 10% of a pool is 100 nodes only at 1,000). Karpenter stops at 100
+    /// candidates to bound its search; ours asks the solver about halving prefixes, so a
+    /// larger move costs a few more solves of a few thousand pods, and a fleet whose budget
+    /// allows it converges in a handful of passes instead of one per hundred nodes (the
+    /// `consolidation` bench at 4,030 nodes: 41 passes at 100, 6 at 1,000, each under 0.3 s).
     pub max_move_nodes: usize,
     /// The most existing nodes a consolidation question offers the solver as places for the
     /// moved pods (those with the most free room), which bounds a pass on a large cluster.
@@ -68,7 +73,7 @@ impl Default for EngineConfig {
             consolidation_interval: TimeDelta::minutes(1),
             consolidation_min_saving: 0.05,
             spot_to_spot_min_types: 15,
-            max_move_nodes: 100,
+            max_move_nodes: 1000,
             max_single_candidates: 5,
             max_target_nodes: 200,
             claim_name_tag: String::new(),
