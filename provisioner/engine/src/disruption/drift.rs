@@ -88,13 +88,6 @@ impl Engine {
             .iter()
             .map(|p| now.checked_sub_signed(TimeDelta::from_std(p.expire_after?).ok()?))
             .collect();
-        let expired = |c: &crate::state::Claim| {
-            c.phase() == Phase::Initialized
-                && !c.deleting
-                && !c.vacating()
-                && self.setup.pools[c.pool].replicas.is_none()
-                && expired_before[c.pool].is_some_and(|t| c.created_at <= t)
-        };
         // One walk finds both; a forced deletion can change other claims (a move it ends), so
         // after one the expired are looked for again.
         let mut forced = Vec::new();
@@ -102,7 +95,7 @@ impl Engine {
         for c in self.claims.values() {
             if !c.deleting && c.forced_at.is_some_and(|t| now >= t) {
                 forced.push(c.name.clone());
-            } else if expired(c) {
+            } else if self.expired(c, &expired_before) {
                 found.push(c.name.clone());
             }
         }
@@ -113,19 +106,23 @@ impl Engine {
             found = self
                 .claims
                 .values()
-                .filter(|c| {
-                    c.phase() == Phase::Initialized
-                        && !c.deleting
-                        && !c.vacating()
-                        && self.setup.pools[c.pool].replicas.is_none()
-                        && expired_before[c.pool].is_some_and(|t| c.created_at <= t)
-                })
+                .filter(|c| self.expired(c, &expired_before))
                 .map(|c| c.name.clone())
                 .collect();
         }
         for name in found {
             self.start_expiry(now, &name);
         }
+    }
+
+    /// Whether `c` is due for replacement by expiry: initialized, not leaving, not in a static
+    /// pool, and created at or before its pool's `expired_before` time.
+    fn expired(&self, c: &crate::state::Claim, expired_before: &[Option<DateTime<Utc>>]) -> bool {
+        c.phase() == Phase::Initialized
+            && !c.deleting
+            && !c.vacating()
+            && self.setup.pools[c.pool].replicas.is_none()
+            && expired_before[c.pool].is_some_and(|t| c.created_at <= t)
     }
 
     fn start_expiry(&mut self, now: DateTime<Utc>, name: &str) {
