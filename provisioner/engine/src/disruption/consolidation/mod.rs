@@ -109,34 +109,28 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> (Vec<Candidate>, Option<DateTime<Utc>>) {
         let mut wake: Option<DateTime<Utc>> = None;
-        // Only pools that consolidate underutilized nodes after some time have candidates.
-        let consolidates = |c: &Claim| {
-            let policy = &self.setup.pools[c.pool];
-            matches!(
-                policy.node_pool.consolidation_policy(),
-                ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
-            ) && policy
-                .consolidate_after
-                .and_then(|d| TimeDelta::from_std(d).ok())
-                .is_some()
-        };
+        // Per pool, its `consolidateAfter` when it consolidates underutilized nodes: only those
+        // pools' nodes are candidates (tested before any work on a node's pods).
+        let after: Vec<Option<TimeDelta>> = self
+            .setup
+            .pools
+            .iter()
+            .map(|policy| {
+                matches!(
+                    policy.node_pool.consolidation_policy(),
+                    ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
+                )
+                .then(|| TimeDelta::from_std(policy.consolidate_after?).ok())
+                .flatten()
+            })
+            .collect();
         let mut candidates: Vec<Candidate> = self
-            .movable_nodes(now, consolidates)
+            .movable_nodes(now, |c: &Claim| after[c.pool].is_some())
             .into_iter()
             .filter(|cand| !cand.pods.is_empty())
             .filter(|cand| {
                 let c = &self.claims[&cand.name];
-                let policy = &self.setup.pools[c.pool];
-                if !matches!(
-                    policy.node_pool.consolidation_policy(),
-                    ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced
-                ) {
-                    return false;
-                }
-                let Some(after) = policy
-                    .consolidate_after
-                    .and_then(|d| TimeDelta::from_std(d).ok())
-                else {
+                let Some(after) = after[c.pool] else {
                     return false;
                 };
                 // Ripe `consolidateAfter` after its last pod change, and after its pool last
