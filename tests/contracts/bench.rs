@@ -36,6 +36,14 @@ fn bench_json(args: &[&str]) -> Vec<Value> {
     runs
 }
 
+/// `bench --scenario karpenter-shape --pods 200`, with `extra` flags, as JSON.
+fn karpenter_shape_200_json(extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["bench", "--scenario", "karpenter-shape", "--pods", "200"];
+    args.extend_from_slice(extra);
+    args.extend(["-o", "json"]);
+    bench_json(&args)
+}
+
 fn number(run: &Value, key: &str) -> f64 {
     run[key]
         .as_f64()
@@ -87,15 +95,7 @@ fn bench_gpu_training_json_has_the_contract_keys_and_sane_values() {
 
 #[test]
 fn bench_karpenter_shape_json_and_table() {
-    let runs = bench_json(&[
-        "bench",
-        "--scenario",
-        "karpenter-shape",
-        "--pods",
-        "200",
-        "-o",
-        "json",
-    ]);
+    let runs = karpenter_shape_200_json(&[]);
     assert_eq!(runs.len(), 1);
     assert_sane(&runs[0], "karpenter-shape", 200);
     assert_eq!(runs[0]["instance_types"].as_u64(), Some(400));
@@ -126,17 +126,7 @@ fn bench_karpenter_shape_json_and_table() {
 #[test]
 fn bench_search_effort_is_reported_and_zero_keeps_the_first_plan() {
     let at = |effort: &str| {
-        let runs = bench_json(&[
-            "bench",
-            "--scenario",
-            "karpenter-shape",
-            "--pods",
-            "200",
-            "--search-effort",
-            effort,
-            "-o",
-            "json",
-        ]);
+        let runs = karpenter_shape_200_json(&["--search-effort", effort]);
         assert_sane(&runs[0], "karpenter-shape", 200);
         assert_eq!(runs[0]["search_effort"].as_str(), None);
         assert_eq!(
