@@ -749,8 +749,9 @@ fn image_dockerfile_lints_clean_and_runs_the_binary_as_the_charts_user() {
         .count();
     assert!(stages >= 2, "a multi-stage build: {instructions:?}");
     assert!(
-        dockerfile.contains("cargo build --release -p quartermaster --locked"),
-        "builds the quartermaster binary from the lock file"
+        dockerfile.contains("cargo build --release -p quartermaster --features clouds --locked"),
+        "builds the quartermaster binary with every cloud (not in the default features) from \
+         the lock file"
     );
     let last_stage = dockerfile.rsplit("\nFROM ").next().unwrap_or_default();
     let user = format!(

@@ -90,3 +90,43 @@ fn the_solver_depends_on_policies_and_pricing_only() {
         "{tree}"
     );
 }
+
+#[test]
+fn the_default_build_has_no_cloud_sdk_and_clouds_adds_all_three() {
+    // The README's first command builds the default features on a fresh clone: with the SDKs
+    // that takes twice as long (aws-sdk-ec2 alone is minutes).
+    let sdks = |tree: &str| -> Vec<String> {
+        let mut found: Vec<String> = tree
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|name| {
+                ["aws-sdk", "google-cloud", "azure_"]
+                    .iter()
+                    .any(|s| name.starts_with(s))
+            })
+            .map(str::to_owned)
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+    };
+    let default = sdks(&normal_dependencies("quartermaster", &[]));
+    assert!(
+        default.is_empty(),
+        "the default features pull in {default:?}"
+    );
+    let clouds = sdks(&normal_dependencies(
+        "quartermaster",
+        &["--features", "clouds"],
+    ));
+    for sdk in [
+        "aws-sdk-ec2",
+        "google-cloud-compute-v1",
+        "azure_mgmt_compute",
+    ] {
+        assert!(
+            clouds.iter().any(|s| s == sdk),
+            "`clouds` lacks {sdk}: {clouds:?}"
+        );
+    }
+}

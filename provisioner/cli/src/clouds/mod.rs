@@ -50,7 +50,8 @@ impl Settings {
             other => {
                 let name = format!("{other:?}").to_lowercase();
                 anyhow::bail!(
-                    "--cloud-provider {name}: this build has no {name} support (built without the `{name}` feature)"
+                    "--cloud-provider {name}: this build has no {name} support (the default features leave the \
+                     cloud SDKs out; build with `--features {name}`, or `--features clouds` for all three)"
                 )
             }
         }
@@ -96,7 +97,8 @@ pub fn cloud_of(arg: crate::cli::CloudArg) -> Cloud {
 
 fn not_built(cloud: Cloud) -> anyhow::Error {
     anyhow::anyhow!(
-        "--cloud {cloud}: this build has no {cloud} support (built without the `{cloud}` feature)"
+        "--cloud {cloud}: this build has no {cloud} support (the default features leave the cloud \
+         SDKs out; build with `--features {cloud}`, or `--features clouds` for all three)"
     )
 }
 
