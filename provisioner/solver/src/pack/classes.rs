@@ -46,7 +46,7 @@ impl Topology {
 }
 
 /// A topology spread constraint of a class.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpreadRule {
     /// Counting group.
     pub group: usize,
@@ -63,7 +63,7 @@ pub struct SpreadRule {
 }
 
 /// A pod (anti-)affinity term of a class.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AffinityRule {
     /// Counting group.
     pub group: usize,

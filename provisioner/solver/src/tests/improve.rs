@@ -279,3 +279,18 @@ fn the_bound_counts_a_node_per_anti_affine_pod_and_max_skew_pods_per_node() {
         plan.lower_bound_per_hour
     );
 }
+
+#[test]
+fn rebalancing_keeps_every_rule_where_construction_leaves_nodes_tilted() {
+    // At this size construction leaves nodes full in memory beside nodes full in CPU, and the
+    // rebalance move trades twin pods between them (zonal-spread pods across zones too).
+    let catalog = linear_catalog();
+    for seed in [11, 12] {
+        let s = snapshot(karpenter_like(3000, seed), vec![on_demand_pool("default")]);
+        let plan = solve_on(&s, &catalog, Strategy::CostOptimal);
+        assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+        assert_eq!(placed(&plan), 3000);
+        assert_rules_hold(&s, &plan);
+        assert!(plan.lower_bound_per_hour <= plan.cost_per_hour + 1e-9);
+    }
+}

@@ -1,7 +1,7 @@
 //! The improvement phase after construction: local search that moves pods between planned
 //! nodes while it lowers the plan's cost.
 //!
-//! Three moves, each kept only when the plan gets strictly cheaper:
+//! Four moves, each kept only when the plan gets strictly cheaper:
 //!
 //! * **ruin and recreate** (the main one): take every movable pod off a chunk of nodes of one
 //!   zone (pods with hostname anti-affinity stay: they hold their node), shrink or drop those
@@ -12,15 +12,20 @@
 //! * **relocate**: take one pod off a node when that lets the node shrink to a cheaper type,
 //!   and put it where there is room to spare, or where growing costs less than the shrink saves;
 //! * **empty**: move every pod of a lightly filled node elsewhere and drop the node, when what
-//!   the receiving nodes grow by costs less than the node.
+//!   the receiving nodes grow by costs less than the node;
+//! * **rebalance** (on a share of the budget kept for it): a node whose memory binds trades its
+//!   memory-heaviest pods for the CPU-heaviest of a node whose CPU binds, pods of twin classes
+//!   only (same groups and rules), then both shrink; the nodes wasting most dollars either way
+//!   are paired first.
 //!
 //! Every move honours what construction honours: the receiving node's type and offering must be
 //! allowed for the pod (taints, node affinity, pool requirements), [`room`] must hold there
 //! (resources, host ports, hostname topology spread, pod affinity and anti-affinity, both
 //! directions), a resident's hostname spread must not be exceeded by the newcomer, and NodePool
 //! limits must not be passed by a node that grows. A pod changes zone only when neither it nor
-//! any group it counts in has a zonal rule; otherwise it stays in its zone, where every zone
-//! count stays as construction left it (so zonal rules hold as they did). Pods with host ports,
+//! any group it counts in has a zonal rule, or when it trades places with a twin (rebalance);
+//! otherwise it stays in its zone, where every zone count stays as construction left it (so
+//! zonal rules hold as they did). Pods with host ports,
 //! with hostname pod affinity, or followed by another pod's hostname affinity do not move.
 //! Nodes keep their zone and pool; each is re-sized to the cheapest type of its pool that
 //! holds its pods in its zone.
@@ -39,6 +44,7 @@ use super::classes::Topology;
 use super::packer::Packer;
 
 mod moves;
+mod rebalance;
 mod recreate;
 mod targets;
 
@@ -56,6 +62,10 @@ const RECREATE_SWEEPS: usize = 6;
 const CHUNK: usize = 64;
 /// Smallest saving that counts, dollars per hour.
 const EPS: f64 = 1e-9;
+/// The rebalance move's own budget, one part in this many of the others' (it spends far less).
+const REBALANCE_SHARE: u64 = 8;
+/// Rebalance passes at most (each pairs the nodes anew; stops when one keeps nothing).
+const REBALANCE_PASSES: usize = 32;
 /// Work budget: candidate checks per pending pod, plus a constant (at the default effort).
 const WORK_PER_POD: u64 = 80;
 const WORK_BASE: u64 = 20_000;
@@ -80,6 +90,9 @@ pub fn improve(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>], effort: u32)
         .saturating_mul(effort)
         / 100;
     let sweeps = (RECREATE_SWEEPS as u64 * effort).div_ceil(100) as usize;
+    // Rebalancing runs last, on a budget of its own: it mends what the other moves cannot
+    // (nodes full in one resource beside nodes full in the other).
+    let reserve = budget / REBALANCE_SHARE;
     let mut improver = Improver::new(packer, pool_shapes, budget);
     for sweep in 0..sweeps {
         if improver.recreate_sweep(sweep) == 0 || improver.out_of_work() {
@@ -88,6 +101,12 @@ pub fn improve(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>], effort: u32)
     }
     for _ in 0..MAX_PASSES {
         if improver.relocate_pass() == 0 || improver.out_of_work() {
+            break;
+        }
+    }
+    improver.budget = improver.work + reserve;
+    for _ in 0..REBALANCE_PASSES {
+        if improver.rebalance_pass() == 0 || improver.out_of_work() {
             break;
         }
     }
@@ -107,6 +126,10 @@ struct Improver<'p, 'a> {
     /// nor any group it counts in has a zonal rule, so within its zone every zone count stays as
     /// construction left it and only the hostname rules need checking.
     neutral: Vec<super::classes::Class>,
+    /// Per class, the first class with the same groups, rules and eligible zones: two pods of
+    /// twin classes may trade places across zones, since every zone count stays as it was and
+    /// each sees what the other saw.
+    twin: Vec<u32>,
     /// Whether a class keeps its node to itself (hostname anti-affinity): such pods stay put
     /// when a node is ruined, so the node stays.
     anchor: Vec<bool>,
@@ -236,6 +259,27 @@ impl<'p, 'a> Improver<'p, 'a> {
                 c
             })
             .collect();
+        // Distinct rule sets are few (classes differ mostly in their requests): each class is
+        // compared with one class of each set seen so far.
+        let mut sets: Vec<usize> = Vec::new();
+        let twin = (0..p.classes.len())
+            .map(|c| {
+                let same = |d: usize| {
+                    let (x, y) = (&p.classes[c], &p.classes[d]);
+                    x.member_of == y.member_of
+                        && x.spreads == y.spreads
+                        && x.affinity == y.affinity
+                        && x.anti_affinity == y.anti_affinity
+                        && x.zone_sensitive == y.zone_sensitive
+                        && p.eligible_zones[c] == p.eligible_zones[d]
+                };
+                let first = sets.iter().copied().find(|&d| same(d)).unwrap_or_else(|| {
+                    sets.push(c);
+                    c
+                });
+                first as u32
+            })
+            .collect();
         let anchor = p
             .classes
             .iter()
@@ -274,6 +318,7 @@ impl<'p, 'a> Improver<'p, 'a> {
             movable,
             cross_zone,
             neutral,
+            twin,
             anchor,
             host_skew,
             index: vec![BTreeSet::new(); zones + 1],

@@ -1,0 +1,185 @@
+//! The rebalance move: a node full in memory with CPU to spare trades pods with a node full in
+//! CPU with memory to spare, so that both shrink.
+//!
+//! Construction fills nodes in the order pods come, and a large node can end up holding only
+//! memory-heavy pods while another holds only CPU-heavy ones: each pays for a resource it does
+//! not use. Ruin-and-recreate works within chunks of neighbours and relocate needs a pod's
+//! whole request free elsewhere, so neither mends it. Here the two nodes exchange pods of twin
+//! classes (same groups and rules, so every count on every node and zone stays as it was and
+//! each pod meets the rules the other met), the memory-heaviest of one for the CPU-heaviest of
+//! the other, while both keep their types; then both are re-sized, and the trade is kept when
+//! the pair costs less.
+
+use super::*;
+
+/// Pairs of nodes rebalanced per pass (the most tilted each way, paired in order).
+const PAIRS: usize = 32;
+
+impl Improver<'_, '_> {
+    /// One rebalance pass; returns how many pairs came out cheaper (and were kept).
+    pub(super) fn rebalance_pass(&mut self) -> usize {
+        let mut tilted: Vec<(f64, usize)> = (0..self.p.bins.len())
+            .filter(|&b| {
+                !self.closed[b]
+                    && !self.p.bins[b].pods.is_empty()
+                    && matches!(self.p.bins[b].kind, BinKind::New { .. })
+            })
+            .map(|b| (self.tilt(&self.p.bins[b].free, b) * self.price(b), b))
+            .collect();
+        self.work += tilted.len() as u64;
+        tilted.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        let mut kept = 0;
+        for k in 0..PAIRS.min(tilted.len() / 2) {
+            let (cpu_bound_tilt, cpu_bound) = tilted[k];
+            let (memory_bound_tilt, memory_bound) = tilted[tilted.len() - 1 - k];
+            if cpu_bound_tilt >= 0.0 || memory_bound_tilt <= 0.0 || self.out_of_work() {
+                break;
+            }
+            if self.rebalance(memory_bound, cpu_bound) {
+                kept += 1;
+            }
+        }
+        kept
+    }
+
+    /// How much more of its CPU than of its memory bin `b` would leave free with `free` room:
+    /// positive when memory binds, negative when CPU does.
+    fn tilt(&self, free: &Resources, b: usize) -> f64 {
+        let capacity = self.p.bins[b].free + self.p.bins[b].requests;
+        let share = |slot: usize| {
+            let cap = capacity.get(slot);
+            if cap > 0 {
+                free.get(slot) as f64 / cap as f64
+            } else {
+                0.0
+            }
+        };
+        share(CPU) - share(MEMORY)
+    }
+
+    /// Trades twin pods between `a` (memory binds) and `b` (CPU binds), memory-heaviest of `a`
+    /// for CPU-heaviest of `b`, while both keep their types and their tilts keep their signs;
+    /// re-sizes both and keeps the trade when the pair costs less.
+    fn rebalance(&mut self, a: usize, b: usize) -> bool {
+        let capacity = self.p.bins[a].free + self.p.bins[a].requests;
+        let (cpu, memory) = (
+            capacity.get(CPU).max(1) as f64,
+            capacity.get(MEMORY).max(1) as f64,
+        );
+        // (twin, memory-heaviness, pod, class): how much more of `a`'s memory than of its CPU
+        // the pod takes.
+        let side = |this: &Self, bin: usize| -> Vec<(u32, f64, usize, usize)> {
+            this.p.bins[bin]
+                .pods
+                .iter()
+                .filter_map(|&pod| {
+                    let c = this.pod_class[pod] as usize;
+                    this.movable[c].then(|| {
+                        let r = &this.p.classes[c].requests;
+                        let heavy = r.get(MEMORY) as f64 / memory - r.get(CPU) as f64 / cpu;
+                        (this.twin[c], heavy, pod, c)
+                    })
+                })
+                .collect()
+        };
+        let mut give = side(self, a);
+        let mut take = side(self, b);
+        self.work += (give.len() + take.len()) as u64;
+        // Per twin set: `a` gives its memory-heaviest first, `b` its CPU-heaviest first.
+        give.sort_by(|x, y| x.0.cmp(&y.0).then(y.1.total_cmp(&x.1)).then(x.2.cmp(&y.2)));
+        take.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
+        let before = self.price(a) + self.price(b);
+        let mut log: Vec<Op> = Vec::new();
+        self.defer_index();
+        let (mut i, mut j) = (0, 0);
+        while i < give.len() && j < take.len() {
+            let (tp, hp, p, c) = give[i];
+            let (tq, hq, q, d) = take[j];
+            if tp != tq {
+                if tp < tq {
+                    i += 1;
+                } else {
+                    j += 1;
+                }
+                continue;
+            }
+            // Trading a pod for one no lighter in memory gains nothing; the rest of this twin
+            // set is lighter still on `a`'s side.
+            if hp <= hq {
+                while i < give.len() && give[i].0 == tp {
+                    i += 1;
+                }
+                continue;
+            }
+            let (rp, rq) = (self.p.classes[c].requests, self.p.classes[d].requests);
+            let free_a = self.p.bins[a].free + rp - rq;
+            let free_b = self.p.bins[b].free + rq - rp;
+            let fits = Resources::ZERO.fits_in(&free_a) && Resources::ZERO.fits_in(&free_b);
+            if !fits
+                || self.tilt(&free_a, a) < 0.0
+                || self.tilt(&free_b, b) > 0.0
+                || !self.allowed_on(c, b)
+                || !self.allowed_on(d, a)
+            {
+                // A lighter pod of `a`'s may still fit.
+                i += 1;
+                continue;
+            }
+            self.unplace(p, c, a);
+            self.unplace(q, d, b);
+            self.place(p, c, b);
+            self.place(q, d, a);
+            log.extend([
+                Op::Unplaced {
+                    pod: p,
+                    class: c,
+                    bin: a,
+                },
+                Op::Unplaced {
+                    pod: q,
+                    class: d,
+                    bin: b,
+                },
+                Op::Placed {
+                    pod: p,
+                    class: c,
+                    bin: b,
+                },
+                Op::Placed {
+                    pod: q,
+                    class: d,
+                    bin: a,
+                },
+            ]);
+            i += 1;
+            j += 1;
+        }
+        if log.is_empty() {
+            self.flush_index();
+            return false;
+        }
+        for bin in [a, b] {
+            let BinKind::New { shape, offering } = self.p.bins[bin].kind else {
+                continue;
+            };
+            let requests = self.p.bins[bin].requests;
+            if let Some((s2, o2, _)) = self.cheapest(bin, &requests, None)
+                && (s2, o2) != (shape, offering)
+            {
+                self.set_kind(bin, s2, o2);
+                log.push(Op::Resized {
+                    bin,
+                    shape,
+                    offering,
+                });
+            }
+        }
+        self.flush_index();
+        // Both nodes kept or shrank their types: no pool's usage grew, so no limit can break.
+        if self.price(a) + self.price(b) < before - EPS {
+            return true;
+        }
+        self.undo(log);
+        false
+    }
+}
