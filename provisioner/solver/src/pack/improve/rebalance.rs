@@ -158,22 +158,8 @@ impl Improver<'_, '_> {
             self.flush_index();
             return false;
         }
-        for bin in [a, b] {
-            let BinKind::New { shape, offering } = self.p.bins[bin].kind else {
-                continue;
-            };
-            let requests = self.p.bins[bin].requests;
-            if let Some((s2, o2, _)) = self.cheapest(bin, &requests, None)
-                && (s2, o2) != (shape, offering)
-            {
-                self.set_kind(bin, s2, o2);
-                log.push(Op::Resized {
-                    bin,
-                    shape,
-                    offering,
-                });
-            }
-        }
+        self.resize_logged(a, &mut log);
+        self.resize_logged(b, &mut log);
         self.flush_index();
         // Both nodes kept or shrank their types: no pool's usage grew, so no limit can break.
         if self.price(a) + self.price(b) < before - EPS {

@@ -75,25 +75,15 @@ impl Improver<'_, '_> {
             if self.closed[a] {
                 continue;
             }
-            let BinKind::New { shape, offering } = self.p.bins[a].kind else {
+            if !matches!(self.p.bins[a].kind, BinKind::New { .. }) {
                 continue;
-            };
+            }
             if self.p.bins[a].pods.is_empty() {
                 self.close(a);
                 log.push(Op::Closed { bin: a });
                 continue;
             }
-            let requests = self.p.bins[a].requests;
-            if let Some((s2, o2, _)) = self.cheapest(a, &requests, None)
-                && (s2, o2) != (shape, offering)
-            {
-                self.set_kind(a, s2, o2);
-                log.push(Op::Resized {
-                    bin: a,
-                    shape,
-                    offering,
-                });
-            }
+            self.resize_logged(a, &mut log);
         }
         self.flush_index();
         // Pods under a hostname rule first (as construction placed them before the pods their
@@ -155,6 +145,24 @@ impl Improver<'_, '_> {
         }
         self.undo(log);
         false
+    }
+
+    /// Re-sizes new bin `b` to the cheapest type that holds its pods, noting the change in `log`.
+    pub(super) fn resize_logged(&mut self, b: usize, log: &mut Vec<Op>) {
+        let BinKind::New { shape, offering } = self.p.bins[b].kind else {
+            return;
+        };
+        let requests = self.p.bins[b].requests;
+        if let Some((s2, o2, _)) = self.cheapest(b, &requests, None)
+            && (s2, o2) != (shape, offering)
+        {
+            self.set_kind(b, s2, o2);
+            log.push(Op::Resized {
+                bin: b,
+                shape,
+                offering,
+            });
+        }
     }
 
     /// Undoes `log`, last change first.
