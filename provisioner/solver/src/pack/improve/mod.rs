@@ -13,7 +13,7 @@
 //!   and put it where there is room to spare, or where growing costs less than the shrink saves;
 //! * **empty**: move every pod of a lightly filled node elsewhere and drop the node, when what
 //!   the receiving nodes grow by costs less than the node;
-//! * **rebalance** (on a share of the budget kept for it): a node whose memory binds trades its
+//! * **rebalance** (last, on a budget of its own): a node whose memory binds trades its
 //!   memory-heaviest pods for the CPU-heaviest of a node whose CPU binds, pods of twin classes
 //!   only (same groups and rules), then both shrink; the nodes wasting most dollars either way
 //!   are paired first.
@@ -364,10 +364,8 @@ impl<'p, 'a> Improver<'p, 'a> {
         // Only the nodes this plan buys take part: construction fills the room of existing nodes
         // first, and leaving them out keeps the phase cheap where the engine solves often
         // against a large fleet (consolidation).
-        let bin = &self.p.bins[b];
-        let open =
-            !self.closed[b] && matches!(bin.kind, BinKind::New { .. }) && !bin.pods.is_empty();
-        if open {
+        if self.open_new(b) {
+            let bin = &self.p.bins[b];
             let slot = self.zone_slot(b);
             let free = bin.free.get(CPU);
             self.index[slot].insert((free, b as u32));
@@ -629,14 +627,17 @@ impl<'p, 'a> Improver<'p, 'a> {
             })
     }
 
+    /// Whether `b` is a node this plan buys, still in the plan and holding pods: the only
+    /// bins the moves work on.
+    fn open_new(&self, b: usize) -> bool {
+        let bin = &self.p.bins[b];
+        !self.closed[b] && matches!(bin.kind, BinKind::New { .. }) && !bin.pods.is_empty()
+    }
+
     /// New bins, worst value for money first.
     fn order(&self) -> Vec<usize> {
         let mut order: Vec<(f64, usize)> = (0..self.p.bins.len())
-            .filter(|&b| {
-                !self.closed[b]
-                    && !self.p.bins[b].pods.is_empty()
-                    && matches!(self.p.bins[b].kind, BinKind::New { .. })
-            })
+            .filter(|&b| self.open_new(b))
             .map(|b| {
                 let value: f64 = self.p.bins[b]
                     .classes

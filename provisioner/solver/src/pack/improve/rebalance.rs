@@ -19,11 +19,7 @@ impl Improver<'_, '_> {
     /// One rebalance pass; returns how many pairs came out cheaper (and were kept).
     pub(super) fn rebalance_pass(&mut self) -> usize {
         let mut tilted: Vec<(f64, usize)> = (0..self.p.bins.len())
-            .filter(|&b| {
-                !self.closed[b]
-                    && !self.p.bins[b].pods.is_empty()
-                    && matches!(self.p.bins[b].kind, BinKind::New { .. })
-            })
+            .filter(|&b| self.open_new(b))
             .map(|b| (self.tilt(&self.p.bins[b].free, b) * self.price(b), b))
             .collect();
         self.work += tilted.len() as u64;

@@ -18,10 +18,7 @@ impl Improver<'_, '_> {
             all
         };
         for b in order {
-            if !self.closed[b]
-                && !self.p.bins[b].pods.is_empty()
-                && matches!(self.p.bins[b].kind, BinKind::New { .. })
-            {
+            if self.open_new(b) {
                 by_slot[self.zone_slot(b)].push(b);
             }
         }
