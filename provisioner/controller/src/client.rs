@@ -12,7 +12,7 @@ use std::future::Future;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -21,7 +21,6 @@ use governor::clock::Clock as GovernorClock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
-use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -77,16 +76,17 @@ pub async fn build_client(settings: &ClientSettings) -> Result<kube::Client, Con
 }
 
 /// The provisioning loop's clients, built like [`build_client`] and drawing from one bucket of
-/// `--kube-client-qps`: together they never exceed it. Each has a queue of its own, so a
-/// NodeClaim's create waits for a token, never behind the loop's other writes, and thousands of
-/// Events never wait ahead of either.
+/// `--kube-client-qps`: together they never exceed it. Each has a queue of its own, and the
+/// NodeClaim creates' queue goes first: while a create waits for a token, the others wait
+/// behind it, so a burst of launches is not slowed by the status writes, nominations and Events
+/// of the nodes before it (which wait a few seconds longer instead).
 pub async fn build_loop_clients(settings: &ClientSettings) -> Result<LoopClients, ControllerError> {
     let rate_limit = RateLimitLayer::new(settings.qps, settings.burst)?;
     let events_limit = rate_limit.capped(EVENTS_SHARE)?;
     let config = load_config(settings).await?;
     Ok(LoopClients {
         api: client_behind(config.clone(), &rate_limit)?,
-        launches: client_behind(config.clone(), &rate_limit)?,
+        launches: client_behind(config.clone(), &rate_limit.prioritized())?,
         events: client_behind(config, &events_limit)?,
     })
 }
@@ -96,7 +96,8 @@ pub async fn build_loop_clients(settings: &ClientSettings) -> Result<LoopClients
 pub struct LoopClients {
     /// Watches, reads and every write but the two below.
     pub api: kube::Client,
-    /// NodeClaim creates: the first write of a launch, the one the batch window waits for.
+    /// NodeClaim creates: the first write of a launch, the one the batch window waits for; it
+    /// takes the shared bucket's tokens before the other two.
     pub launches: kube::Client,
     /// Events, at most [`EVENTS_SHARE`] of the rate and burst (a bucket of their own first).
     pub events: kube::Client,
@@ -120,9 +121,71 @@ fn client_behind(
     config: kube::Config,
     rate_limit: &RateLimitLayer,
 ) -> Result<kube::Client, ControllerError> {
-    let builder = ClientBuilder::try_from(config)
-        .map_err(|e| ControllerError::ClientConfig(error_chain(&e)))?;
-    Ok(builder.with_layer(rate_limit).build())
+    http2_client(config, rate_limit).map_err(|e| ControllerError::ClientConfig(error_chain(&e)))
+}
+
+/// How often an HTTP/2 connection with nothing to read is pinged (client-go's `ReadIdleTimeout`).
+const HTTP2_PING_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered before the connection is dropped (client-go's `PingTimeout`).
+const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A client on the stack kube's default client has, but speaking HTTP/2 where the server offers it
+/// (ALPN `h2`; the API server does): all requests of a client, watches included, share one
+/// connection, as client-go's do. kube's own stack is HTTP/1.1 only, which opens a connection
+/// (and a TLS handshake) per request in flight and keeps it open: a burst of 500 NodeClaim
+/// creates left 1,767 connections to the API server. The rest is kube's: the configured
+/// server, credentials, extra headers, its retry of 429/503/504, and its connect, read and write
+/// timeouts; idle HTTP/2 connections are pinged and dropped when the ping is not answered.
+/// `rate_limit` is outermost: a request waits for its token before anything else.
+fn http2_client(
+    config: kube::Config,
+    rate_limit: &RateLimitLayer,
+) -> Result<kube::Client, kube::Error> {
+    use kube::client::ConfigExt as _;
+    use tower::ServiceBuilder;
+
+    if let Some(proxy) = &config.proxy_url {
+        // As kube's own client built without its proxy features.
+        return Err(kube::Error::ProxyProtocolUnsupported {
+            proxy_url: Box::new(proxy.clone()),
+        });
+    }
+
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let mut tls = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config.rustls_client_config()?)
+        .https_or_http();
+    if let Some(name) = &config.tls_server_name {
+        // The kubeconfig's `tls-server-name`: the name the server's certificate is checked for.
+        let name = name.clone().try_into().map_err(|e| {
+            kube::Error::RustlsTls(kube::client::RustlsTlsError::InvalidServerName(e))
+        })?;
+        tls = tls.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+    }
+    let https = tls.enable_http1().enable_http2().wrap_connector(http);
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_keep_alive_interval(HTTP2_PING_INTERVAL)
+        .http2_keep_alive_timeout(HTTP2_PING_TIMEOUT)
+        .http2_keep_alive_while_idle(true)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .build(connector);
+    let service = ServiceBuilder::new()
+        .layer(rate_limit.clone())
+        .layer(config.base_uri_layer())
+        .option_layer(config.default_retry.then(|| {
+            tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry())
+        }))
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(client);
+    Ok(kube::Client::new(service, config.default_namespace))
 }
 
 async fn load_config(settings: &ClientSettings) -> Result<kube::Config, ControllerError> {
@@ -211,6 +274,13 @@ pub struct RateLimitLayer {
     /// The buckets a request takes a token from, in order (a cap of its own first, then the
     /// shared one).
     buckets: Arc<[Arc<Limiter>]>,
+    /// Prioritized requests waiting for a token of the shared bucket (the last of `buckets`):
+    /// while there are any, the others do not take one.
+    priority_waiting: Arc<AtomicUsize>,
+    /// Whether this layer's requests go first ([`RateLimitLayer::prioritized`]).
+    priority: bool,
+    /// The shared bucket's refill period: how long a request that gives way waits to look again.
+    shared_period: Duration,
     qps: f64,
     burst: u32,
 }
@@ -220,6 +290,7 @@ impl std::fmt::Debug for RateLimitLayer {
         f.debug_struct("RateLimitLayer")
             .field("qps", &self.qps)
             .field("burst", &self.burst)
+            .field("priority", &self.priority)
             .finish()
     }
 }
@@ -244,9 +315,22 @@ impl RateLimitLayer {
         client_traffic().qps_limit.set(qps);
         Ok(Self {
             buckets: Arc::from([Arc::new(bucket(qps, burst)?)]),
+            priority_waiting: Arc::new(AtomicUsize::new(0)),
+            priority: false,
+            shared_period: Duration::from_secs_f64(1.0 / qps),
             qps,
             burst,
         })
+    }
+
+    /// The same limit, whose requests go first: while one of them waits for a token of the
+    /// shared bucket, requests of the layer's other (unprioritized) clones and caps wait too,
+    /// and the next token is its. Together they still never exceed the rate.
+    pub fn prioritized(&self) -> Self {
+        Self {
+            priority: true,
+            ..self.clone()
+        }
     }
 
     /// A layer whose requests take a token from this layer's bucket and, before it, from a
@@ -268,6 +352,7 @@ impl RateLimitLayer {
             buckets: Arc::from(buckets),
             qps,
             burst,
+            ..self.clone()
         })
     }
 
@@ -309,6 +394,10 @@ impl<S> Layer<S> for RateLimitLayer {
         RateLimited {
             inner,
             buckets: Arc::clone(&self.buckets),
+            priority_waiting: Arc::clone(&self.priority_waiting),
+            priority: self.priority,
+            shared_period: self.shared_period,
+            counted_waiting: false,
             taken: 0,
             sleep: None,
         }
@@ -320,6 +409,11 @@ impl<S> Layer<S> for RateLimitLayer {
 pub struct RateLimited<S> {
     inner: S,
     buckets: Arc<[Arc<Limiter>]>,
+    priority_waiting: Arc<AtomicUsize>,
+    priority: bool,
+    shared_period: Duration,
+    /// Whether this (prioritized) service counts in `priority_waiting` now.
+    counted_waiting: bool,
     /// How many of `buckets` gave a token for the next `call` (all of them: ready).
     taken: usize,
     /// The timer to wait on before asking for a token again.
@@ -332,9 +426,45 @@ impl<S: Clone> Clone for RateLimited<S> {
         Self {
             inner: self.inner.clone(),
             buckets: Arc::clone(&self.buckets),
+            priority_waiting: Arc::clone(&self.priority_waiting),
+            priority: self.priority,
+            shared_period: self.shared_period,
+            counted_waiting: false,
             taken: 0,
             sleep: None,
         }
+    }
+}
+
+impl<S> RateLimited<S> {
+    /// Counts this prioritized service as waiting for the shared bucket (`true`) or not.
+    fn set_waiting(&mut self, waiting: bool) {
+        if self.priority && self.counted_waiting != waiting {
+            if waiting {
+                self.priority_waiting.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.priority_waiting.fetch_sub(1, Ordering::AcqRel);
+            }
+            self.counted_waiting = waiting;
+        }
+    }
+
+    /// Waits `wait` (at least 1 ms) before asking again, counted as throttled time.
+    fn wait(&mut self, wait: Duration) {
+        // Never a zero-length timer: a token due "now" is retried after 1 ms.
+        let wait = wait.max(Duration::from_millis(1));
+        client_traffic()
+            .throttled_seconds
+            .inc_by(wait.as_secs_f64());
+        tracing::trace!(?wait, "kube client rate limit: waiting for a token");
+        self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
+    }
+}
+
+impl<S> Drop for RateLimited<S> {
+    fn drop(&mut self) {
+        // A prioritized request given up while waiting must not hold the others back.
+        self.set_waiting(false);
     }
 }
 
@@ -364,17 +494,24 @@ where
                 }
                 self.sleep = None;
             }
+            let shared = self.taken + 1 == self.buckets.len();
+            if shared && !self.priority && self.priority_waiting.load(Ordering::Acquire) > 0 {
+                // A prioritized request waits for the shared bucket: the next token is its.
+                self.wait(self.shared_period);
+                continue;
+            }
             match self.buckets[self.taken].check() {
-                Ok(()) => self.taken += 1,
+                Ok(()) => {
+                    if shared {
+                        self.set_waiting(false);
+                    }
+                    self.taken += 1;
+                }
                 Err(not_until) => {
-                    let wait = not_until.wait_time_from(TokioClock.now());
-                    // Never a zero-length timer: a token due "now" is retried after 1 ms.
-                    let wait = wait.max(Duration::from_millis(1));
-                    client_traffic()
-                        .throttled_seconds
-                        .inc_by(wait.as_secs_f64());
-                    tracing::trace!(?wait, "kube client rate limit: waiting for a token");
-                    self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
+                    if shared {
+                        self.set_waiting(true);
+                    }
+                    self.wait(not_until.wait_time_from(TokioClock.now()));
                 }
             }
         }
@@ -553,6 +690,41 @@ mod tests {
             assert_eq!(name, QPS_FLAG);
             assert!(reason.contains("share"), "{reason}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_prioritized_request_takes_the_next_token_and_a_dropped_one_stops_holding_back() {
+        // 10 per second, one at once: a token every 100 ms.
+        let layer = RateLimitLayer::new(10.0, 1).expect("valid");
+        let service = || tower::service_fn(|()| async { Ok::<_, Infallible>(()) });
+        let mut writes = layer.layer(service());
+        let mut events = layer.capped(1.0).expect("valid share").layer(service());
+        let mut creates = layer.prioritized().layer(service());
+        assert!(ready_now(&mut writes).await);
+        writes.call(()).await.expect("infallible");
+        // All three wait; the create asked last.
+        assert!(!ready_now(&mut writes).await);
+        assert!(!ready_now(&mut events).await);
+        assert!(!ready_now(&mut creates).await);
+        tokio::time::advance(Duration::from_millis(100)).await;
+        // The token is due, and the others look first: they give way to the create.
+        assert!(!ready_now(&mut writes).await, "a write gives way");
+        assert!(!ready_now(&mut events).await, "an Event gives way");
+        assert!(ready_now(&mut creates).await, "the create takes the token");
+        creates.call(()).await.expect("infallible");
+        // No create waits now: the next token goes to whoever asks.
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(ready_now(&mut writes).await, "the write goes next");
+        writes.call(()).await.expect("infallible");
+        // A create that waits and is then dropped (its request given up) holds nobody back.
+        let mut given_up = layer.prioritized().layer(service());
+        assert!(!ready_now(&mut given_up).await);
+        drop(given_up);
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(
+            ready_now(&mut events).await,
+            "nothing waits ahead of the Event"
+        );
     }
 
     /// A kube client over a mocked API, rate limited: the times (tokio's virtual time) at which
