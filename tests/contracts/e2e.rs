@@ -141,6 +141,76 @@ impl Controller {
     pub(super) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// CPU seconds and peak RSS (MiB) of the controller so far, from /proc.
+    pub(super) fn usage(&self) -> (f64, f64) {
+        usage(self.child.id())
+    }
+
+    /// The controller's established TCP connections to the API server of `kubeconfig`, from
+    /// /proc (its sockets' inodes, matched in the TCP tables by remote port).
+    pub(super) fn api_connections(&self, kubeconfig: &std::path::Path) -> usize {
+        let port = Kubeconfig::read_from(kubeconfig)
+            .ok()
+            .and_then(|k| k.clusters.into_iter().next()?.cluster?.server)
+            .and_then(|server| server.parse::<http::Uri>().ok())
+            .and_then(|uri| {
+                uri.port_u16().or(Some(if uri.scheme_str() == Some("http") {
+                    80
+                } else {
+                    443
+                }))
+            })
+            .expect("the kubeconfig names a server");
+        let pid = self.child.id();
+        let sockets: std::collections::BTreeSet<String> =
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .filter_map(|target| {
+                    let t = target.to_string_lossy();
+                    Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect();
+        ["tcp", "tcp6"]
+            .iter()
+            .filter_map(|table| std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).ok())
+            .flat_map(|text| text.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+            .filter(|line| {
+                // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+                let f: Vec<&str> = line.split_whitespace().collect();
+                let remote_port = f
+                    .get(2)
+                    .and_then(|a| a.rsplit_once(':'))
+                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+                f.get(3) == Some(&"01")
+                    && remote_port == Some(port)
+                    && f.get(9).is_some_and(|inode| sockets.contains(*inode))
+            })
+            .count()
+    }
+}
+
+/// CPU seconds and peak RSS (MiB) of a process, from /proc.
+pub(super) fn usage(pid: u32) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
+        .sum();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm_kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    (ticks / 100.0, hwm_kib / 1024.0)
 }
 
 impl Drop for Controller {

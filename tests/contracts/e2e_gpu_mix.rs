@@ -102,25 +102,9 @@ async fn wrongly_emptied(client: &Client) -> Vec<String> {
     wrong
 }
 
-/// CPU seconds and peak RSS (MiB) of a process, from /proc.
-fn usage(pid: u32) -> (f64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
-        .sum();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm_kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0.0);
-    (ticks / 100.0, hwm_kib / 1024.0)
-}
+/// Connections the controller may hold to the API server: its five clients, and room for one
+/// being replaced.
+const MAX_API_CONNECTIONS: usize = 8;
 
 async fn gpu_mix(kubeconfig: PathBuf) {
     let client = client(&kubeconfig).await;
@@ -191,9 +175,10 @@ async fn gpu_mix(kubeconfig: PathBuf) {
     }
     let (claims, nodes) = claims_and_nodes(&client).await;
     let cost: Value = serde_json::from_str(&ctl.get("/cost")).unwrap_or_default();
-    let (cpu, rss) = usage(ctl.child.id());
+    let (cpu, rss) = ctl.usage();
+    let connections = ctl.api_connections(&kubeconfig);
     println!(
-        "W2 mix: all 200 bound after {:?}; {} NodeClaims, {} Nodes, ${:.2}/h; controller {cpu:.1} CPU s, peak RSS {rss:.0} MiB",
+        "W2 mix: all 200 bound after {:?}; {} NodeClaims, {} Nodes, ${:.2}/h; controller {cpu:.1} CPU s, peak RSS {rss:.0} MiB, {connections} connections to the API server",
         bound_after,
         claims.len(),
         nodes.len(),
@@ -208,6 +193,13 @@ async fn gpu_mix(kubeconfig: PathBuf) {
             .take(60)
             .collect::<Vec<_>>()
             .join("\n")
+    );
+    // One HTTP/2 connection per client (the loop's three, the Lease's, kwok's), however many
+    // requests are in flight: HTTP/1.1 held one per request in flight, dozens after a burst.
+    assert!(
+        connections <= MAX_API_CONNECTIONS,
+        "the controller holds {connections} connections to the API server (at most \
+         {MAX_API_CONNECTIONS}: its clients should speak HTTP/2)"
     );
     for (gpus, _) in MIX {
         let _ = deployments

@@ -20,7 +20,9 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use quartermaster_policies::NodePool;
 use serde_json::{Value, json};
 
-use super::e2e::{Controller, NAMESPACE, apply, claims_and_nodes, client, on_cluster, setup};
+use super::e2e::{
+    Controller, NAMESPACE, apply, claims_and_nodes, client, on_cluster, setup, usage,
+};
 
 /// The mix per 10,000 pods: (CPU millicores, GPUs, pods).
 const MIX: [(u32, u32, usize); 7] = [
@@ -81,26 +83,6 @@ fn pod(name: &str, millicpu: u32, gpus: u32) -> Pod {
     .expect("a pod")
 }
 
-/// CPU seconds and peak RSS (MiB) of a process, from /proc.
-fn usage(pid: u32) -> (f64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
-        .sum();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm_kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0.0);
-    (ticks / 100.0, hwm_kib / 1024.0)
-}
-
 /// The `q` quantile of a Prometheus histogram in `/metrics` text (the upper bound of the bucket
 /// it falls in; `+Inf` when beyond the last), with its count; `None` when there is no such
 /// histogram or it is empty.
@@ -150,23 +132,31 @@ async fn count(pods: &Api<Pod>) -> usize {
 }
 
 /// Deletes this test's pods (at once: no kubelet waits for them) and waits until they, every
-/// NodeClaim and every kwok Node are gone.
-async fn clean(client: &Client, pods: &Api<Pod>, ctl: &Controller, timeout: Duration) {
-    let _ = pods
-        .delete_collection(
-            &DeleteParams {
-                grace_period_seconds: Some(0),
-                ..DeleteParams::default()
-            },
-            &ListParams::default().labels(&format!("{LABEL}=true")),
-        )
-        .await;
+/// NodeClaim and every kwok Node are gone; returns how long that took. A collection delete of
+/// 10,000 pods can time out on the API server part way: it is sent again while pods are left.
+async fn clean(client: &Client, pods: &Api<Pod>, ctl: &Controller, timeout: Duration) -> Duration {
+    let delete = || async {
+        if let Err(e) = pods
+            .delete_collection(
+                &DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..DeleteParams::default()
+                },
+                &ListParams::default().labels(&format!("{LABEL}=true")),
+            )
+            .await
+        {
+            println!("scale: deleting the pods: {e} (sent again)");
+        }
+    };
     let start = Instant::now();
+    delete().await;
+    let mut deleted_at = Instant::now();
     loop {
         let left = count(pods).await;
         let (c, n) = claims_and_nodes(client).await;
         if left == 0 && c.is_empty() && n.is_empty() {
-            return;
+            return start.elapsed();
         }
         assert!(
             start.elapsed() < timeout,
@@ -175,6 +165,10 @@ async fn clean(client: &Client, pods: &Api<Pod>, ctl: &Controller, timeout: Dura
             n.len(),
             tail(ctl, 40)
         );
+        if left > 0 && deleted_at.elapsed() > Duration::from_secs(20) {
+            delete().await;
+            deleted_at = Instant::now();
+        }
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
@@ -308,9 +302,9 @@ async fn scale_run(kubeconfig: PathBuf, total: usize) {
         "not every pod bound within {timeout:?}: {last} unbound\ncontroller log:\n{}",
         tail(&ctl, 60)
     );
-    clean(&client, &pods, &ctl, timeout).await;
+    let cleaned_in = clean(&client, &pods, &ctl, timeout).await;
     let (cpu_end, _) = usage(pid);
-    println!("scale: cleaned up; controller {cpu_end:.1} CPU s in all");
+    println!("scale: cleaned up in {cleaned_in:.1?}; controller {cpu_end:.1} CPU s in all");
     ctl.kill();
     let _ = std::fs::remove_dir_all(&dir);
 }
