@@ -37,6 +37,7 @@ impl Driver {
             );
             self.seen.remove(&gone);
             self.registered.remove(&gone);
+            self.settled.remove(&gone);
             self.registration_sent.remove(&gone);
             self.delete_sent.remove(&gone);
             self.deleting.remove(&gone);
@@ -119,6 +120,12 @@ impl Driver {
             let Some(node) = by_provider_id.get(provider_id.as_str()).copied() else {
                 continue;
             };
+            let version = node.metadata.resource_version.as_deref();
+            if version.is_some() && self.settled.get(&c.name).map(String::as_str) == version {
+                // The Node is as it was when its view matched the one reported: nothing new.
+                continue;
+            }
+            self.settled.remove(&c.name);
             let view = node_view(node, &self.table);
             match self.registered.get(&c.name) {
                 None => {
@@ -173,7 +180,11 @@ impl Driver {
                     engine.handle(now, Event::NodeUpdated { node: view.clone() });
                     self.registered.insert(c.name.clone(), view);
                 }
-                Some(_) => {}
+                Some(_) => {
+                    if let Some(version) = version {
+                        self.settled.insert(c.name.clone(), version.to_owned());
+                    }
+                }
             }
         }
     }

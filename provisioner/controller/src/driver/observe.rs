@@ -217,6 +217,7 @@ impl Driver {
         self.disruption_inputs = DisruptionInputs::default();
         self.reported.clear();
         self.registered.clear();
+        self.settled.clear();
         self.deleting.clear();
         for claim in claims {
             let object = claim_node(claim, nodes);
