@@ -133,7 +133,8 @@ async fn count(pods: &Api<Pod>) -> usize {
 
 /// Deletes this test's pods (at once: no kubelet waits for them) and waits until they, every
 /// NodeClaim and every kwok Node are gone; returns how long that took. A collection delete of
-/// 10,000 pods can time out on the API server part way: it is sent again while pods are left.
+/// 10,000 pods can fail part way (`SendRequest` on a busy API server): it is sent again while
+/// pods are left.
 async fn clean(client: &Client, pods: &Api<Pod>, ctl: &Controller, timeout: Duration) -> Duration {
     let delete = || async {
         if let Err(e) = pods
