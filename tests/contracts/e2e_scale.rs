@@ -3,8 +3,9 @@
 //! `QUARTERMASTER_E2E_SCALE` pods, created at once in the test namespace. It waits until every
 //! pod is bound (timeout proportional to the count), prints the time to all bound, nodes, cost
 //! per hour, the controller's CPU seconds and peak RSS, and the p99 of the batch window and of
-//! the time from a launch decision to its NodeClaim on the API server (from `/metrics`); then
-//! deletes the pods and waits until the nodes are gone.
+//! the time from a launch decision to its NodeClaim on the API server (from `/metrics`), and
+//! the p50 and p99 of a pass and the controller's CPU over 30 s at rest; then deletes the pods
+//! and waits until the nodes are gone.
 //!
 //! Runs only when both `QUARTERMASTER_E2E_KUBECONFIG` and `QUARTERMASTER_E2E_SCALE=<pods>` are
 //! set (says it was skipped otherwise); `QUARTERMASTER_E2E_BINARY=target/release/quartermaster`
@@ -38,6 +39,8 @@ const MIX: [(u32, u32, usize); 7] = [
 const LABEL: &str = "quartermaster-e2e/scale";
 /// Pod creations in flight at once.
 const CREATE_CONCURRENCY: usize = 32;
+/// How long the controller's passes are watched once every pod is bound.
+const AT_REST: Duration = Duration::from_secs(30);
 
 #[test]
 fn the_ten_thousand_pod_mix_binds_and_the_controller_stays_light() {
@@ -83,12 +86,11 @@ fn pod(name: &str, millicpu: u32, gpus: u32) -> Pod {
     .expect("a pod")
 }
 
-/// The `q` quantile of a Prometheus histogram in `/metrics` text (the upper bound of the bucket
-/// it falls in; `+Inf` when beyond the last), with its count; `None` when there is no such
-/// histogram or it is empty.
-fn quantile(metrics: &str, name: &str, q: f64) -> Option<(f64, u64)> {
+/// The buckets of a Prometheus histogram in `/metrics` text: (upper bound, cumulative count),
+/// `+Inf` last.
+fn buckets(metrics: &str, name: &str) -> Vec<(f64, u64)> {
     let prefix = format!("{name}_bucket{{le=\"");
-    let buckets: Vec<(f64, u64)> = metrics
+    metrics
         .lines()
         .filter_map(|l| l.strip_prefix(&prefix))
         .filter_map(|rest| {
@@ -100,7 +102,12 @@ fn quantile(metrics: &str, name: &str, q: f64) -> Option<(f64, u64)> {
             };
             Some((le, count.split_whitespace().next()?.parse().ok()?))
         })
-        .collect();
+        .collect()
+}
+
+/// The `q` quantile of `buckets` (the upper bound of the bucket it falls in; `+Inf` when beyond
+/// the last), with the count; `None` when empty.
+fn quantile_of(buckets: &[(f64, u64)], q: f64) -> Option<(f64, u64)> {
     let total = buckets.last()?.1;
     if total == 0 {
         return None;
@@ -110,6 +117,24 @@ fn quantile(metrics: &str, name: &str, q: f64) -> Option<(f64, u64)> {
         .iter()
         .find(|(_, c)| *c >= rank)
         .map(|(le, _)| (*le, total))
+}
+
+/// The `q` quantile of a Prometheus histogram in `/metrics` text (see [`quantile_of`]).
+fn quantile(metrics: &str, name: &str, q: f64) -> Option<(f64, u64)> {
+    quantile_of(&buckets(metrics, name), q)
+}
+
+/// The `q` quantile of what a histogram recorded between two `/metrics` texts.
+fn quantile_between(before: &str, after: &str, name: &str, q: f64) -> Option<(f64, u64)> {
+    let before = buckets(before, name);
+    let since: Vec<(f64, u64)> = buckets(after, name)
+        .into_iter()
+        .map(|(le, n)| {
+            let was = before.iter().find(|(l, _)| *l == le).map_or(0, |b| b.1);
+            (le, n.saturating_sub(was))
+        })
+        .collect();
+    quantile_of(&since, q)
 }
 
 /// Pods of this test not yet bound to a node (any node: only the controller's exist).
@@ -297,6 +322,26 @@ async fn scale_run(kubeconfig: PathBuf, total: usize) {
         cpu_idle,
         p99("quartermaster_batch_window_seconds"),
         p99("quartermaster_nodeclaim_create_seconds"),
+    );
+    // At rest: every pod bound, nothing created; only heartbeats and the kwok kubelet move.
+    let (cpu_before, _) = usage(pid);
+    tokio::time::sleep(AT_REST).await;
+    let (cpu_after, _) = usage(pid);
+    let rest = ctl.get("/metrics");
+    let pass = |q: f64| {
+        quantile_between(
+            &metrics,
+            &rest,
+            "quartermaster_reconcile_duration_seconds",
+            q,
+        )
+        .map_or("none".to_string(), |(le, n)| format!("<= {le} s (of {n})"))
+    };
+    println!(
+        "scale: at rest for {AT_REST:?}: passes p50 {}, p99 {}; controller {:.1} CPU s",
+        pass(0.5),
+        pass(0.99),
+        cpu_after - cpu_before
     );
     assert!(
         bound_after.is_some(),

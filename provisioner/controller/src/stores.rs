@@ -268,6 +268,32 @@ impl Stores {
         self.changed.notify_one();
     }
 
+    /// A digest of every store's contents (see [`digest`]): equal digests mean that no object
+    /// was added, changed or removed in between. One pass over each store, no allocation but
+    /// the lists.
+    pub fn digests(&self) -> StoreDigests {
+        StoreDigests([
+            digest(&self.pods),
+            digest(&self.nodes),
+            digest(&self.node_pools),
+            digest(&self.node_claims),
+            digest(&self.aws_node_classes),
+            digest(&self.gcp_node_classes),
+            digest(&self.azure_node_classes),
+            digest(&self.daemon_sets),
+            digest(&self.pdbs),
+            digest(&self.provisioning_requests),
+            digest(&self.pod_templates),
+            digest(&self.capacity_buffers),
+            digest(&self.volcano_pod_groups),
+            digest(&self.coscheduling_pod_groups),
+            digest(&self.device_classes),
+            digest(&self.resource_claims),
+            digest(&self.resource_claim_templates),
+            digest(&self.resource_slices),
+        ])
+    }
+
     /// The Pod `namespace/name`, looked up by key (never a copy of the whole store).
     pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
         self.pods.get(&ObjectRef::new(name).within(namespace))
@@ -302,6 +328,60 @@ impl Stores {
     pub fn azure_node_class(&self, name: &str) -> Option<Arc<AzureNodeClass>> {
         self.azure_node_classes.get(&ObjectRef::new(name))
     }
+}
+
+/// The digests of every store, in [`Stores`]' field order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreDigests([u64; KINDS]);
+
+impl StoreDigests {
+    /// Only the stores in `kinds` (indexes in [`Stores`]' field order); the others read as 0.
+    fn only(&self, kinds: &[usize]) -> Self {
+        let mut out = [0; KINDS];
+        for &k in kinds {
+            out[k] = self.0[k];
+        }
+        Self(out)
+    }
+
+    /// What NodeClaim and NodePool statuses are built from: NodePools, NodeClaims and the
+    /// NodeClasses.
+    pub fn of_statuses(&self) -> Self {
+        self.only(&[2, 3, 4, 5, 6])
+    }
+
+    /// What reading pods and the configuration depends on, but for which nodes are
+    /// Quartermaster's: every store except Nodes, NodeClaims and PodDisruptionBudgets.
+    pub fn of_pods_and_config(&self) -> Self {
+        self.only(&[0, 2, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17])
+    }
+}
+
+/// A digest of the objects in `store` by uid and `resourceVersion`, whatever their order: it
+/// moves when one is added, removed or changed. A store holding an object without a uid or a
+/// `resourceVersion` (never so from an API server) gets a digest that matches nothing, so
+/// nothing is ever taken as unchanged on its account.
+pub fn digest<K>(store: &Store<K>) -> u64
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    use std::hash::{Hash, Hasher};
+    static UNMATCHED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let objects = store.state();
+    let mut sum = objects.len() as u64;
+    for object in &objects {
+        let meta = object.meta();
+        let (Some(uid), Some(version)) = (&meta.uid, &meta.resource_version) else {
+            // A value no other call gives.
+            return UNMATCHED.fetch_add(1, Ordering::Relaxed) | (1 << 63);
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        uid.hash(&mut hasher);
+        version.hash(&mut hasher);
+        sum = sum.wrapping_add(hasher.finish());
+    }
+    sum
 }
 
 /// Writers for [`Stores::from_writers`]: fill them with [`Writers::replace`].

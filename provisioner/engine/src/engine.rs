@@ -188,7 +188,7 @@ pub struct Engine {
     pub(crate) config: EngineConfig,
     pub(crate) setup: EngineSetup,
     pub(crate) pods: crate::pod_table::PodTable,
-    pub(crate) claims: BTreeMap<String, Claim>,
+    pub(crate) claims: crate::claim_table::ClaimTable,
     /// Node name -> the claim it registered for: a hint for [`Engine::claim_on_node`] (checked
     /// against the claim; entries of claims that are gone are dropped with them).
     pub(crate) node_claims: BTreeMap<String, String>,
@@ -264,7 +264,7 @@ impl Engine {
             config,
             setup,
             pods: Default::default(),
-            claims: BTreeMap::new(),
+            claims: Default::default(),
             node_claims: BTreeMap::new(),
             unavailable: UnavailableOfferings::default(),
             batch: Default::default(),
@@ -318,6 +318,28 @@ impl Engine {
     /// Whether the NodeClaim `name` is live (without building its view).
     pub fn has_claim(&self, name: &str) -> bool {
         self.claims.contains_key(name)
+    }
+
+    /// A number that moves whenever some claim may have changed (launched, registered,
+    /// initialized, deleting, gone, a new one...): equal revisions of the same engine mean
+    /// equal [`Engine::claims`].
+    pub fn claims_revision(&self) -> u64 {
+        self.claims.revision()
+    }
+
+    /// The names of the claims being deleted (without building their views).
+    pub fn deleting_claims(&self) -> impl Iterator<Item = &str> {
+        self.claims
+            .values()
+            .filter(|c| c.deleting)
+            .map(|c| c.name.as_str())
+    }
+
+    /// Each launched claim's name and provider id (without building its view).
+    pub fn launched_claims(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.claims
+            .values()
+            .filter_map(|c| Some((c.name.as_str(), c.provider_id.as_deref()?)))
     }
 
     /// Every live NodeClaim.

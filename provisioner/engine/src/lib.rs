@@ -12,6 +12,7 @@
 //! No I/O and no clock: the simulator and the in-cluster controller drive the same engine.
 
 mod adopt;
+mod claim_table;
 mod config;
 mod deadlines;
 mod disruption;

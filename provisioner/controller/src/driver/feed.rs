@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use quartermaster_engine::{ClaimView, Event};
+use quartermaster_engine::Event;
 use quartermaster_policies::NodeClaim;
 use quartermaster_solver::PodRef;
 
@@ -14,21 +14,30 @@ use crate::lifecycle;
 use crate::translate::{LABEL_NODECLAIM, Observed, node_view};
 
 impl Driver {
+    /// Tells the engine what changed about claims and nodes; true when a delete or a
+    /// registration is waiting to show in the cluster (it is sent again after a while).
     pub(super) fn feed_claims(
         &mut self,
         now: DateTime<Utc>,
         claims: &[Arc<NodeClaim>],
         nodes: &[Arc<k8s_openapi::api::core::v1::Node>],
-    ) {
+    ) -> bool {
         let Some(engine) = &mut self.engine else {
-            return;
+            return false;
         };
-        let in_store: BTreeSet<String> = claims
+        let mut waiting = false;
+        let in_store: BTreeSet<&str> = claims
             .iter()
-            .filter_map(|c| c.metadata.name.clone())
+            .filter_map(|c| c.metadata.name.as_deref())
             .collect();
         // Claims that were in the cluster and are gone: deleted.
-        for gone in self.seen.difference(&in_store).cloned().collect::<Vec<_>>() {
+        let gone: Vec<String> = self
+            .seen
+            .iter()
+            .filter(|name| !in_store.contains(name.as_str()))
+            .cloned()
+            .collect();
+        for gone in gone {
             engine.handle(
                 now,
                 Event::Deleted {
@@ -45,36 +54,37 @@ impl Driver {
             self.initialized.remove(&gone);
             self.written.forget(&gone);
         }
-        self.seen.extend(in_store.iter().cloned());
+        if self.seen.len() != in_store.len() {
+            self.seen.extend(in_store.iter().map(|n| (*n).to_owned()));
+        }
         for claim in claims {
-            let Some(name) = claim.metadata.name.clone() else {
+            let Some(name) = claim.metadata.name.as_deref() else {
                 continue;
             };
-            if claim.metadata.deletion_timestamp.is_some() && self.deleting.insert(name.clone()) {
+            if claim.metadata.deletion_timestamp.is_some()
+                && !self.deleting.contains(name)
+                && self.deleting.insert(name.to_owned())
+            {
                 engine.handle(
                     now,
                     Event::ClaimDeleting {
-                        claim: name.clone(),
+                        claim: name.to_owned(),
                     },
                 );
             }
         }
         // A claim the engine is deleting that the cluster still shows alive: the delete was
         // sent before the NodeClaim existed (its launch was under way), or failed. Sent again.
-        let deleting: BTreeSet<String> = engine
-            .claims()
-            .filter(|c| c.deleting)
-            .map(|c| c.name)
-            .collect();
+        let deleting: BTreeSet<&str> = engine.deleting_claims().collect();
         for claim in claims {
-            let Some(name) = claim.metadata.name.clone() else {
+            let Some(name) = claim.metadata.name.as_deref() else {
                 continue;
             };
-            let resent = self.delete_sent.get(&name).copied();
-            if claim.metadata.deletion_timestamp.is_none()
-                && deleting.contains(&name)
-                && resent.is_none_or(|t| now - t >= DELETE_RESEND)
-            {
+            let alive = claim.metadata.deletion_timestamp.is_none() && deleting.contains(name);
+            waiting |= alive;
+            let resent = self.delete_sent.get(name).copied();
+            if alive && resent.is_none_or(|t| now - t >= DELETE_RESEND) {
+                let name = name.to_owned();
                 self.delete_sent.insert(name.clone(), now);
                 let ctx = self.ctx.clone();
                 self.ctx.spawn(async move {
@@ -97,7 +107,7 @@ impl Driver {
                 .and_then(|l| l.get(LABEL_NODECLAIM))
                 .cloned();
             if let Some(claim) =
-                owner.filter(|c| in_store.contains(c) && !self.deleting.contains(c))
+                owner.filter(|c| in_store.contains(c.as_str()) && !self.deleting.contains(c))
             {
                 let ctx = self.ctx.clone();
                 self.ctx.spawn(async move {
@@ -112,20 +122,26 @@ impl Driver {
             .iter()
             .filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n)))
             .collect();
-        let views: Vec<ClaimView> = engine.claims().collect();
-        for c in views {
-            let Some(provider_id) = &c.provider_id else {
-                continue;
-            };
-            let Some(node) = by_provider_id.get(provider_id.as_str()).copied() else {
+        // Only the claims whose Node changed since its view last matched get a view built.
+        let changed: Vec<(String, &Arc<k8s_openapi::api::core::v1::Node>)> = engine
+            .launched_claims()
+            .filter_map(|(name, provider_id)| {
+                let node = by_provider_id.get(provider_id).copied()?;
+                let version = node.metadata.resource_version.as_deref();
+                // The Node is as it was when its view matched the one reported: nothing new.
+                let settled =
+                    version.is_some() && self.settled.get(name).map(String::as_str) == version;
+                (!settled).then(|| (name.to_owned(), node))
+            })
+            .collect();
+        for (name, node) in changed {
+            let Some(c) = engine.claim(&name) else {
                 continue;
             };
             let version = node.metadata.resource_version.as_deref();
-            if version.is_some() && self.settled.get(&c.name).map(String::as_str) == version {
-                // The Node is as it was when its view matched the one reported: nothing new.
-                continue;
-            }
             self.settled.remove(&c.name);
+            // Until its view settles, a node may be waiting for its registration patch.
+            waiting = true;
             let view = node_view(node, &self.table);
             match self.registered.get(&c.name) {
                 None => {
@@ -187,6 +203,7 @@ impl Driver {
                 }
             }
         }
+        waiting
     }
 
     pub(super) fn feed_pods(&mut self, now: DateTime<Utc>, observed: &Observed) {

@@ -28,6 +28,7 @@ mod dispatch;
 mod duties;
 mod feed;
 mod observe;
+mod rest;
 
 /// How many new `Unschedulable` events of one pass carry the top reasons offerings were ruled
 /// out for (each is a solve of the whole snapshot).
@@ -149,6 +150,10 @@ pub struct Driver {
     catalog: quartermaster_pricing::Catalog,
     /// New catalogs from the price refresh ([`crate::price_refresh`]).
     catalog_rx: Option<mpsc::UnboundedReceiver<quartermaster_pricing::Catalog>>,
+    /// What the last quiet observe and status sync read (a pass at rest skips them).
+    rest: rest::AtRest,
+    /// The last reading of the pods and configuration, and what it was made from.
+    last_reading: Option<(observe::ReadingKey, crate::translate::Observed)>,
 }
 
 /// What voluntary disruption must respect, as last told to the engine.
@@ -201,6 +206,8 @@ impl Driver {
             next_reservations: None,
             catalog: ctx.catalog.clone(),
             catalog_rx: None,
+            rest: Default::default(),
+            last_reading: None,
             ctx,
         }
     }
@@ -219,6 +226,8 @@ impl Driver {
     /// consolidation takes a look).
     pub fn catalog_changed(&mut self, now: DateTime<Utc>, catalog: quartermaster_pricing::Catalog) {
         self.catalog = catalog.clone();
+        self.rest.forget();
+        self.last_reading = None;
         if let Some(engine) = &mut self.engine {
             engine.handle(now, Event::CatalogChanged(catalog));
         }
@@ -273,6 +282,7 @@ impl Driver {
 
     fn outcome(&mut self, outcome: Outcome) {
         let now = self.ctx.clock.now();
+        self.rest.forget();
         match outcome {
             Outcome::Engine(event) => {
                 let event = *event;
@@ -321,7 +331,9 @@ impl Driver {
         while let Ok(outcome) = self.outcomes_rx.try_recv() {
             self.outcome(outcome);
         }
-        self.observe(now);
+        // Taken before anything is read: a change after this shows in the next pass's digests.
+        let stores = self.ctx.stores.digests();
+        self.observe_unless_at_rest(now, stores);
         let Some(engine) = &mut self.engine else {
             return;
         };
@@ -357,7 +369,7 @@ impl Driver {
             crate::provisioning_requests::sync(&self.ctx, engine, &mut self.requests, now);
             crate::capacity_buffers::sync(&self.ctx, engine, &mut self.buffers, now);
         }
-        lifecycle::sync_status(self, now);
+        self.sync_status_unless_at_rest(now, stores);
         self.terminations();
         self.collect_garbage(now);
         self.poll_cloud_events(now);
@@ -408,6 +420,19 @@ impl Driver {
 
     pub(crate) fn launch_error(&self, claim: &str) -> Option<&CloudError> {
         self.launch_errors.get(claim)
+    }
+
+    /// Pods read (turned into the solver's pods) since this driver started: a pass at rest
+    /// reads none.
+    #[cfg(test)]
+    pub(crate) fn pod_reads(&self) -> u64 {
+        self.readings.reads()
+    }
+
+    /// Observes and status syncs a pass at rest skipped since this driver started.
+    #[cfg(test)]
+    pub(crate) fn skipped_at_rest(&self) -> u64 {
+        self.rest.skipped()
     }
 }
 

@@ -11,12 +11,24 @@ use quartermaster_solver::PodRef;
 use serde_json::Value;
 
 use super::{DisruptionInputs, Driver};
+use crate::stores::StoreDigests;
+
+/// What a reading of the pods and the configuration was made from: the stores it read and
+/// which nodes were Quartermaster's (a digest of their names).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct ReadingKey {
+    stores: StoreDigests,
+    our_nodes: u64,
+}
 use crate::lifecycle;
 use crate::translate::{LABEL_NODECLAIM, Observed, TAINT_DISRUPTED, found_claim, node_view};
 
 impl Driver {
-    pub(super) fn observe(&mut self, now: DateTime<Utc>) {
-        let stores = &self.ctx.stores;
+    /// Observes the stores; true when something is waiting to be sent again (a delete or a
+    /// registration the cluster does not show yet), so the next pass must observe too.
+    pub(super) fn observe(&mut self, now: DateTime<Utc>, digests: StoreDigests) -> bool {
+        let ctx = self.ctx.clone();
+        let stores = &ctx.stores;
         let claims: Vec<Arc<NodeClaim>> = stores.node_claims.state();
         let nodes = stores.nodes.state();
         // A node is ours by its NodeClaim label, or by the name or provider id a claim
@@ -31,7 +43,7 @@ impl Driver {
                 claim_providers.insert(p);
             }
         }
-        let our_nodes: BTreeSet<String> = nodes
+        let our_nodes: BTreeSet<&str> = nodes
             .iter()
             .filter(|n| {
                 n.metadata
@@ -47,15 +59,77 @@ impl Driver {
                         .and_then(|s| s.provider_id.as_deref())
                         .is_some_and(|id| claim_providers.contains(id))
             })
-            .filter_map(|n| n.metadata.name.clone())
+            .filter_map(|n| n.metadata.name.as_deref())
             .collect();
+        // The pods and configuration are read again only when they, or which nodes are ours,
+        // changed since the last reading (a Node's heartbeat changes neither).
+        let key = ReadingKey {
+            stores: digests.of_pods_and_config(),
+            our_nodes: our_nodes.iter().copied().fold(0u64, |sum, name| {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::hash::DefaultHasher::new();
+                name.hash(&mut h);
+                sum.wrapping_add(h.finish())
+            }),
+        };
+        let (observed, fresh) = match self.last_reading.take() {
+            Some((k, observed)) if k == key => (observed, false),
+            _ => (self.read_stores(&our_nodes), true),
+        };
+        if fresh {
+            for (object, reason) in &observed.rejected {
+                tracing::warn!(object, reason, "object left out of provisioning");
+            }
+        }
+        let buffer_statuses: BTreeMap<String, Value> = stores
+            .capacity_buffers
+            .state()
+            .iter()
+            .filter_map(|b| {
+                Some((
+                    format!(
+                        "{}/{}",
+                        b.metadata.namespace.as_deref().unwrap_or("default"),
+                        b.metadata.name.as_deref()?
+                    ),
+                    b.status.clone()?,
+                ))
+            })
+            .collect();
+
+        let rebuilt = self.engine.is_none() || observed.fingerprint != self.fingerprint;
+        if rebuilt {
+            self.rebuild(now, &observed, &claims, &nodes);
+        }
+        if fresh || rebuilt {
+            self.requests.observed = observed.provisioning_requests.clone();
+            self.buffers.observed = observed.capacity_buffers.clone();
+        }
+        self.buffers.found = buffer_statuses;
+        let waiting = self.feed_claims(now, &claims, &nodes);
+        // The same reading told to the same engine tells it nothing new.
+        if fresh || rebuilt {
+            self.feed_pods(now, &observed);
+        }
+        if let Some(engine) = &mut self.engine {
+            crate::capacity_buffers::tell(engine, &mut self.buffers, now);
+        }
+        self.feed_disruption_inputs(now, &claims, &nodes);
+        self.last_reading = Some((key, observed));
+        waiting
+    }
+
+    /// Reads the pods and the configuration in the stores into engine terms (only the pods
+    /// that changed since they were last read are read again).
+    fn read_stores(&mut self, our_nodes: &BTreeSet<&str>) -> Observed {
+        let stores = &self.ctx.stores;
         let table = self.table.clone();
         let node_pools =
             with_preference_policy(stores.node_pools.state(), self.ctx.preference_policy);
         let pods = stores.pods.state();
-        let observed = crate::translate::observe_with_readings(
+        crate::translate::observe_with_readings(
             &pods,
-            &our_nodes,
+            our_nodes,
             &node_pools,
             node_class_values(stores),
             stores
@@ -88,38 +162,7 @@ impl Driver {
             &table,
             self.ctx.region.as_deref(),
             &mut self.readings,
-        );
-        for (object, reason) in &observed.rejected {
-            tracing::warn!(object, reason, "object left out of provisioning");
-        }
-        let buffer_statuses: BTreeMap<String, Value> = stores
-            .capacity_buffers
-            .state()
-            .iter()
-            .filter_map(|b| {
-                Some((
-                    format!(
-                        "{}/{}",
-                        b.metadata.namespace.as_deref().unwrap_or("default"),
-                        b.metadata.name.as_deref()?
-                    ),
-                    b.status.clone()?,
-                ))
-            })
-            .collect();
-
-        if self.engine.is_none() || observed.fingerprint != self.fingerprint {
-            self.rebuild(now, &observed, &claims, &nodes);
-        }
-        self.requests.observed = observed.provisioning_requests.clone();
-        self.buffers.observed = observed.capacity_buffers.clone();
-        self.buffers.found = buffer_statuses;
-        self.feed_claims(now, &claims, &nodes);
-        self.feed_pods(now, &observed);
-        if let Some(engine) = &mut self.engine {
-            crate::capacity_buffers::tell(engine, &mut self.buffers, now);
-        }
-        self.feed_disruption_inputs(now, &claims, &nodes);
+        )
     }
 
     /// Do-not-disrupt annotations (pods, nodes, NodeClaims) and PDBs, told on change.
@@ -251,6 +294,8 @@ impl Driver {
         }
         self.engine = Some(engine);
         self.fingerprint = observed.fingerprint.clone();
+        self.rest.forget();
+        self.last_reading = None;
     }
 }
 

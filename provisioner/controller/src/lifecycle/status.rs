@@ -173,8 +173,10 @@ fn same_ignoring_times(a: &NodeClaimStatus, b: &NodeClaimStatus) -> bool {
 /// write failed, or lost a race).
 const REWRITE_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds(15);
 
-/// Writes NodeClaim and NodePool statuses that changed.
-pub fn sync_status(driver: &mut Driver, now: DateTime<Utc>) {
+/// Writes NodeClaim and NodePool statuses that changed; true when one was written now or
+/// earlier and the store does not show it yet.
+pub fn sync_status(driver: &mut Driver, now: DateTime<Utc>) -> bool {
+    let mut unsettled = false;
     let ctx = driver.ctx().clone();
     let views = driver.claims();
     for view in &views {
@@ -192,14 +194,16 @@ pub fn sync_status(driver: &mut Driver, now: DateTime<Utc>) {
             previous,
             now,
         );
-        if previous.is_some_and(|p| same_ignoring_times(p, &desired))
-            || driver
-                .written
-                .claims
-                .get(&view.name)
-                .is_some_and(|(w, at)| {
-                    same_ignoring_times(w, &desired) && now - *at < REWRITE_AFTER
-                })
+        if previous.is_some_and(|p| same_ignoring_times(p, &desired)) {
+            continue;
+        }
+        // Written now, or written and not shown by the store yet.
+        unsettled = true;
+        if driver
+            .written
+            .claims
+            .get(&view.name)
+            .is_some_and(|(w, at)| same_ignoring_times(w, &desired) && now - *at < REWRITE_AFTER)
         {
             continue;
         }
@@ -215,10 +219,12 @@ pub fn sync_status(driver: &mut Driver, now: DateTime<Utc>) {
             }
         });
     }
-    sync_pools(driver, &views, now);
+    sync_pools(driver, &views, now) || unsettled
 }
 
-fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) {
+/// Writes the NodePool statuses that changed; true as [`sync_status`].
+fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) -> bool {
+    let mut unsettled = false;
     let ctx = driver.ctx().clone();
     for pool in ctx.stores.node_pools.state() {
         let Some(name) = pool.metadata.name.clone() else {
@@ -293,12 +299,15 @@ fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) {
             hourly_cost: Some((cost * 1e6).round() / 1e6),
             node_class_observed_generation: previous.node_class_observed_generation,
         };
-        if previous == desired
-            || driver
-                .written
-                .pools
-                .get(&name)
-                .is_some_and(|(w, at)| *w == desired && now - *at < REWRITE_AFTER)
+        if previous == desired {
+            continue;
+        }
+        unsettled = true;
+        if driver
+            .written
+            .pools
+            .get(&name)
+            .is_some_and(|(w, at)| *w == desired && now - *at < REWRITE_AFTER)
         {
             continue;
         }
@@ -313,6 +322,7 @@ fn sync_pools(driver: &mut Driver, views: &[ClaimView], now: DateTime<Utc>) {
             }
         });
     }
+    unsettled
 }
 
 /// Why a pool cannot grow, if it cannot: `limits` (resources, nodes) or `maxHourlyCost`.

@@ -2,9 +2,11 @@
 //! `kube::Client` over `tower_test`, the kwok cloud (Node objects) as the provider, stores
 //! refilled from the server's state between passes as watches would, and a manual clock.
 
+mod at_rest;
 mod capacity_buffers;
 mod dra;
 mod fake_api;
+mod pass_latency;
 mod pod_groups;
 mod provisioning_requests;
 mod reservations;

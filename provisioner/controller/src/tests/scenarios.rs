@@ -11,7 +11,7 @@ fn position(api: &FakeApi, what: impl Fn(&fake_api::Logged) -> bool) -> Option<u
     api.log().iter().position(what)
 }
 
-fn claims(api: &FakeApi) -> Vec<Value> {
+pub(super) fn claims(api: &FakeApi) -> Vec<Value> {
     api.list(QM, "nodeclaims")
 }
 
@@ -60,6 +60,18 @@ fn assert_rbac(api: &FakeApi) {
             r.group
         );
     }
+}
+
+/// One GPU pod `llm-0` running on its initialized node, passes run until `until` s; with the
+/// claim's name.
+pub(super) async fn one_pod_running(until: i64) -> (Env, String) {
+    let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
+    let name = only_claim(&env.api);
+    gpu_appears(&env.api, &name);
+    env.passes(4, 6).await;
+    run_on(&env.api, "llm-0", &name);
+    env.passes(7, until).await;
+    (env, name)
 }
 
 /// A pending GPU pod becomes a NodeClaim with its finalizer, then a launched Node.
@@ -436,12 +448,7 @@ async fn a_deleted_node_whose_nodeclaim_is_gone_loses_the_finalizer_after_the_gr
 
 #[tokio::test(start_paused = true)]
 async fn an_empty_node_is_removed_after_consolidate_after_and_every_finalizer_goes() {
-    let mut env = launched(cluster_with_gpu_pool(&[("llm-0", 1)])).await;
-    let name = only_claim(&env.api);
-    gpu_appears(&env.api, &name);
-    env.passes(4, 6).await;
-    run_on(&env.api, "llm-0", &name);
-    env.passes(7, 8).await;
+    let (mut env, _) = one_pod_running(8).await;
     // The workload scales to zero.
     let pods = env.api.list("", "pods");
     assert_eq!(pods.len(), 1);

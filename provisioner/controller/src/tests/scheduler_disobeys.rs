@@ -10,7 +10,7 @@ use serde_json::json;
 use super::*;
 
 /// An on-demand pool of NVIDIA GPU types.
-fn gpu_mix_cluster(mix: &[(u32, usize)]) -> FakeApi {
+pub(super) fn gpu_mix_cluster(mix: &[(u32, usize)]) -> FakeApi {
     let api = cluster_with_gpu_pool(&[]);
     api.modify(
         QM,
@@ -111,6 +111,19 @@ fn perverse_scheduler(api: &FakeApi) -> usize {
     bound
 }
 
+/// What happens between two passes: new nodes' GPUs appear, the stand-in binds what it can and
+/// the stores see it. Returns how many pods are still pending.
+pub(super) fn bind_cycle(env: &mut Env, catalog: &Catalog) -> usize {
+    devices_appear(&env.api, catalog);
+    perverse_scheduler(&env.api);
+    env.sync();
+    env.api
+        .list("", "pods")
+        .iter()
+        .filter(|p| p["spec"]["nodeName"].is_null())
+        .count()
+}
+
 /// Whether a pending pod would fit on `node` (by GPUs, as the stand-in counts).
 fn pending_fits(api: &FakeApi, free_gpus: i64) -> bool {
     api.list("", "pods")
@@ -154,16 +167,7 @@ async fn pods_the_scheduler_put_elsewhere_than_planned_are_solved_again_until_ev
                 "{node} is deleted empty at {second} s while a pending pod would fit on it"
             );
         }
-        devices_appear(&env.api, &catalog);
-        perverse_scheduler(&env.api);
-        env.sync();
-        let pending = env
-            .api
-            .list("", "pods")
-            .iter()
-            .filter(|p| p["spec"]["nodeName"].is_null())
-            .count();
-        if pending == 0 {
+        if bind_cycle(&mut env, &catalog) == 0 {
             all_bound_at = Some(second);
             break;
         }

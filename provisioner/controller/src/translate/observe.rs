@@ -30,7 +30,7 @@ use super::{
 #[allow(clippy::too_many_arguments)]
 pub fn observe(
     pods: &[std::sync::Arc<KubePod>],
-    our_nodes: &std::collections::BTreeSet<String>,
+    our_nodes: &std::collections::BTreeSet<&str>,
     node_pools: &[std::sync::Arc<NodePool>],
     node_classes: Vec<Value>,
     daemon_sets: Vec<Value>,
@@ -58,7 +58,7 @@ pub fn observe(
 #[allow(clippy::too_many_arguments)]
 pub fn observe_with_requests(
     pods: &[std::sync::Arc<KubePod>],
-    our_nodes: &std::collections::BTreeSet<String>,
+    our_nodes: &std::collections::BTreeSet<&str>,
     node_pools: &[std::sync::Arc<NodePool>],
     node_classes: Vec<Value>,
     daemon_sets: Vec<Value>,
@@ -86,7 +86,7 @@ pub fn observe_with_requests(
 #[allow(clippy::too_many_arguments)]
 pub fn observe_with_readings(
     pods: &[std::sync::Arc<KubePod>],
-    our_nodes: &std::collections::BTreeSet<String>,
+    our_nodes: &std::collections::BTreeSet<&str>,
     node_pools: &[std::sync::Arc<NodePool>],
     node_classes: Vec<Value>,
     daemon_sets: Vec<Value>,
@@ -323,7 +323,7 @@ struct ReadPods {
 /// objects read together; `None` when one needs a resource the table lacks.
 fn read_pods(
     sorted: &[&KubePod],
-    our_nodes: &std::collections::BTreeSet<String>,
+    our_nodes: &std::collections::BTreeSet<&str>,
     catalog: &Catalog,
     resources: &ResourceTable,
     region: Option<&str>,
