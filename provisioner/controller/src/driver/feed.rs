@@ -109,6 +109,8 @@ impl Driver {
             if let Some(claim) =
                 owner.filter(|c| in_store.contains(c.as_str()) && !self.deleting.contains(c))
             {
+                // Sent every pass until the NodeClaim shows its deletion.
+                waiting = true;
                 let ctx = self.ctx.clone();
                 self.ctx.spawn(async move {
                     if let Err(e) = ctx.writer.delete_claim(&claim).await {

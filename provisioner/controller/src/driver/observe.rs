@@ -11,7 +11,9 @@ use quartermaster_solver::PodRef;
 use serde_json::Value;
 
 use super::{DisruptionInputs, Driver};
+use crate::lifecycle;
 use crate::stores::StoreDigests;
+use crate::translate::{LABEL_NODECLAIM, Observed, TAINT_DISRUPTED, found_claim, node_view};
 
 /// What a reading of the pods and the configuration was made from: the stores it read and
 /// which nodes were Quartermaster's (a digest of their names).
@@ -20,8 +22,6 @@ pub(super) struct ReadingKey {
     stores: StoreDigests,
     our_nodes: u64,
 }
-use crate::lifecycle;
-use crate::translate::{LABEL_NODECLAIM, Observed, TAINT_DISRUPTED, found_claim, node_view};
 
 impl Driver {
     /// Observes the stores; true when something is waiting to be sent again (a delete or a

@@ -101,3 +101,31 @@ async fn a_delete_that_failed_is_sent_again_while_nothing_else_changes() {
         "the NodeClaim is still there"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_nodeclaim_of_a_deleted_node_is_deleted_again_each_pass_until_it_shows() {
+    let (mut env, name) = at_rest().await;
+    // Someone deletes the Node (its finalizer holds it); deleting its NodeClaim fails twice.
+    env.api.modify(
+        "",
+        "nodes",
+        &name,
+        json!({"metadata": {"deletionTimestamp": "2027-01-15T08:00:00Z"}}),
+    );
+    for _ in 0..2 {
+        env.api
+            .fail_next("DELETE", "nodeclaims", 500, "InternalError");
+    }
+    env.api.clear_log();
+    env.passes(13, 15).await;
+    let deletes = env
+        .api
+        .log()
+        .iter()
+        .filter(|r| r.method == "DELETE" && r.resource == "nodeclaims")
+        .count();
+    assert!(
+        deletes >= 3,
+        "{deletes} deletes of the NodeClaim in three passes (one a pass expected)"
+    );
+}
