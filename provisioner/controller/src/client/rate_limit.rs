@@ -185,16 +185,13 @@ impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimited<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimited {
+        RateLimited::holding_nothing(
             inner,
-            buckets: Arc::clone(&self.buckets),
-            priority_waiting: Arc::clone(&self.priority_waiting),
-            priority: self.priority,
-            shared_period: self.shared_period,
-            counted_waiting: false,
-            taken: 0,
-            sleep: None,
-        }
+            &self.buckets,
+            &self.priority_waiting,
+            self.priority,
+            self.shared_period,
+        )
     }
 }
 
@@ -217,20 +214,37 @@ pub struct RateLimited<S> {
 impl<S: Clone> Clone for RateLimited<S> {
     fn clone(&self) -> Self {
         // A clone shares the bucket but not a token already taken.
+        Self::holding_nothing(
+            self.inner.clone(),
+            &self.buckets,
+            &self.priority_waiting,
+            self.priority,
+            self.shared_period,
+        )
+    }
+}
+
+impl<S> RateLimited<S> {
+    /// A service over `inner` drawing from `buckets`, with no token taken and not waiting.
+    fn holding_nothing(
+        inner: S,
+        buckets: &Arc<[Arc<Limiter>]>,
+        priority_waiting: &Arc<AtomicUsize>,
+        priority: bool,
+        shared_period: Duration,
+    ) -> Self {
         Self {
-            inner: self.inner.clone(),
-            buckets: Arc::clone(&self.buckets),
-            priority_waiting: Arc::clone(&self.priority_waiting),
-            priority: self.priority,
-            shared_period: self.shared_period,
+            inner,
+            buckets: Arc::clone(buckets),
+            priority_waiting: Arc::clone(priority_waiting),
+            priority,
+            shared_period,
             counted_waiting: false,
             taken: 0,
             sleep: None,
         }
     }
-}
 
-impl<S> RateLimited<S> {
     /// Counts this prioritized service as waiting for the shared bucket (`true`) or not.
     fn set_waiting(&mut self, waiting: bool) {
         if self.priority && self.counted_waiting != waiting {
