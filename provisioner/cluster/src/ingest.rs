@@ -7,8 +7,8 @@ use quartermaster_policies::labels::{
 };
 use quartermaster_pricing::{Catalog, Cloud};
 use quartermaster_solver::{ClusterSnapshot, Pod, PodRef, ResourceTable};
-use serde_json::Value;
 
+use crate::input::AsInput;
 use crate::node::{self, NodeInfo};
 use crate::objects::Inventory;
 use crate::pod::solver_pod;
@@ -59,10 +59,14 @@ impl<'a> SnapshotOptions<'a> {
     }
 }
 
-/// Builds a snapshot from Kubernetes objects, read as `options` say.
+/// Builds a snapshot from Kubernetes objects (manifests, or [`Input`]s that mix manifests and
+/// typed Pods), read as `options` say.
 ///
 /// Fails on the first malformed object, naming it (`Kind/namespace/name`) and the field.
-pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Ingested, ClusterError> {
+pub fn snapshot<O: AsInput>(
+    objects: &[O],
+    options: SnapshotOptions<'_>,
+) -> Result<Ingested, ClusterError> {
     let SnapshotOptions {
         catalog,
         resources,
@@ -146,8 +150,9 @@ pub fn snapshot(objects: &[Value], options: SnapshotOptions<'_>) -> Result<Inges
     }
 
     // NodePools: their limits may register resources no pod asks for.
-    let regions = nodepool::node_class_regions(objects);
-    let storage = nodepool::node_class_storage(objects);
+    let manifests = || objects.iter().filter_map(|o| o.as_input().manifest());
+    let regions = nodepool::node_class_regions(manifests());
+    let storage = nodepool::node_class_storage(manifests());
     let mut static_pools = BTreeMap::new();
     for (id, pool) in &inventory.node_pools {
         if let (Some(name), Some(replicas)) = (&pool.metadata.name, pool.spec.replicas) {

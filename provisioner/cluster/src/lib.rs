@@ -16,6 +16,7 @@ pub mod capacity_buffer;
 mod dra;
 mod error;
 mod ingest;
+mod input;
 mod node;
 mod nodepool;
 mod objects;
@@ -35,6 +36,7 @@ use quartermaster_solver::{ClusterSnapshot, Pod, PodRef};
 
 pub use error::ClusterError;
 pub use ingest::{SnapshotOptions, snapshot};
+pub use input::{AsInput, Input};
 
 /// A snapshot and what the reader noticed on the way (skipped kinds, ignored fields, missing
 /// NodeClasses). Notes are for people; nothing depends on their wording.

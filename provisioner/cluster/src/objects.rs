@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::{DaemonSetSpec, DeploymentSpec, ReplicaSetSpec, StatefulSetSpec};
 use k8s_openapi::api::batch::v1::{JobSpec, JobStatus};
-use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, Pod as KubePod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use quartermaster_policies::labels::GROUP;
 use quartermaster_policies::validate::KINDS;
@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::ClusterError;
+use crate::input::{AsInput, Input};
 use crate::workloads::custom::{self, CustomWorkload};
 
 /// One Kubernetes object: identity, metadata, spec and status.
@@ -192,197 +193,266 @@ fn validated(value: &Value, id: &str) -> Result<ValidatedObject, ClusterError> {
 impl Inventory {
     /// Sorts `objects` by API group and kind. Fails on an object without a kind or name, or with a malformed
     /// field in a kind that is used.
-    pub fn sort(objects: &[Value], notes: &mut Vec<String>) -> Result<Inventory, ClusterError> {
+    pub fn sort<O: AsInput>(
+        objects: &[O],
+        notes: &mut Vec<String>,
+    ) -> Result<Inventory, ClusterError> {
         let mut inv = Inventory::default();
         let mut seen: BTreeSet<String> = BTreeSet::new();
-        for (index, value) in objects.iter().enumerate() {
-            let unidentified = |reason: &str| ClusterError::Unidentified {
-                index: index + 1,
-                reason: reason.to_owned(),
-            };
-            let kind = value
-                .get("kind")
-                .and_then(Value::as_str)
-                .filter(|k| !k.is_empty());
-            let Some(kind) = kind else {
-                return Err(unidentified("no kind"));
-            };
-            let api_version = value
-                .get("apiVersion")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let api_group = group(api_version);
-            let is_quartermaster = api_group == GROUP;
-            // Without an apiVersion (hand-written snippets), a built-in kind is read as itself.
-            let built_in = BUILT_IN
-                .iter()
-                .any(|(g, k)| *k == kind && (*g == api_group || api_version.is_empty()));
-            let custom_kind = custom::kind_of(api_group, kind);
-            if kind == "PodGroup"
-                && matches!(api_group, "scheduling.volcano.sh" | "scheduling.x-k8s.io")
-            {
-                let ns = value
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or("default");
-                let name = value
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let min = value
-                    .pointer("/spec/minMember")
-                    .and_then(Value::as_u64)
-                    .and_then(|m| u32::try_from(m).ok())
-                    .unwrap_or(0);
-                inv.pod_groups.insert((ns.to_owned(), name.to_owned()), min);
-                continue;
-            }
-            if crate::capacity_buffer::is_read_here(api_group, kind) {
-                crate::capacity_buffer::read(&mut inv, value)?;
-                continue;
-            }
-            if crate::dra::is_read_here(api_group, kind) {
-                crate::dra::read(&mut inv.dra, value, kind)?;
-                continue;
-            }
-            if crate::provisioning_request::is_read_here(api_group, kind) {
-                crate::provisioning_request::read(&mut inv, value, kind)?;
-                continue;
-            }
-            if api_group == crate::overlay::GROUP && kind == crate::overlay::KIND {
-                let id = format!(
-                    "{kind}/{}",
-                    value
-                        .pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                );
-                let mut overlay = crate::overlay::read(&id, value, notes)?;
-                let devices =
-                    crate::dra::overrides::read(&id, value, overlay.weight, &overlay.requirements)?;
-                for o in &devices {
-                    // A driver counted in a resource named after it: the overlay's types have
-                    // that many of it (unless the overlay's capacity says otherwise).
-                    if crate::dra::resource_of_driver(&o.driver).is_none() {
-                        let n = u64::try_from(o.devices.len()).unwrap_or(u64::MAX);
-                        overlay.capacity.entry(o.driver.clone()).or_insert(n);
-                    }
-                }
-                inv.dra.overrides.extend(devices);
-                inv.overlays.push(overlay);
-                continue;
-            }
-            let used =
-                built_in || custom_kind.is_some() || (is_quartermaster && KINDS.contains(&kind));
-            let name = value
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if !used && !matches!(kind, "NodePool" | "NodeClaim") {
-                *inv.skipped
-                    .entry(skipped_name(api_group, kind))
-                    .or_default() += 1;
-                continue;
-            }
-            if name.is_empty() {
-                return Err(unidentified(&format!("{kind} without metadata.name")));
-            }
-            let namespace = value
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-                .unwrap_or("default");
-            // A custom kind whose name is also a built-in one is named with its group.
-            let shown = custom_kind.map_or(kind, |c| c.name());
-            let namespaced = format!("{shown}/{namespace}/{name}");
-            let cluster_scoped = format!("{kind}/{name}");
-            let ns = namespace.to_owned();
-            let object = |id: &str, namespace: String| -> Result<Object<(), ()>, ClusterError> {
-                Ok(Object {
-                    id: id.to_owned(),
-                    namespace,
-                    name: name.to_owned(),
-                    meta: required(value, "metadata", id)?,
-                    spec: (),
-                    status: (),
-                })
-            };
-            let identity = match kind {
-                _ if custom_kind.is_some() => Some(&namespaced),
-                "Node" if built_in => Some(&cluster_scoped),
-                _ if built_in => Some(&namespaced),
-                k if is_quartermaster && KINDS.contains(&k) => Some(&cluster_scoped),
-                _ => None,
-            };
-            if let Some(identity) = identity
-                && !seen.insert(identity.clone())
-            {
-                return Err(ClusterError::invalid(
-                    identity,
-                    "metadata.name",
-                    "given twice",
-                ));
-            }
-            let id = namespaced.as_str();
-            if let Some(custom_kind) = custom_kind {
-                let spec: Value = required(value, "spec", id)?;
-                inv.custom
-                    .push(custom::read(custom_kind, object(id, ns)?.with(spec, ()))?);
-                continue;
-            }
-            match kind {
-                "Pod" => inv.pods.push(
-                    object(id, ns)?.with(required(value, "spec", id)?, part(value, "status", id)?),
-                ),
-                "Deployment" => inv
-                    .deployments
-                    .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
-                "ReplicaSet" => inv
-                    .replica_sets
-                    .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
-                "StatefulSet" => inv
-                    .stateful_sets
-                    .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
-                "Job" => inv.jobs.push(
-                    object(id, ns)?.with(required(value, "spec", id)?, part(value, "status", id)?),
-                ),
-                "DaemonSet" => inv
-                    .daemon_sets
-                    .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
-                "Node" if built_in => {
-                    let id = cluster_scoped.as_str();
-                    let spec = part::<NodeSpec>(value, "spec", id)?.unwrap_or_default();
-                    inv.nodes
-                        .push(object(id, String::new())?.with(spec, part(value, "status", id)?));
-                }
-                k if is_quartermaster && KINDS.contains(&k) => {
-                    let id = cluster_scoped.as_str();
-                    match validated(value, id)? {
-                        ValidatedObject::NodePool(pool) => {
-                            inv.node_pools.push((id.to_owned(), pool))
-                        }
-                        ValidatedObject::NodeClaim(claim) => {
-                            inv.node_claims.push((id.to_owned(), claim))
-                        }
-                        class => {
-                            inv.node_classes
-                                .insert((class.kind().to_owned(), name.to_owned()));
-                        }
-                    }
-                }
-                "NodePool" | "NodeClaim" => {
-                    notes.push(format!(
-                        "{cluster_scoped}: apiVersion {api_version:?} is not {GROUP}; skipped"
-                    ));
-                }
-                other => {
-                    *inv.skipped
-                        .entry(skipped_name(api_group, other))
-                        .or_default() += 1
+        for (index, object) in objects.iter().enumerate() {
+            match object.as_input() {
+                Input::Manifest(value) => inv.sort_manifest(index, value, &mut seen, notes)?,
+                Input::Pod(pod) => inv.add_pod(index, pod, None, &mut seen)?,
+                Input::Unplaced { pod, bound } => {
+                    inv.add_pod(index, pod, Some(bound), &mut seen)?
                 }
             }
         }
         Ok(inv)
+    }
+
+    /// Adds a typed Pod, as [`Inventory::sort_manifest`] adds the manifest of the same pod;
+    /// `unplaced`: as [`Input::Unplaced`] with that `bound`.
+    fn add_pod(
+        &mut self,
+        index: usize,
+        pod: &KubePod,
+        unplaced: Option<bool>,
+        seen: &mut BTreeSet<String>,
+    ) -> Result<(), ClusterError> {
+        let meta = &pod.metadata;
+        let name = meta.name.as_deref().unwrap_or_default();
+        if name.is_empty() {
+            return Err(ClusterError::Unidentified {
+                index: index + 1,
+                reason: "Pod without metadata.name".to_owned(),
+            });
+        }
+        let namespace = meta
+            .namespace
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default");
+        let id = format!("Pod/{namespace}/{name}");
+        if !seen.insert(id.clone()) {
+            return Err(ClusterError::invalid(&id, "metadata.name", "given twice"));
+        }
+        let Some(spec) = &pod.spec else {
+            return Err(ClusterError::invalid(&id, "spec", "missing"));
+        };
+        let mut object = Object {
+            id,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            meta: meta.clone(),
+            spec: spec.clone(),
+            status: pod.status.clone(),
+        };
+        if let Some(bound) = unplaced {
+            object.spec.node_name = None;
+            object.status = None;
+            if bound {
+                crate::provisioning_request::mark_bound_consumer(&mut object.meta);
+            }
+        }
+        self.pods.push(object);
+        Ok(())
+    }
+
+    /// Sorts one manifest (the `index`th object) by API group and kind.
+    fn sort_manifest(
+        &mut self,
+        index: usize,
+        value: &Value,
+        seen: &mut BTreeSet<String>,
+        notes: &mut Vec<String>,
+    ) -> Result<(), ClusterError> {
+        let unidentified = |reason: &str| ClusterError::Unidentified {
+            index: index + 1,
+            reason: reason.to_owned(),
+        };
+        let kind = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .filter(|k| !k.is_empty());
+        let Some(kind) = kind else {
+            return Err(unidentified("no kind"));
+        };
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let api_group = group(api_version);
+        let is_quartermaster = api_group == GROUP;
+        // Without an apiVersion (hand-written snippets), a built-in kind is read as itself.
+        let built_in = BUILT_IN
+            .iter()
+            .any(|(g, k)| *k == kind && (*g == api_group || api_version.is_empty()));
+        let custom_kind = custom::kind_of(api_group, kind);
+        if kind == "PodGroup"
+            && matches!(api_group, "scheduling.volcano.sh" | "scheduling.x-k8s.io")
+        {
+            let ns = value
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .unwrap_or("default");
+            let name = value
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let min = value
+                .pointer("/spec/minMember")
+                .and_then(Value::as_u64)
+                .and_then(|m| u32::try_from(m).ok())
+                .unwrap_or(0);
+            self.pod_groups
+                .insert((ns.to_owned(), name.to_owned()), min);
+            return Ok(());
+        }
+        if crate::capacity_buffer::is_read_here(api_group, kind) {
+            crate::capacity_buffer::read(self, value)?;
+            return Ok(());
+        }
+        if crate::dra::is_read_here(api_group, kind) {
+            crate::dra::read(&mut self.dra, value, kind)?;
+            return Ok(());
+        }
+        if crate::provisioning_request::is_read_here(api_group, kind) {
+            crate::provisioning_request::read(self, value, kind)?;
+            return Ok(());
+        }
+        if api_group == crate::overlay::GROUP && kind == crate::overlay::KIND {
+            let id = format!(
+                "{kind}/{}",
+                value
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            );
+            let mut overlay = crate::overlay::read(&id, value, notes)?;
+            let devices =
+                crate::dra::overrides::read(&id, value, overlay.weight, &overlay.requirements)?;
+            for o in &devices {
+                // A driver counted in a resource named after it: the overlay's types have
+                // that many of it (unless the overlay's capacity says otherwise).
+                if crate::dra::resource_of_driver(&o.driver).is_none() {
+                    let n = u64::try_from(o.devices.len()).unwrap_or(u64::MAX);
+                    overlay.capacity.entry(o.driver.clone()).or_insert(n);
+                }
+            }
+            self.dra.overrides.extend(devices);
+            self.overlays.push(overlay);
+            return Ok(());
+        }
+        let used = built_in || custom_kind.is_some() || (is_quartermaster && KINDS.contains(&kind));
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !used && !matches!(kind, "NodePool" | "NodeClaim") {
+            *self
+                .skipped
+                .entry(skipped_name(api_group, kind))
+                .or_default() += 1;
+            return Ok(());
+        }
+        if name.is_empty() {
+            return Err(unidentified(&format!("{kind} without metadata.name")));
+        }
+        let namespace = value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default");
+        // A custom kind whose name is also a built-in one is named with its group.
+        let shown = custom_kind.map_or(kind, |c| c.name());
+        let namespaced = format!("{shown}/{namespace}/{name}");
+        let cluster_scoped = format!("{kind}/{name}");
+        let ns = namespace.to_owned();
+        let object = |id: &str, namespace: String| -> Result<Object<(), ()>, ClusterError> {
+            Ok(Object {
+                id: id.to_owned(),
+                namespace,
+                name: name.to_owned(),
+                meta: required(value, "metadata", id)?,
+                spec: (),
+                status: (),
+            })
+        };
+        let identity = match kind {
+            _ if custom_kind.is_some() => Some(&namespaced),
+            "Node" if built_in => Some(&cluster_scoped),
+            _ if built_in => Some(&namespaced),
+            k if is_quartermaster && KINDS.contains(&k) => Some(&cluster_scoped),
+            _ => None,
+        };
+        if let Some(identity) = identity
+            && !seen.insert(identity.clone())
+        {
+            return Err(ClusterError::invalid(
+                identity,
+                "metadata.name",
+                "given twice",
+            ));
+        }
+        let id = namespaced.as_str();
+        if let Some(custom_kind) = custom_kind {
+            let spec: Value = required(value, "spec", id)?;
+            self.custom
+                .push(custom::read(custom_kind, object(id, ns)?.with(spec, ()))?);
+            return Ok(());
+        }
+        match kind {
+            "Pod" => self.pods.push(
+                object(id, ns)?.with(required(value, "spec", id)?, part(value, "status", id)?),
+            ),
+            "Deployment" => self
+                .deployments
+                .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
+            "ReplicaSet" => self
+                .replica_sets
+                .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
+            "StatefulSet" => self
+                .stateful_sets
+                .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
+            "Job" => self.jobs.push(
+                object(id, ns)?.with(required(value, "spec", id)?, part(value, "status", id)?),
+            ),
+            "DaemonSet" => self
+                .daemon_sets
+                .push(object(id, ns)?.with(required(value, "spec", id)?, ())),
+            "Node" if built_in => {
+                let id = cluster_scoped.as_str();
+                let spec = part::<NodeSpec>(value, "spec", id)?.unwrap_or_default();
+                self.nodes
+                    .push(object(id, String::new())?.with(spec, part(value, "status", id)?));
+            }
+            k if is_quartermaster && KINDS.contains(&k) => {
+                let id = cluster_scoped.as_str();
+                match validated(value, id)? {
+                    ValidatedObject::NodePool(pool) => self.node_pools.push((id.to_owned(), pool)),
+                    ValidatedObject::NodeClaim(claim) => {
+                        self.node_claims.push((id.to_owned(), claim))
+                    }
+                    class => {
+                        self.node_classes
+                            .insert((class.kind().to_owned(), name.to_owned()));
+                    }
+                }
+            }
+            "NodePool" | "NodeClaim" => {
+                notes.push(format!(
+                    "{cluster_scoped}: apiVersion {api_version:?} is not {GROUP}; skipped"
+                ));
+            }
+            other => {
+                *self
+                    .skipped
+                    .entry(skipped_name(api_group, other))
+                    .or_default() += 1
+            }
+        }
+        Ok(())
     }
 }

@@ -61,19 +61,16 @@ pub const CONSUME_ANNOTATION_CA: &str =
 /// `spec.nodeName` (the controller): the pod consumes this request and is bound to a node.
 pub const CONSUMING_BOUND_ANNOTATION: &str = "quartermaster.dev/consuming-provisioning-request";
 
-/// Marks a bound pod (as JSON) that consumes a request so that it still counts as bound once
-/// its `spec.nodeName` is dropped ([`CONSUMING_BOUND_ANNOTATION`]).
-pub fn mark_bound_consumer(pod: &mut Value) {
-    let Some(annotations) = pod
-        .pointer_mut("/metadata/annotations")
-        .and_then(Value::as_object_mut)
-    else {
+/// Marks (in its metadata) a bound pod that consumes a request so that it still counts as bound
+/// once its `spec.nodeName` is dropped ([`CONSUMING_BOUND_ANNOTATION`]).
+pub(crate) fn mark_bound_consumer(meta: &mut ObjectMeta) {
+    let Some(annotations) = meta.annotations.as_mut() else {
         return;
     };
     let request = [CONSUME_ANNOTATION, CONSUME_ANNOTATION_CA]
         .iter()
         .find_map(|k| annotations.remove(*k))
-        .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()));
+        .filter(|v| !v.is_empty());
     if let Some(request) = request {
         annotations.insert(CONSUMING_BOUND_ANNOTATION.to_owned(), request);
     }

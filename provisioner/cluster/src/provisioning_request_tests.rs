@@ -220,20 +220,23 @@ spec: {provisioningClassName: x, podSets: [{podTemplateRef: {name: a}, count: ma
 
 #[test]
 fn a_bound_consumer_handed_over_without_its_node_still_counts() {
-    let mut pod = serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "w0", "namespace": "team",
             "annotations": {CONSUME_ANNOTATION: "job-prov"}},
-        "spec": {"containers": [{"name": "w"}]}
-    });
-    mark_bound_consumer(&mut pod);
-    let mut objects = crate::testing::objects(&format!(
+        "spec": {"nodeName": "n1", "containers": [{"name": "w"}]}
+    }))
+    .unwrap();
+    let objects = crate::testing::objects(&format!(
         "{}{}",
         template("ppt-w"),
         request("job-prov", CLASS_BEST_EFFORT_ATOMIC, &[("ppt-w", 2)], "")
     ));
-    objects.push(pod);
-    let ingested = crate::snapshot(&objects, crate::SnapshotOptions::default()).unwrap();
+    let mut inputs: Vec<crate::Input<'_>> = objects.iter().map(crate::Input::from).collect();
+    inputs.push(crate::Input::Unplaced {
+        pod: &pod,
+        bound: true,
+    });
+    let ingested = crate::snapshot(&inputs, crate::SnapshotOptions::default()).unwrap();
     assert_eq!(ingested.provisioning_requests[0].consumed, 1);
     let names: Vec<&str> = ingested
         .snapshot

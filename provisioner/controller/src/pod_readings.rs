@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod as KubePod;
 use quartermaster_cluster::provisioning_request::{CONSUME_ANNOTATION, CONSUME_ANNOTATION_CA};
-use quartermaster_cluster::{ClusterError, SnapshotOptions, snapshot};
+use quartermaster_cluster::{ClusterError, Input, SnapshotOptions, snapshot};
 use quartermaster_pricing::Catalog;
 use quartermaster_solver::{Pod, PodRef, ResourceTable};
 use serde_json::Value;
@@ -134,14 +134,14 @@ impl PodReadings {
     }
 
     /// The reading of pod `id` at `version` (its uid and `resourceVersion`; empty means
-    /// unknown, and such a pod is read every time): the one kept, or `value()` read now
-    /// against `resources`. `None` when reading it needs a resource the table lacks: the caller
+    /// unknown, and such a pod is read every time): the one kept, or `pod` (a pod: typically
+    /// [`Input::Unplaced`]) read now against `resources`. `None` when reading it needs a resource the table lacks: the caller
     /// reads every pod with the others then, so that the table grows in one order.
     pub fn read(
         &mut self,
         id: &PodRef,
         version: &str,
-        value: impl FnOnce() -> Option<Value>,
+        pod: Input<'_>,
         catalog: &Catalog,
         resources: &ResourceTable,
         region: Option<&str>,
@@ -153,10 +153,7 @@ impl PodReadings {
             return Some(reading.clone());
         }
         self.reads += 1;
-        let reading = match value() {
-            Some(value) => read_alone(value, catalog, resources, region)?,
-            None => Reading::Skipped,
-        };
+        let reading = read_alone(pod, catalog, resources, region)?;
         if version.is_empty() {
             self.entries.remove(id);
         } else {
@@ -206,15 +203,15 @@ pub fn version(pod: &KubePod) -> String {
     }
 }
 
-/// Reads one pod object on its own; `None` when it needs a resource `resources` lacks.
+/// Reads one pod on its own; `None` when it needs a resource `resources` lacks.
 fn read_alone(
-    value: Value,
+    pod: Input<'_>,
     catalog: &Catalog,
     resources: &ResourceTable,
     region: Option<&str>,
 ) -> Option<Reading> {
     match snapshot(
-        std::slice::from_ref(&value),
+        &[pod],
         SnapshotOptions::priced(catalog)
             .with_resources(resources.clone())
             .in_region(region),

@@ -22,7 +22,9 @@ pub(crate) fn cloud_of(kind: &str) -> Option<Cloud> {
 
 /// The NodeClasses given, by `(kind, name)`, with their region (`spec.region`, or an
 /// AzureNodeClass's `spec.location`); `None` when unset.
-pub(crate) fn node_class_regions(objects: &[Value]) -> BTreeMap<(String, String), Option<String>> {
+pub(crate) fn node_class_regions<'a>(
+    objects: impl IntoIterator<Item = &'a Value>,
+) -> BTreeMap<(String, String), Option<String>> {
     let mut out = BTreeMap::new();
     for o in objects {
         if o.get("apiVersion").and_then(Value::as_str) != Some(API_VERSION) {
@@ -53,8 +55,8 @@ pub(crate) fn node_class_regions(objects: &[Value]) -> BTreeMap<(String, String)
 /// the only one; GCPNodeClass `disk.sizeGiB`; AzureNodeClass `osDiskSizeGB`) and, for AWS,
 /// whether local NVMe holds it (`instanceStorePolicy: RAID0`), as Karpenter computes a node's
 /// ephemeral-storage. A NodeClass that says nothing is left out (the type's default stands).
-pub(crate) fn node_class_storage(
-    objects: &[Value],
+pub(crate) fn node_class_storage<'a>(
+    objects: impl IntoIterator<Item = &'a Value>,
 ) -> BTreeMap<(String, String), EphemeralStorage> {
     const GIB: u64 = 1 << 30;
     let mut out = BTreeMap::new();

@@ -434,6 +434,12 @@ impl Driver {
     pub(crate) fn skipped_at_rest(&self) -> u64 {
         self.rest.skipped()
     }
+
+    /// The resource table of the engine in use.
+    #[cfg(test)]
+    pub(crate) fn table(&self) -> &ResourceTable {
+        &self.table
+    }
 }
 
 /// The next catalog of the price refresh; never resolves without one.

@@ -29,14 +29,16 @@ async fn pass_latency() {
         .filter_map(|n| n.trim().parse().ok())
         .collect();
     for pods in counts {
-        let (at_rest, reads, skipped) = at_rest(pods).await;
+        let (at_rest, reads, skipped, [one_by_one, together]) = at_rest(pods).await;
         let ms = |d: &Duration| d.as_secs_f64() * 1e3;
         println!(
-            "pass_latency pods={pods} passes={} p50_ms={:.2} p90_ms={:.2} max_ms={:.2} pods_read_at_rest={reads} observes_and_syncs_skipped={skipped}",
+            "pass_latency pods={pods} passes={} p50_ms={:.2} p90_ms={:.2} max_ms={:.2} pods_read_at_rest={reads} observes_and_syncs_skipped={skipped} read_each_pod_ms={:.2} read_all_together_ms={:.2}",
             at_rest.len(),
             ms(&at_rest[at_rest.len() / 2]),
             ms(&at_rest[at_rest.len() * 9 / 10]),
             ms(at_rest.last().expect("passes")),
+            ms(&one_by_one),
+            ms(&together),
         );
     }
 }
@@ -55,9 +57,10 @@ fn mix(total: usize) -> Vec<(u32, usize)> {
 }
 
 /// Runs `pods` pods until every one is bound and the statuses settled, then times passes with
-/// nothing changed; returns their durations, sorted, how many pods those passes read and how
-/// many observes and status syncs they skipped.
-async fn at_rest(pods: usize) -> (Vec<Duration>, u64, u64) {
+/// nothing changed; returns their durations, sorted, how many pods those passes read, how
+/// many observes and status syncs they skipped, and how long reading every pod afresh takes
+/// (see [`read_every_pod`]).
+async fn at_rest(pods: usize) -> (Vec<Duration>, u64, u64, [Duration; 2]) {
     let api = gpu_mix_cluster(&mix(pods));
     let catalog = Catalog::embedded();
     let mut env = Env::new(api);
@@ -100,5 +103,49 @@ async fn at_rest(pods: usize) -> (Vec<Duration>, u64, u64) {
         took,
         env.driver.pod_reads() - reads,
         env.driver.skipped_at_rest() - skipped,
+        [
+            read_every_pod(&env, &catalog, env.driver.table()),
+            read_every_pod(&env, &catalog, &Default::default()),
+        ],
     )
+}
+
+/// How long reading every pod of the stores into solver pods takes with nothing kept from
+/// before, against `table`: the median of three reads. With the engine's table each pod is
+/// read on its own (a burst of new pods); with an empty one, all together (a controller that
+/// just started).
+fn read_every_pod(
+    env: &Env,
+    catalog: &Catalog,
+    table: &quartermaster_solver::ResourceTable,
+) -> Duration {
+    let stores = &env.ctx.stores;
+    let pods = stores.pods.state();
+    let nodes = stores.nodes.state();
+    let our_nodes: std::collections::BTreeSet<&str> = nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let mut took: Vec<Duration> = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            let observed = crate::translate::observe_with_readings(
+                &pods,
+                &our_nodes,
+                &[],
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                catalog,
+                table,
+                None,
+                &mut crate::pod_readings::PodReadings::default(),
+            );
+            let took = started.elapsed();
+            assert_eq!(observed.pods.len(), pods.len(), "{:?}", observed.rejected);
+            took
+        })
+        .collect();
+    took.sort();
+    took[1]
 }

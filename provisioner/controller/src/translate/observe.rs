@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod as KubePod;
-use quartermaster_cluster::{ClusterError, SnapshotOptions, snapshot};
+use quartermaster_cluster::{ClusterError, Input, SnapshotOptions, snapshot};
 use quartermaster_engine::{EngineSetup, PoolPolicy};
 use quartermaster_policies::NodePool;
 use quartermaster_pricing::Catalog;
@@ -119,7 +119,7 @@ pub fn observe_with_readings(
         read = read_pods(&sorted, our_nodes, catalog, resources, region, None);
     }
     let ReadPods {
-        mut objects,
+        together,
         mut where_bound,
         alone,
         mut rejected,
@@ -169,14 +169,14 @@ pub fn observe_with_readings(
     );
     // With no pod to read together, the snapshot reads only the configuration: kept from the
     // last pass while it is the same (reading it prices every offering of every pool).
-    let cacheable = objects.is_empty();
-    objects.extend(pool_values);
-    objects.extend(node_classes);
-    objects.extend(daemon_sets);
-    objects.extend(requests);
+    let cacheable = together.is_empty();
+    let mut config_objects = pool_values;
+    config_objects.extend(node_classes);
+    config_objects.extend(daemon_sets);
+    config_objects.extend(requests);
     let key = cacheable.then(|| {
         ConfigKey::new(
-            &objects,
+            &config_objects,
             &format!("{}|{}", table_names(resources), region.unwrap_or_default()),
             catalog,
         )
@@ -185,6 +185,11 @@ pub fn observe_with_readings(
     let config = match kept {
         Some(config) => Ok(config),
         None => {
+            let objects = together
+                .iter()
+                .map(|&(pod, bound)| Input::Unplaced { pod, bound })
+                .chain(config_objects.iter().map(Input::Manifest))
+                .collect();
             let config = read_config(objects, catalog, resources, region);
             if let (Some(key), Ok(config)) = (key, &config) {
                 readings.keep_config(key, config.clone());
@@ -268,7 +273,7 @@ pub fn observe_with_readings(
 /// cannot be read (listed in [`ConfigReading::rejected`]); only the objects left out, when one
 /// that cannot be read cannot be told apart from the others.
 fn read_config(
-    mut objects: Vec<Value>,
+    mut objects: Vec<Input<'_>>,
     catalog: &Catalog,
     resources: &ResourceTable,
     region: Option<&str>,
@@ -291,7 +296,7 @@ fn read_config(
                 let (object, index) = match &e {
                     ClusterError::Invalid { object, .. }
                     | ClusterError::TooManyResources { object, .. } => {
-                        (object.clone(), position(&objects, object))
+                        (object.clone(), objects.iter().position(|o| o.is(object)))
                     }
                     ClusterError::Unidentified { index, .. } => {
                         (format!("object {index}"), index.checked_sub(1))
@@ -309,11 +314,11 @@ fn read_config(
     }
 }
 
-/// The pods of one look: the objects still to read with the others, where each is bound, the
+/// The pods of one look: the pods still to read with the others, where each is bound, the
 /// pods read on their own, and the objects left out.
 #[derive(Default)]
-struct ReadPods {
-    objects: Vec<Value>,
+struct ReadPods<'a> {
+    together: Vec<(&'a KubePod, bool)>,
     where_bound: BTreeMap<PodRef, (Option<String>, Option<DateTime<Utc>>)>,
     alone: Vec<std::sync::Arc<Pod>>,
     rejected: Vec<(String, String)>,
@@ -321,14 +326,14 @@ struct ReadPods {
 
 /// Sorts the wanted pods into those read on their own (through `readings`, when given) and the
 /// objects read together; `None` when one needs a resource the table lacks.
-fn read_pods(
-    sorted: &[&KubePod],
+fn read_pods<'a>(
+    sorted: &[&'a KubePod],
     our_nodes: &std::collections::BTreeSet<&str>,
     catalog: &Catalog,
     resources: &ResourceTable,
     region: Option<&str>,
     mut readings: Option<&mut PodReadings>,
-) -> Option<ReadPods> {
+) -> Option<ReadPods<'a>> {
     let mut out = ReadPods::default();
     let mut seen = std::collections::BTreeSet::new();
     for pod in sorted {
@@ -361,7 +366,10 @@ fn read_pods(
                 let reading = readings.read(
                     &id,
                     &crate::pod_readings::version(pod),
-                    || pod_object(pod, node.is_some()),
+                    Input::Unplaced {
+                        pod,
+                        bound: node.is_some(),
+                    },
                     catalog,
                     resources,
                     region,
@@ -374,9 +382,7 @@ fn read_pods(
                 }
             }
             _ => {
-                if let Some(value) = pod_object(pod, node.is_some()) {
-                    out.objects.push(value);
-                }
+                out.together.push((pod, node.is_some()));
             }
         }
     }
@@ -384,34 +390,4 @@ fn read_pods(
         readings.retain(&seen);
     }
     Some(out)
-}
-
-/// A pod as the snapshot reads it: requests, constraints and identity, with where it runs kept
-/// aside (the snapshot would read a bound pod as a node's load) and no status (which could make
-/// it "finished").
-fn pod_object(pod: &KubePod, bound: bool) -> Option<Value> {
-    let mut value = serde_json::to_value(pod).ok()?;
-    value["apiVersion"] = Value::from("v1");
-    value["kind"] = Value::from("Pod");
-    if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.remove("nodeName");
-    }
-    if bound {
-        quartermaster_cluster::provisioning_request::mark_bound_consumer(&mut value);
-    }
-    if let Some(obj) = value.as_object_mut() {
-        obj.remove("status");
-    }
-    Some(value)
-}
-
-fn position(objects: &[Value], id: &str) -> Option<usize> {
-    objects.iter().position(|v| {
-        let kind = v["kind"].as_str().unwrap_or_default();
-        let name = v["metadata"]["name"].as_str().unwrap_or_default();
-        match v["metadata"]["namespace"].as_str() {
-            Some(ns) => id == format!("{kind}/{ns}/{name}") || id == format!("{kind}/{name}"),
-            None => id == format!("{kind}/{name}") || id == format!("{kind}/default/{name}"),
-        }
-    })
 }
