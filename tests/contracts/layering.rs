@@ -130,3 +130,73 @@ fn the_default_build_has_no_cloud_sdk_and_clouds_adds_all_three() {
         );
     }
 }
+
+/// Every `.rs` file below `dir` (skipping `target/`), read whole and joined.
+fn sources_below(dir: &std::path::Path, out: &mut String) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "target") {
+                sources_below(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+            out.push('\n');
+        }
+    }
+}
+
+/// Whether `ident` appears in `text` as a whole word.
+fn mentions(text: &str, ident: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(ident).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + ident.len()..].chars().next();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    })
+}
+
+/// What `cargo machete` checks: a crate declares no dependency its sources never name (a
+/// declared but unused crate costs build time and hides from `cargo deny` what is really used).
+#[test]
+fn every_declared_dependency_is_named_in_its_crate() {
+    let output = Command::new(env!("CARGO"))
+        .current_dir(workspace_root())
+        .args([
+            "metadata",
+            "--offline",
+            "--no-deps",
+            "--format-version",
+            "1",
+        ])
+        .output()
+        .expect("running cargo metadata");
+    assert!(output.status.success(), "cargo metadata failed");
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let mut unused = Vec::new();
+    for package in metadata["packages"].as_array().expect("packages") {
+        let manifest = std::path::Path::new(package["manifest_path"].as_str().expect("path"));
+        let mut sources = String::new();
+        sources_below(manifest.parent().expect("a crate folder"), &mut sources);
+        for dependency in package["dependencies"].as_array().expect("dependencies") {
+            let name = dependency["rename"]
+                .as_str()
+                .or(dependency["name"].as_str())
+                .expect("a name");
+            if !mentions(&sources, &name.replace('-', "_")) {
+                unused.push(format!(
+                    "{}: {name} ({})",
+                    package["name"].as_str().unwrap_or_default(),
+                    dependency["kind"].as_str().unwrap_or("normal")
+                ));
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "declared but never named in the crate's sources: {unused:?}"
+    );
+}
