@@ -135,8 +135,9 @@ impl PodReadings {
 
     /// The reading of pod `id` at `version` (its uid and `resourceVersion`; empty means
     /// unknown, and such a pod is read every time): the one kept, or `pod` (a pod: typically
-    /// [`Input::Unplaced`]) read now against `resources`. `None` when reading it needs a resource the table lacks: the caller
-    /// reads every pod with the others then, so that the table grows in one order.
+    /// [`Input::Unplaced`]) read now against `resources`. `None` when reading it needs a
+    /// resource the table lacks: the caller reads every pod with the others then, so that the
+    /// table grows in one order.
     pub fn read(
         &mut self,
         id: &PodRef,

@@ -366,8 +366,10 @@ where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    use std::hash::{Hash, Hasher};
+    use std::hash::BuildHasher;
     static UNMATCHED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // The same seed every call, so that equal stores give equal digests.
+    let hasher = foldhash::fast::FixedState::with_seed(0);
     let objects = store.state();
     let mut sum = objects.len() as u64;
     for object in &objects {
@@ -376,10 +378,7 @@ where
             // A value no other call gives.
             return UNMATCHED.fetch_add(1, Ordering::Relaxed) | (1 << 63);
         };
-        let mut hasher = std::hash::DefaultHasher::new();
-        uid.hash(&mut hasher);
-        version.hash(&mut hasher);
-        sum = sum.wrapping_add(hasher.finish());
+        sum = sum.wrapping_add(hasher.hash_one((uid, version)));
     }
     sum
 }

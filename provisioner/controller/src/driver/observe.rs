@@ -65,12 +65,13 @@ impl Driver {
         // changed since the last reading (a Node's heartbeat changes neither).
         let key = ReadingKey {
             stores: digests.of_pods_and_config(),
-            our_nodes: our_nodes.iter().copied().fold(0u64, |sum, name| {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::hash::DefaultHasher::new();
-                name.hash(&mut h);
-                sum.wrapping_add(h.finish())
-            }),
+            our_nodes: {
+                use std::hash::BuildHasher;
+                let hasher = foldhash::fast::FixedState::with_seed(0);
+                our_nodes
+                    .iter()
+                    .fold(0u64, |sum, name| sum.wrapping_add(hasher.hash_one(name)))
+            },
         };
         let (observed, fresh) = match self.last_reading.take() {
             Some((k, observed)) if k == key => (observed, false),

@@ -158,15 +158,51 @@ pub fn claim_status(
     }
 }
 
+/// Whether two statuses say the same, but for when their conditions last changed. Compared in
+/// place (a pass compares every claim's status): the destructuring makes a field added to
+/// `NodeClaimStatus` or `Condition` fail to compile here until it is compared too.
 fn same_ignoring_times(a: &NodeClaimStatus, b: &NodeClaimStatus) -> bool {
-    let strip = |s: &NodeClaimStatus| {
-        let mut s = s.clone();
-        for c in &mut s.conditions {
-            c.last_transition_time = to_kube(DateTime::<Utc>::UNIX_EPOCH);
-        }
-        s
+    let NodeClaimStatus {
+        provider_id,
+        node_name,
+        instance_type,
+        zone,
+        capacity_type,
+        price_per_hour,
+        capacity,
+        allocatable,
+        image_id,
+        conditions,
+    } = a;
+    let same_condition = |x: &Condition, y: &Condition| {
+        let Condition {
+            last_transition_time: _,
+            message,
+            observed_generation,
+            reason,
+            status,
+            type_,
+        } = x;
+        *type_ == y.type_
+            && *status == y.status
+            && *reason == y.reason
+            && *message == y.message
+            && *observed_generation == y.observed_generation
     };
-    strip(a) == strip(b)
+    *provider_id == b.provider_id
+        && *node_name == b.node_name
+        && *instance_type == b.instance_type
+        && *zone == b.zone
+        && *capacity_type == b.capacity_type
+        && *price_per_hour == b.price_per_hour
+        && *capacity == b.capacity
+        && *allocatable == b.allocatable
+        && *image_id == b.image_id
+        && conditions.len() == b.conditions.len()
+        && conditions
+            .iter()
+            .zip(&b.conditions)
+            .all(|(x, y)| same_condition(x, y))
 }
 
 /// A status written this long ago that the store still does not show is written again (the
@@ -370,4 +406,69 @@ fn limit_reached(
         .into_iter()
         .find(|(_, left)| *left <= quartermaster_policies::Millis::ZERO)
         .map(|(k, _)| format!("{k}: the limit is used up"))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    use super::*;
+
+    fn condition(type_: &str, status: &str, reason: &str, at_second: i64) -> Condition {
+        Condition {
+            last_transition_time: to_kube(
+                DateTime::<Utc>::from_timestamp(at_second, 0).expect("a time"),
+            ),
+            message: format!("{type_} is {status}"),
+            observed_generation: Some(1),
+            reason: reason.to_owned(),
+            status: status.to_owned(),
+            type_: type_.to_owned(),
+        }
+    }
+
+    fn status(conditions: Vec<Condition>) -> NodeClaimStatus {
+        NodeClaimStatus {
+            provider_id: Some("kwok://n1".into()),
+            node_name: Some("n1".into()),
+            instance_type: Some("g6.xlarge".into()),
+            zone: Some("us-east-1a".into()),
+            capacity_type: Some("on-demand".into()),
+            price_per_hour: Some(0.805),
+            capacity: BTreeMap::from([("cpu".into(), Quantity("4".into()))]),
+            allocatable: BTreeMap::from([("cpu".into(), Quantity("3920m".into()))]),
+            image_id: None,
+            conditions,
+        }
+    }
+
+    #[test]
+    fn statuses_are_the_same_whatever_their_conditions_transition_times_but_nothing_else() {
+        let base = status(vec![
+            condition("Launched", "True", "Launched", 10),
+            condition("Registered", "True", "Registered", 20),
+        ]);
+        let later = status(vec![
+            condition("Launched", "True", "Launched", 99),
+            condition("Registered", "True", "Registered", 98),
+        ]);
+        assert!(same_ignoring_times(&base, &later));
+        let mut other_reason = later.clone();
+        other_reason.conditions[1].reason = "NotRegistered".into();
+        assert!(!same_ignoring_times(&base, &other_reason));
+        let mut other_message = later.clone();
+        other_message.conditions[0].message = "other".into();
+        assert!(!same_ignoring_times(&base, &other_message));
+        let mut fewer = later.clone();
+        fewer.conditions.pop();
+        assert!(!same_ignoring_times(&base, &fewer));
+        let mut other_allocatable = later.clone();
+        other_allocatable
+            .allocatable
+            .insert("nvidia.com/gpu".into(), Quantity("1".into()));
+        assert!(!same_ignoring_times(&base, &other_allocatable));
+        let mut other_node = later;
+        other_node.node_name = Some("n2".into());
+        assert!(!same_ignoring_times(&base, &other_node));
+    }
 }
