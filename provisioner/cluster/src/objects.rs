@@ -246,11 +246,15 @@ impl Inventory {
             name: name.to_owned(),
             meta: meta.clone(),
             spec: spec.clone(),
-            status: pod.status.clone(),
+            // An unplaced pod's status is not read: not copied either.
+            status: if unplaced.is_some() {
+                None
+            } else {
+                pod.status.clone()
+            },
         };
         if let Some(bound) = unplaced {
             object.spec.node_name = None;
-            object.status = None;
             if bound {
                 crate::provisioning_request::mark_bound_consumer(&mut object.meta);
             }
