@@ -143,8 +143,10 @@ fn assert_no_violations(name: &str, v: &Value) {
         saved <= achievable + 1e-6,
         "{name}: saved {saved} of {achievable}: {v}"
     );
+    // Issue 17: consolidation captures at least 0.9 of what was achievable, whenever there was
+    // something (a cent an hour or more) to save.
     match v["captured_saving_fraction"].as_f64() {
-        Some(f) => assert!((0.0..=1.0).contains(&f), "{name}: {v}"),
+        Some(f) => assert!((0.9..=1.0).contains(&f), "{name}: captured {f}: {v}"),
         None => assert!(
             achievable < 0.01,
             "{name}: null with {achievable} to save: {v}"

@@ -304,6 +304,30 @@ impl SimCloud {
             .collect()
     }
 
+    /// Inspection: the offerings an outage window refuses now, as `(instance type, zone,
+    /// capacity type)`. Capacity limits are not among them: they refuse an offering only while
+    /// the cloud's own instances fill them.
+    pub fn offerings_in_outage(&self) -> Vec<(String, String, CapacityType)> {
+        let mut out = Vec::new();
+        if self.config.insufficient_capacity.is_empty() {
+            return out;
+        }
+        let now = self.state_now().1;
+        for ty in self.catalog.for_cloud(self.cloud) {
+            for o in &ty.offerings {
+                let refused = self.config.insufficient_capacity.iter().any(|w| {
+                    w.is_active(self.start, now)
+                        && w.selector()
+                            .matches(&ty.name, &ty.family, &o.zone, o.capacity_type)
+                });
+                if refused {
+                    out.push((ty.name.clone(), o.zone.clone(), o.capacity_type));
+                }
+            }
+        }
+        out
+    }
+
     /// [`CloudProvider::list`] with only the instances `keep` accepts by claim name: the same
     /// call (throttled and failing as `list` does), without copying instances the caller
     /// would skip. The simulator's garbage collection asks for instances without a claim.

@@ -7,8 +7,9 @@
 //!   consolidation has nothing more to do. What the fleet costs then is what consolidation
 //!   captured of the achievable saving, on the same snapshot;
 //! - the **hindsight cost**: every half hour, every running pod solved again from scratch with
-//!   free moves, its cost held for the half hour (solved again only when the pods
-//!   alive changed);
+//!   free moves, on the offerings the clouds sell then (an outage window refuses its offerings
+//!   to the hindsight as to the fleet), its cost held for the half hour (solved again only when
+//!   the pods alive or the outages changed);
 //! - the pods still waiting at the end: no NodePool can serve them, they arrived too late to be
 //!   served, or they were stuck.
 
@@ -88,9 +89,19 @@ pub struct Audit {
     pub restarts: Vec<super::CrashPoint>,
 }
 
-/// The last hindsight solve: the cluster's population (pods created, deleted) and the scenario
-/// changes applied then; the plan's cost and the lower bound, $/hour.
-pub(super) type HindsightSolve = (((u64, u64), usize, u64), f64, f64);
+/// The last hindsight solve, reused while what it solved for is unchanged.
+#[derive(Debug)]
+pub(super) struct HindsightSolve {
+    /// The cluster's population (pods created, deleted), the scenario changes applied and the
+    /// buffer placeholders then.
+    population: ((u64, u64), usize, u64),
+    /// The offerings an outage refused then.
+    in_outage: BTreeSet<OfferingKey>,
+    /// The plan's cost, $/hour.
+    plan: f64,
+    /// The solver's lower bound, $/hour.
+    bound: f64,
+}
 
 /// A from-scratch solve's outcome.
 struct FromScratch {
@@ -125,6 +136,23 @@ impl Driver<'_> {
                         capacity_type: o.capacity_type,
                     });
                 }
+            }
+        }
+        out
+    }
+
+    /// The offerings an outage window of the simulated clouds refuses now: no plan, however
+    /// made, could buy them.
+    fn in_outage_now(&self) -> BTreeSet<OfferingKey> {
+        let mut out = BTreeSet::new();
+        for (cloud, sim) in &self.clouds {
+            for (instance_type, zone, capacity_type) in sim.offerings_in_outage() {
+                out.insert(OfferingKey {
+                    cloud: *cloud,
+                    instance_type,
+                    zone,
+                    capacity_type,
+                });
             }
         }
         out
@@ -232,7 +260,10 @@ impl Driver<'_> {
         let mut kept_cost = 0.0;
         let mut spot_refused: BTreeMap<&str, bool> = BTreeMap::new();
         let mut nodes: Vec<ExistingNode> = Vec::new();
-        let mut pending: Vec<&Pod> = Vec::new();
+        // The room CapacityBuffers ask for is part of what the fleet must hold, as in the
+        // hindsight: consolidation never gives it up, so no saving is achievable from it.
+        let placeholders = self.buffer_placeholders();
+        let mut pending: Vec<&Pod> = placeholders.iter().collect();
         for (name, node) in self.cluster.nodes() {
             let mut stay: Vec<Arc<Pod>> = Vec::new();
             for id in &node.pods {
@@ -294,12 +325,26 @@ impl Driver<'_> {
                 self.change_cursor,
                 placeholders.len() as u64,
             );
-            let (plan, bound) = match self.hindsight_last {
-                Some((seen, plan, bound)) if seen == population => (plan, bound),
+            // Offerings in an outage window are refused to the hindsight too: no fleet could
+            // have bought them.
+            let in_outage = self.in_outage_now();
+            let (plan, bound) = match &self.hindsight_last {
+                Some(last) if last.population == population && last.in_outage == in_outage => {
+                    (last.plan, last.bound)
+                }
                 _ => {
-                    let s = self
-                        .solve_afresh(self.cluster.running_pods().chain(placeholders.iter()), true);
-                    self.hindsight_last = Some((population, s.plan, s.bound));
+                    let s = self.solve_on(
+                        Vec::new(),
+                        self.cluster.running_pods().chain(placeholders.iter()),
+                        true,
+                        in_outage.clone(),
+                    );
+                    self.hindsight_last = Some(HindsightSolve {
+                        population,
+                        in_outage,
+                        plan: s.plan,
+                        bound: s.bound,
+                    });
                     (s.plan, s.bound)
                 }
             };

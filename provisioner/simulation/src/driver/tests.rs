@@ -355,6 +355,27 @@ fn a_claim_deleted_before_its_launch_was_heard_of_takes_its_instance_with_it() {
 }
 
 #[test]
+fn the_hindsight_cannot_buy_what_an_outage_refuses() {
+    // Spot is out for the whole run: the fleet runs the job on on-demand, and the hindsight,
+    // which may only buy what the clouds sell, does the same (it used to price spot).
+    let s = scenario(
+        "3h",
+        "[spot, on-demand]",
+        "{insufficientCapacity: [{family: g2, capacityType: spot, until: 3h}]}",
+        &gpu_job("train", "[{at: 10m}]", "1h", false),
+    );
+    let r = run(&s, 1, None).unwrap();
+    let on_demand = &r.record.instances[0];
+    assert_eq!(on_demand.capacity_type.to_string(), "on-demand");
+    assert!(
+        (r.hindsight.cost - on_demand.price_per_hour).abs() < 1e-6,
+        "{:?} vs {}",
+        r.hindsight,
+        on_demand.price_per_hour
+    );
+}
+
+#[test]
 fn a_run_is_audited_and_measured() {
     let s = scenario(
         "3h",
