@@ -73,8 +73,9 @@ pub struct Cluster {
     changes: u64,
     /// Pods created so far.
     created: u64,
-    /// Pods deleted so far.
-    deleted: u64,
+    /// Pods bound to a node and pods taken off one so far: the set of bound pods changed when
+    /// this did.
+    placements: u64,
 }
 
 pub(crate) fn accelerators(r: &Resources) -> i64 {
@@ -164,6 +165,7 @@ impl Cluster {
         };
         let since = p.running_since.take();
         self.changes += 1;
+        self.placements += 1;
         self.next_generation += 1;
         p.generation = self.next_generation;
         if let Some(n) = self.nodes.get_mut(&node) {
@@ -245,6 +247,7 @@ impl Cluster {
         n.pods.insert(id.clone());
         n.used += p.pod.requests;
         p.node = Some(node.to_owned());
+        self.placements += 1;
         let gang = p.pod.gang.clone();
         // A gang member starts once minMember of its gang are bound, and starts the others.
         let start: Vec<PodRef> = match &gang {
@@ -327,7 +330,6 @@ impl Cluster {
             return false;
         };
         self.changes += 1;
-        self.deleted += 1;
         if !running {
             rec.pending.add(now, -1.0);
         }
@@ -502,9 +504,11 @@ impl Cluster {
         self.created
     }
 
-    /// Pods created and deleted so far: the set of live pods changed when this did.
-    pub fn population(&self) -> (u64, u64) {
-        (self.created, self.deleted)
+    /// A counter that moves whenever a pod is bound to a node or taken off one: the pods
+    /// [`Cluster::running_pods`] yields changed when this did (pods created pending or deleted
+    /// while pending leave it alone).
+    pub fn placements(&self) -> u64 {
+        self.placements
     }
 
     /// Every registered node, by name.

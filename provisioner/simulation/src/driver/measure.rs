@@ -9,7 +9,7 @@
 //! - the **hindsight cost**: every half hour, every running pod solved again from scratch with
 //!   free moves, on the offerings the clouds sell then (an outage window refuses its offerings
 //!   to the hindsight as to the fleet), its cost held for the half hour (solved again only when
-//!   the pods alive or the outages changed);
+//!   the pods bound or the outages changed);
 //! - the pods still waiting at the end: no NodePool can serve them, they arrived too late to be
 //!   served, or they were stuck.
 
@@ -92,9 +92,9 @@ pub struct Audit {
 /// The last hindsight solve, reused while what it solved for is unchanged.
 #[derive(Debug)]
 pub(super) struct HindsightSolve {
-    /// The cluster's population (pods created, deleted), the scenario changes applied and the
+    /// The cluster's placements (pods bound, taken off), the scenario changes applied and the
     /// buffer placeholders then.
-    population: ((u64, u64), usize, u64),
+    population: (u64, usize, u64),
     /// The offerings an outage refused then.
     in_outage: BTreeSet<OfferingKey>,
     /// The plan's cost, $/hour.
@@ -321,7 +321,7 @@ impl Driver<'_> {
             // The room CapacityBuffers ask for is part of what the fleet must hold.
             let placeholders = self.buffer_placeholders();
             let population = (
-                self.cluster.population(),
+                self.cluster.placements(),
                 self.change_cursor,
                 placeholders.len() as u64,
             );

@@ -355,6 +355,26 @@ fn a_claim_deleted_before_its_launch_was_heard_of_takes_its_instance_with_it() {
 }
 
 #[test]
+fn the_hindsight_sees_a_pod_that_started_after_it_was_created() {
+    // The job is created exactly at a sample (0:15) and binds two minutes later; no pod is
+    // created or deleted again until it ends. The samples at 0:45 and 1:15 must see it running
+    // (the hindsight used to reuse the 0:15 solve, made while it was pending, and cost 0).
+    let s = scenario(
+        "3h",
+        "[on-demand]",
+        "{}",
+        &gpu_job("train", "[{at: 15m}]", "1h", false),
+    );
+    let r = run(&s, 1, None).unwrap();
+    let price = r.record.instances[0].price_per_hour;
+    assert!(
+        (r.hindsight.cost - price).abs() < 1e-6,
+        "{:?} vs {price}",
+        r.hindsight
+    );
+}
+
+#[test]
 fn the_hindsight_cannot_buy_what_an_outage_refuses() {
     // Spot is out for the whole run: the fleet runs the job on on-demand, and the hindsight,
     // which may only buy what the clouds sell, does the same (it used to price spot).
