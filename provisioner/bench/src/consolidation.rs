@@ -79,6 +79,7 @@ pub fn snapshot(pods: usize) -> ClusterSnapshot {
         node_pools: vec![pool],
         daemonsets: Vec::new(),
         unavailable: Default::default(),
+        offering_limits: Vec::new(),
     }
 }
 

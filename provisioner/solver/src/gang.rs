@@ -37,6 +37,8 @@ pub(crate) fn solve(
     let mut working = snapshot.clone();
     let mut refused: Vec<PodRef> = Vec::new();
     let mut reasons: Vec<Unschedulable> = Vec::new();
+    // Gangs kept in a zone, with their members and how many of them must be placed.
+    let mut kept: Vec<(&Gang, BTreeSet<PodRef>, usize)> = Vec::new();
     for (gang, members) in &gangs {
         let ids: BTreeSet<PodRef> = members
             .iter()
@@ -87,7 +89,10 @@ pub(crate) fn solve(
             }
         }
         match best {
-            Some((_, zone)) => working = restricted(&working, &ids, &zone),
+            Some((_, zone)) => {
+                working = restricted(&working, &ids, &zone);
+                kept.push((gang, ids, need));
+            }
             None => {
                 let (placed, zone, why) = most.unwrap_or_default();
                 let reason = format!(
@@ -114,7 +119,44 @@ pub(crate) fn solve(
             }
         }
     }
+    // A gang placed whole in its zone on its own may not be beside everyone else (the pods
+    // packed around it took a NodePool's last room): such a gang is placed not at all, and the
+    // rest solved again, until every gang left is whole.
     let mut plan = crate::pack::solve(&working, catalog, now, options);
+    loop {
+        let mut broken = false;
+        kept.retain(|(gang, ids, need)| {
+            let placed = placed_members(&plan, ids);
+            if placed >= *need {
+                return true;
+            }
+            let why = plan
+                .unschedulable
+                .iter()
+                .find(|u| ids.contains(&u.pod))
+                .map(|u| format!("; the others: {}", u.reason))
+                .unwrap_or_default();
+            let reason = format!(
+                "gang {} (minMember {}): {need} member(s) must be placed together in one zone, \
+                 only {placed} fit beside the other pods{why}",
+                gang.name, gang.min_member
+            );
+            for id in ids {
+                reasons.push(Unschedulable {
+                    pod: id.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            refused.extend(ids.iter().cloned());
+            working.pending.retain(|p| !ids.contains(&p.id));
+            broken = true;
+            false
+        });
+        if !broken {
+            break;
+        }
+        plan = crate::pack::solve(&working, catalog, now, options);
+    }
     plan.unschedulable.retain(|u| !refused.contains(&u.pod));
     plan.unschedulable.extend(reasons);
     plan

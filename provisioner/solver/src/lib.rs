@@ -34,7 +34,7 @@ pub use quartermaster_policies::PreferencePolicy;
 pub use resources::{ResourceTable, Resources};
 pub use snapshot::{
     CapacityOverlay, ClusterSnapshot, EphemeralStorage, ExistingNode, NodePoolSpec, NodeShape,
-    OfferingKey, PoolLimits, PoolUsage, PreferenceRule,
+    OfferingKey, OfferingLimit, PoolLimits, PoolUsage, PreferenceRule,
 };
 
 /// Label naming the NodePool that owns a node.

@@ -258,6 +258,9 @@ struct GenSnapshot {
     pools: BTreeSet<usize>,
     /// Offerings marked unavailable: (type, offering) indices.
     unavailable: Vec<(Index, Index)>,
+    /// Offering limits: a type's offerings of one capacity type (the type's offering index
+    /// picks it), at most `max` new nodes.
+    limits: Vec<((Index, Index), u32)>,
     /// Adds a pod no instance type holds.
     giant: bool,
 }
@@ -268,15 +271,19 @@ fn gen_snapshot() -> impl Strategy<Value = GenSnapshot> {
         proptest::collection::vec(gen_node(), 0..=3),
         proptest::collection::btree_set(0..POOLS, 1..=3),
         proptest::collection::vec((any::<Index>(), any::<Index>()), 0..4),
+        proptest::collection::vec(((any::<Index>(), any::<Index>()), 0u32..3), 0..3),
         proptest::bool::weighted(0.25),
     )
-        .prop_map(|(pods, nodes, pools, unavailable, giant)| GenSnapshot {
-            pods,
-            nodes,
-            pools,
-            unavailable,
-            giant,
-        })
+        .prop_map(
+            |(pods, nodes, pools, unavailable, limits, giant)| GenSnapshot {
+                pods,
+                nodes,
+                pools,
+                unavailable,
+                limits,
+                giant,
+            },
+        )
 }
 
 const POOLS: usize = 5;
@@ -494,6 +501,28 @@ fn build(g: &GenSnapshot) -> ClusterSnapshot {
             }
         })
         .collect();
+    let offering_limits = g
+        .limits
+        .iter()
+        .map(|((t, o), max)| {
+            let it = t.get(&all_types);
+            let capacity_type = o.get(&it.offerings).capacity_type;
+            crate::OfferingLimit {
+                offerings: it
+                    .offerings
+                    .iter()
+                    .filter(|o| o.capacity_type == capacity_type)
+                    .map(|o| crate::OfferingKey {
+                        cloud: it.cloud,
+                        instance_type: it.name.clone(),
+                        zone: o.zone.clone(),
+                        capacity_type,
+                    })
+                    .collect(),
+                max: *max,
+            }
+        })
+        .collect();
     ClusterSnapshot {
         resources: table,
         pending,
@@ -501,6 +530,7 @@ fn build(g: &GenSnapshot) -> ClusterSnapshot {
         node_pools,
         daemonsets: Vec::new(),
         unavailable,
+        offering_limits,
     }
 }
 

@@ -299,6 +299,18 @@ pub struct OfferingKey {
     pub capacity_type: CapacityType,
 }
 
+/// At most `max` new nodes of one plan on the offerings of `offerings` together: capacity the
+/// cloud is known to hold only so much of (the simulator's `cloud.capacity`, which its
+/// hindsight applies). The plan keeps to it where a node's alternatives allow, and the lower
+/// bound counts it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferingLimit {
+    /// The offerings counted together.
+    pub offerings: BTreeSet<OfferingKey>,
+    /// How many new nodes they may take.
+    pub max: u32,
+}
+
 /// Everything the solver looks at.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterSnapshot {
@@ -314,6 +326,8 @@ pub struct ClusterSnapshot {
     pub daemonsets: Vec<Pod>,
     /// Offerings marked unavailable.
     pub unavailable: BTreeSet<OfferingKey>,
+    /// Limits on how many new nodes sets of offerings may take (usually none).
+    pub offering_limits: Vec<OfferingLimit>,
 }
 
 impl ClusterSnapshot {

@@ -40,6 +40,7 @@ pub fn empty_node(
         node_pools: vec![spec],
         daemonsets: snapshot.daemonsets.clone(),
         unavailable: snapshot.unavailable.clone(),
+        offering_limits: snapshot.offering_limits.clone(),
     };
     let mut node = crate::solve(&alone, catalog, now)
         .new_nodes

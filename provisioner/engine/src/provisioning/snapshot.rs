@@ -122,6 +122,8 @@ impl Engine {
             node_pools: pools,
             daemonsets: self.setup.daemonsets.clone(),
             unavailable,
+            // The engine learns what the clouds refuse from their errors, not from limits.
+            offering_limits: Vec::new(),
         };
         (snapshot, target_to_claim)
     }

@@ -424,6 +424,7 @@ pub(super) fn check(s: &Scenario) -> Result<(), SimulationError> {
             node_pools: world.setup.pools.iter().map(|p| p.spec.clone()).collect(),
             daemonsets: world.setup.daemonsets.clone(),
             unavailable: Default::default(),
+            offering_limits: Vec::new(),
         };
         let plan = quartermaster_solver::solve(&snapshot, &world.setup.catalog, s.start);
         if let Some(u) = plan.unschedulable.first() {

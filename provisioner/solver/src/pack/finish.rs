@@ -15,6 +15,7 @@ use super::accelerator_notes;
 use super::bins::BinKind;
 use super::classes::CompatSet;
 use super::classes::Topology;
+use super::limits::OfferingLimits;
 use super::packer::Packer;
 use super::shapes::Zones;
 use crate::resources::Resources;
@@ -112,7 +113,7 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
 /// Whether the bin's node may be `to` (shape, offering) instead of `from` without passing a
 /// limit of `pool` that `from` kept to: a larger type the re-pick finds cheaper must not take
 /// the pool past its resource limits or `maxHourlyCost` (nor may a fallback offering).
-fn swap_within_limits(
+pub(super) fn swap_within_limits(
     packer: &Packer<'_>,
     pool: usize,
     from: (usize, usize),
@@ -166,7 +167,7 @@ pub fn assemble(
     pool_shapes: &[Vec<usize>],
     choices: &[Vec<(usize, usize)>],
     notes: Vec<String>,
-    with_bound: bool,
+    bound_with: Option<&OfferingLimits>,
 ) -> Plan {
     let snapshot = packer.snapshot;
     let mut plan = Plan {
@@ -255,8 +256,8 @@ pub fn assemble(
             relaxed: relaxed.clone(),
         });
     }
-    if with_bound {
-        plan.lower_bound_per_hour = bound(packer).min(plan.cost_per_hour);
+    if let Some(limits) = bound_with {
+        plan.lower_bound_per_hour = bound(packer, limits).min(plan.cost_per_hour);
     }
     plan
 }
@@ -264,14 +265,17 @@ pub fn assemble(
 /// A lower bound on the cost of placing the pods this plan places.
 ///
 /// Each bound shape is a (shape, cheapest offering a class may use) pair, so a class limited to
-/// on-demand is never priced at spot.
-fn bound(packer: &Packer<'_>) -> f64 {
-    let plain = lower_bound(&bound_input(packer, false)).dollars_per_hour;
+/// on-demand is never priced at spot. Offerings under [`crate::OfferingLimit`]s are bound shapes
+/// of their own (see [`OfferingLimits::group`]), beside the next offerings up to the first
+/// unlimited one; each shape of a limit shared by several shapes gets all of it, a relaxation,
+/// so the bound stays valid.
+fn bound(packer: &Packer<'_>, limits: &OfferingLimits) -> f64 {
+    let plain = lower_bound(&bound_input(packer, false, limits)).dollars_per_hour;
     // The per-node caps make the column generation much slower, so with them only the
     // resource-volume bound (plus the integral arguments) is computed: a valid bound, and the
     // larger of two valid bounds is valid.
     let capped = crate::bound::lower_bound_with(
-        &bound_input(packer, true),
+        &bound_input(packer, true, limits),
         &crate::bound::Options {
             work_budget: 0,
             strengthen: false,
@@ -284,7 +288,7 @@ fn bound(packer: &Packer<'_>) -> f64 {
 
 /// The bound's input for the pods this plan places; `caps`: with the per-node caps of
 /// [`node_caps`].
-fn bound_input(packer: &Packer<'_>, caps: bool) -> BoundInput {
+fn bound_input(packer: &Packer<'_>, caps: bool, limits: &OfferingLimits) -> BoundInput {
     let (extra, per_copy) = if caps {
         node_caps(packer)
     } else {
@@ -292,6 +296,7 @@ fn bound_input(packer: &Packer<'_>, caps: bool) -> BoundInput {
     };
     let mut shapes: Vec<BoundShape> = Vec::new();
     let mut index: HashMap<(u32, u16), usize> = HashMap::new();
+    let mut limited_index: HashMap<usize, usize> = HashMap::new();
     let mut existing_index: HashMap<usize, usize> = HashMap::new();
     let mut placed = vec![0u64; packer.classes.len()];
     for bin in &packer.bins {
@@ -319,16 +324,33 @@ fn bound_input(packer: &Packer<'_>, caps: bool) -> BoundInput {
             if !class.requests.fits_in(&shape.allocatable) {
                 continue;
             }
-            let key = (sc.shape, sc.offerings[0]);
-            let i = *index.entry(key).or_insert_with(|| {
-                shapes.push(BoundShape {
-                    price: shape.offerings[sc.offerings[0] as usize].price,
-                    capacity: shape.allocatable + per_copy,
-                    max_copies: None,
+            // The cheapest allowed offering; while it is limited, the next ones too.
+            for &o in &sc.offerings {
+                let capacity = shape.allocatable + per_copy;
+                let Some((group, price, max)) = limits.group(sc.shape as usize, o as usize) else {
+                    let i = *index.entry((sc.shape, o)).or_insert_with(|| {
+                        shapes.push(BoundShape {
+                            price: shape.offerings[o as usize].price,
+                            capacity,
+                            max_copies: None,
+                        });
+                        shapes.len() - 1
+                    });
+                    compatible.push(i);
+                    break;
+                };
+                let i = *limited_index.entry(group).or_insert_with(|| {
+                    shapes.push(BoundShape {
+                        price,
+                        capacity,
+                        max_copies: Some(max),
+                    });
+                    shapes.len() - 1
                 });
-                shapes.len() - 1
-            });
-            compatible.push(i);
+                if !compatible.contains(&i) {
+                    compatible.push(i);
+                }
+            }
         }
         for (b, bin) in packer.bins.iter().enumerate() {
             let BinKind::Existing(n) = bin.kind else {

@@ -12,6 +12,7 @@ mod classes;
 mod finish;
 pub(crate) mod guard;
 mod improve;
+mod limits;
 pub(crate) mod offering_labels;
 mod packer;
 mod reasons;
@@ -50,6 +51,7 @@ pub fn solve(
             ));
         }
     }
+    let limits = limits::OfferingLimits::new(snapshot, catalog, &shapes, &zones);
     let mut groups = classes::Groups::default();
     let classes = classes::build_classes(snapshot, &shapes, zones.len(), &mut groups, &mut notes);
     let mut pool_shapes: Vec<Vec<usize>> = vec![Vec::new(); snapshot.node_pools.len()];
@@ -113,6 +115,7 @@ pub fn solve(
             choices = finish::right_size(&mut packer, &pool_shapes);
         }
     }
+    limits.keep_within(&mut packer, &mut choices);
     finish::assemble(
         &packer,
         catalog,
@@ -120,6 +123,6 @@ pub fn solve(
         &pool_shapes,
         &choices,
         notes,
-        !options.skip_lower_bound,
+        (!options.skip_lower_bound).then_some(&limits),
     )
 }

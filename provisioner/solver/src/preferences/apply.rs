@@ -39,6 +39,7 @@ pub(crate) fn keeping(
         node_pools: snapshot.node_pools.clone(),
         daemonsets: snapshot.daemonsets.clone(),
         unavailable: snapshot.unavailable.clone(),
+        offering_limits: snapshot.offering_limits.clone(),
     }
 }
 

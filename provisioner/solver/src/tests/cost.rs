@@ -297,3 +297,65 @@ fn a_node_overlay_gives_matching_types_the_capacity_it_declares() {
     let plan = solve(&snapshot(pods("infer", 4, 500, 1024, 1), vec![p]));
     assert_eq!(types(&plan), ["g5.xlarge"], "{plan:#?}");
 }
+
+/// Five one-GPU pods on a pool that allows spot, with g5.xlarge spot (the cheapest) limited to
+/// `max` new nodes across its zones.
+fn limited_spot(max: Option<u32>) -> crate::Plan {
+    let mut s = snapshot(
+        pods("infer", 5, 2000, 8192, 1),
+        vec![pool(
+            "gpu",
+            requirements(&[(
+                "quartermaster.dev/capacity-type",
+                Operator::In,
+                &["spot", "on-demand"],
+            )]),
+        )],
+    );
+    if let Some(max) = max {
+        s.offering_limits.push(crate::OfferingLimit {
+            offerings: ZONES
+                .iter()
+                .map(|zone| crate::OfferingKey {
+                    cloud: quartermaster_pricing::Cloud::Aws,
+                    instance_type: "g5.xlarge".into(),
+                    zone: (*zone).into(),
+                    capacity_type: CapacityType::Spot,
+                })
+                .collect(),
+            max,
+        });
+    }
+    solve(&s)
+}
+
+#[test]
+fn an_offering_limit_holds_in_the_plan_and_in_the_bound() {
+    let free = limited_spot(None);
+    assert_eq!(types(&free), ["g5.xlarge"; 5]);
+    assert!(
+        (free.lower_bound_per_hour - 5.0 * 0.45).abs() < 1e-6,
+        "{free:?}"
+    );
+
+    let plan = limited_spot(Some(2));
+    assert_eq!(placed(&plan), 5);
+    let spot_small = plan
+        .new_nodes
+        .iter()
+        .filter(|n| {
+            n.offering.instance_type == "g5.xlarge"
+                && n.offering.capacity_type == CapacityType::Spot
+        })
+        .count();
+    assert_eq!(spot_small, 2, "{plan:?}");
+    // Two pods at most at $0.45; the other three at least at the cheapest GPU price left,
+    // g5.12xlarge spot's $2.30 / 4.
+    let bound = 2.0 * 0.45 + 3.0 * 2.3 / 4.0;
+    assert!(
+        plan.lower_bound_per_hour >= bound - 1e-6,
+        "bound {} < {bound}",
+        plan.lower_bound_per_hour
+    );
+    assert!(plan.lower_bound_per_hour <= plan.cost_per_hour + 1e-9);
+}

@@ -57,6 +57,7 @@ impl Improver<'_, '_> {
     /// for CPU-heaviest of `b`, while both keep their types and their tilts keep their signs;
     /// re-sizes both and keeps the trade when the pair costs less.
     fn rebalance(&mut self, a: usize, b: usize) -> bool {
+        let usage = self.usage_before();
         let capacity = self.p.bins[a].free + self.p.bins[a].requests;
         let (cpu, memory) = (
             capacity.get(CPU).max(1) as f64,
@@ -157,8 +158,10 @@ impl Improver<'_, '_> {
         self.resize_logged(a, &mut log);
         self.resize_logged(b, &mut log);
         self.flush_index();
-        // Both nodes kept or shrank their types: no pool's usage grew, so no limit can break.
-        if self.price(a) + self.price(b) < before - EPS {
+        // A re-size picks the cheapest type that holds the pods, which may be larger in some
+        // resource (a cheaper spot type with more CPU): the pool limits are checked as after
+        // every other move.
+        if self.price(a) + self.price(b) < before - EPS && !self.passes_limits(&usage) {
             return true;
         }
         self.undo(log);
