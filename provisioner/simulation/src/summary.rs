@@ -287,8 +287,9 @@ pub struct Summary {
     /// only when there was nothing to save (less than a cent an hour).
     pub captured_saving_fraction: Option<f64>,
     /// The run's cost in hindsight: every half hour (sampled in its middle), every running pod
-    /// solved again from scratch with free moves on the offerings no outage window refuses then,
-    /// that half hour at that cost, $. Where the solver's plan
+    /// solved again from scratch with free moves on the offerings no outage window refuses then
+    /// and within the clouds' capacity limits, that half hour at that cost, $. Where the
+    /// solver's plan
     /// is not proven optimal (it costs more than its lower bound) the lower bound is used.
     pub hindsight_cost: f64,
     /// The share of `hindsight_cost` that is a lower bound rather than a proven optimum.

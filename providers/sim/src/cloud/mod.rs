@@ -16,6 +16,9 @@ use quartermaster_pricing::{CapacityType, Catalog, Cloud, InstanceType, Offering
 use rand::Rng as _;
 
 use crate::config::{Selector, after};
+
+/// An offering of this cloud: `(instance type, zone, capacity type)`.
+pub type OfferingId = (String, String, CapacityType);
 use crate::events::{SimNode, SimNodeEvent};
 use crate::instance::{SimInstance, Timeline, node_name};
 use crate::rng::{self, SimRng};
@@ -304,10 +307,32 @@ impl SimCloud {
             .collect()
     }
 
-    /// Inspection: the offerings an outage window refuses now, as `(instance type, zone,
-    /// capacity type)`. Capacity limits are not among them: they refuse an offering only while
-    /// the cloud's own instances fill them.
-    pub fn offerings_in_outage(&self) -> Vec<(String, String, CapacityType)> {
+    /// Inspection: the capacity limits (`cloud.capacity`), each as the offerings it counts
+    /// and how many instances they may hold at once.
+    pub fn capacity_limits(&self) -> Vec<(Vec<OfferingId>, u32)> {
+        self.config
+            .capacity
+            .iter()
+            .map(|limit| {
+                let mut offerings = Vec::new();
+                for ty in self.catalog.for_cloud(self.cloud) {
+                    for o in &ty.offerings {
+                        if limit
+                            .selector()
+                            .matches(&ty.name, &ty.family, &o.zone, o.capacity_type)
+                        {
+                            offerings.push((ty.name.clone(), o.zone.clone(), o.capacity_type));
+                        }
+                    }
+                }
+                (offerings, limit.max)
+            })
+            .collect()
+    }
+
+    /// Inspection: the offerings an outage window refuses now. Capacity limits are not among
+    /// them: they refuse an offering only while the cloud's own instances fill them.
+    pub fn offerings_in_outage(&self) -> Vec<OfferingId> {
         let mut out = Vec::new();
         if self.config.insufficient_capacity.is_empty() {
             return out;

@@ -8,8 +8,9 @@
 //!   captured of the achievable saving, on the same snapshot;
 //! - the **hindsight cost**: every half hour, every running pod solved again from scratch with
 //!   free moves, on the offerings the clouds sell then (an outage window refuses its offerings
-//!   to the hindsight as to the fleet), its cost held for the half hour (solved again only when
-//!   the pods bound or the outages changed);
+//!   to the hindsight as to the fleet, and a capacity limit holds at most its `max` of the
+//!   hindsight's nodes), its cost held for the half hour (solved again only when the pods bound
+//!   or the outages changed);
 //! - the pods still waiting at the end: no NodePool can serve them, they arrived too late to be
 //!   served, or they were stuck.
 
@@ -22,7 +23,8 @@ use quartermaster_engine::Event;
 use quartermaster_policies::{DisruptionReason, LabelLookup};
 use quartermaster_pricing::CapacityType;
 use quartermaster_solver::{
-    ClusterSnapshot, ExistingNode, NODEPOOL_LABEL, OfferingKey, Pod, PodRef, SolveOptions,
+    ClusterSnapshot, ExistingNode, NODEPOOL_LABEL, OfferingKey, OfferingLimit, Pod, PodRef,
+    SolveOptions,
 };
 
 use super::Driver;
@@ -101,6 +103,8 @@ pub(super) struct HindsightSolve {
     plan: f64,
     /// The solver's lower bound, $/hour.
     bound: f64,
+    /// Whether the plan keeps to the clouds' capacity limits.
+    within_limits: bool,
 }
 
 /// A from-scratch solve's outcome.
@@ -111,6 +115,8 @@ struct FromScratch {
     bound: f64,
     /// Pods no NodePool can serve.
     unplaced: BTreeSet<PodRef>,
+    /// Whether the plan's new nodes keep to the offering limits it was given.
+    within_limits: bool,
 }
 
 impl Driver<'_> {
@@ -158,6 +164,27 @@ impl Driver<'_> {
         out
     }
 
+    /// The clouds' capacity limits (`cloud.capacity`), as limits on new nodes: the most a
+    /// from-scratch fleet could hold of each.
+    fn capacity_limits(&self) -> Vec<OfferingLimit> {
+        let mut out = Vec::new();
+        for (cloud, sim) in &self.clouds {
+            for (offerings, max) in sim.capacity_limits() {
+                let offerings = offerings
+                    .into_iter()
+                    .map(|(instance_type, zone, capacity_type)| OfferingKey {
+                        cloud: *cloud,
+                        instance_type,
+                        zone,
+                        capacity_type,
+                    })
+                    .collect();
+                out.push(OfferingLimit { offerings, max });
+            }
+        }
+        out
+    }
+
     /// Every pod of `pods` solved on `nodes` (free to use) and new nodes.
     fn solve_on<'a>(
         &self,
@@ -165,6 +192,19 @@ impl Driver<'_> {
         pods: impl Iterator<Item = &'a Pod>,
         bound: bool,
         unavailable: BTreeSet<OfferingKey>,
+    ) -> FromScratch {
+        self.solve_within(nodes, pods, bound, unavailable, Vec::new())
+    }
+
+    /// [`Driver::solve_on`] with at most so many new nodes on the offerings of each of
+    /// `offering_limits`.
+    fn solve_within<'a>(
+        &self,
+        nodes: Vec<ExistingNode>,
+        pods: impl Iterator<Item = &'a Pod>,
+        bound: bool,
+        unavailable: BTreeSet<OfferingKey>,
+        offering_limits: Vec<OfferingLimit>,
     ) -> FromScratch {
         let setup = &self.world.setup;
         let snapshot = ClusterSnapshot {
@@ -182,13 +222,30 @@ impl Driver<'_> {
                 .collect(),
             daemonsets: setup.daemonsets.clone(),
             unavailable,
+            offering_limits,
         };
         let options = SolveOptions {
             skip_lower_bound: !bound,
             ..SolveOptions::default()
         };
         let plan = quartermaster_solver::solve_with(&snapshot, &self.catalog, self.now, &options);
+        let within_limits = snapshot.offering_limits.iter().all(|limit| {
+            let taken = plan
+                .new_nodes
+                .iter()
+                .filter(|n| {
+                    limit.offerings.contains(&OfferingKey {
+                        cloud: n.cloud,
+                        instance_type: n.offering.instance_type.clone(),
+                        zone: n.offering.zone.clone(),
+                        capacity_type: n.offering.capacity_type,
+                    })
+                })
+                .count();
+            taken <= limit.max as usize
+        });
         FromScratch {
+            within_limits,
             plan: plan
                 .new_nodes
                 .iter()
@@ -328,27 +385,32 @@ impl Driver<'_> {
             // Offerings in an outage window are refused to the hindsight too: no fleet could
             // have bought them.
             let in_outage = self.in_outage_now();
-            let (plan, bound) = match &self.hindsight_last {
+            let (plan, bound, within_limits) = match &self.hindsight_last {
                 Some(last) if last.population == population && last.in_outage == in_outage => {
-                    (last.plan, last.bound)
+                    (last.plan, last.bound, last.within_limits)
                 }
                 _ => {
-                    let s = self.solve_on(
+                    // So are more instances than a capacity limit holds: the plan keeps to the
+                    // limits where it can, and the lower bound counts them.
+                    let s = self.solve_within(
                         Vec::new(),
                         self.cluster.running_pods().chain(placeholders.iter()),
                         true,
                         in_outage.clone(),
+                        self.capacity_limits(),
                     );
                     self.hindsight_last = Some(HindsightSolve {
                         population,
                         in_outage,
                         plan: s.plan,
                         bound: s.bound,
+                        within_limits: s.within_limits,
                     });
-                    (s.plan, s.bound)
+                    (s.plan, s.bound, s.within_limits)
                 }
             };
-            let optimal = plan <= bound + 1e-6 * plan.max(1.0);
+            // A plan past a capacity limit is no fleet anyone could run: its bound stands.
+            let optimal = within_limits && plan <= bound + 1e-6 * plan.max(1.0);
             let h = &mut self.hindsight;
             h.samples += 1;
             h.plan_cost += plan * hours;

@@ -375,6 +375,37 @@ fn the_hindsight_sees_a_pod_that_started_after_it_was_created() {
 }
 
 #[test]
+fn the_hindsight_holds_no_more_than_a_capacity_limit_allows() {
+    // Two one-GPU jobs at once; the cloud holds one g2-standard-4 spot instance at a time.
+    // Without the limit the hindsight buys two of them; with it, it must pay for more.
+    let job = gpu_job("train", "[{at: 10m, burst: 2}]", "1h", false);
+    let free = run(&scenario("3h", "[spot, on-demand]", "{}", &job), 1, None).unwrap();
+    let limited = run(
+        &scenario(
+            "3h",
+            "[spot, on-demand]",
+            "{capacity: [{instanceType: g2-standard-4, capacityType: spot, max: 1}]}",
+            &job,
+        ),
+        1,
+        None,
+    )
+    .unwrap();
+    let spot = free.record.instances[0].price_per_hour;
+    assert!(
+        (free.hindsight.cost - 2.0 * spot).abs() < 1e-6,
+        "{:?}",
+        free.hindsight
+    );
+    assert!(
+        limited.hindsight.cost > free.hindsight.cost + 1e-3,
+        "{:?} vs {:?}",
+        limited.hindsight,
+        free.hindsight
+    );
+}
+
+#[test]
 fn the_hindsight_cannot_buy_what_an_outage_refuses() {
     // Spot is out for the whole run: the fleet runs the job on on-demand, and the hindsight,
     // which may only buy what the clouds sell, does the same (it used to price spot).
