@@ -1,9 +1,9 @@
-//! A registered node is initialized once every requested extended resource is allocatable
-//! and its startup taints are gone.
+//! A registered node is initialized once every requested extended resource is allocatable,
+//! its type's whole accelerators are advertised, and its startup taints are gone.
 
 use chrono::{DateTime, Utc};
 use quartermaster_solver::Resources;
-use quartermaster_solver::resources::PODS;
+use quartermaster_solver::resources::{ACCELERATORS, PODS};
 
 use crate::engine::Engine;
 use crate::events::Action;
@@ -37,6 +37,13 @@ impl Engine {
             (PODS + 1..quartermaster_solver::resources::MAX_RESOURCES).all(|slot| {
                 requested.get(slot) == 0 || node.allocatable.get(slot) >= requested.get(slot)
             });
+        // And the whole accelerators its type brings, whatever is nominated: a claim with no
+        // pods yet (rebuilt after a restart, or emptied) whose GPUs never appeared is not a
+        // node to nominate pods to; it waits, and the accelerator budget replaces it.
+        let accelerators_ready = ACCELERATORS
+            .clone()
+            .all(|slot| c.room.get(slot) == 0 || node.allocatable.get(slot) > 0);
+        let extended_ready = extended_ready && accelerators_ready;
         if !(startup_gone && extended_ready) {
             return;
         }
