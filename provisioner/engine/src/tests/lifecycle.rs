@@ -256,23 +256,30 @@ fn a_node_whose_gpus_never_appear_is_replaced_after_the_budget() {
     assert!(e.next_deadline().is_none_or(|d| d > t(660)));
 }
 
+/// Launches and registers node-1 for pod "a" without GPUs, deletes the pod, then reports the
+/// node with `gpus` GPUs and no startup taint; returns the claim and whether it is initialized.
+fn emptied_node_with_gpus(e: &mut crate::Engine, gpus: i64) -> (String, bool) {
+    let claim = launched_and_registered(e, "a", 0);
+    e.handle(t(65), Event::PodGone(gpu_pod("a").id));
+    e.handle(
+        t(70),
+        Event::NodeUpdated {
+            node: registered_node("node-1", "us-east-1a", gpus, false),
+        },
+    );
+    e.poll(t(70));
+    let view = e.claims().find(|c| c.name == claim).expect("claim");
+    (claim, view.initialized)
+}
+
 #[test]
 fn a_node_with_nothing_nominated_is_not_initialized_before_its_gpus_appear() {
     // The pod goes before the node is ready (or a restart rebuilt the claim without it): with
     // nothing requested, the node still waits for its GPUs. It used to be initialized at once,
     // so the next GPU pod was nominated to a node with no GPU, where it never bound.
     let mut e = engine();
-    let claim = launched_and_registered(&mut e, "a", 0);
-    e.handle(t(65), Event::PodGone(gpu_pod("a").id));
-    e.handle(
-        t(70),
-        Event::NodeUpdated {
-            node: registered_node("node-1", "us-east-1a", 0, false),
-        },
-    );
-    e.poll(t(70));
-    let view = e.claims().find(|c| c.name == claim).expect("claim");
-    assert!(!view.initialized, "{view:?}");
+    let (claim, initialized) = emptied_node_with_gpus(&mut e, 0);
+    assert!(!initialized);
     // Its GPUs never appear: replaced after the budget, as a node with pods would be.
     let actions = e.poll(t(660));
     assert!(actions.iter().any(|a| matches!(a, Action::Delete { claim: c, reason: DeleteReason::AcceleratorsNotReady, .. } if *c == claim)), "{actions:?}");
@@ -281,17 +288,8 @@ fn a_node_with_nothing_nominated_is_not_initialized_before_its_gpus_appear() {
 #[test]
 fn a_node_with_nothing_nominated_is_initialized_once_its_gpus_appear() {
     let mut e = engine();
-    let claim = launched_and_registered(&mut e, "a", 0);
-    e.handle(t(65), Event::PodGone(gpu_pod("a").id));
-    e.handle(
-        t(70),
-        Event::NodeUpdated {
-            node: registered_node("node-1", "us-east-1a", 1, false),
-        },
-    );
-    e.poll(t(70));
-    let view = e.claims().find(|c| c.name == claim).expect("claim");
-    assert!(view.initialized, "{view:?}");
+    let (_, initialized) = emptied_node_with_gpus(&mut e, 1);
+    assert!(initialized);
 }
 
 #[test]

@@ -91,23 +91,31 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
         super::guard::extend_for_min_values(pool_spec, packer.shapes, &all_found, &mut list);
         let (s_new, o_new) = list[0];
         if (s_new, o_new) != (shape, offering) {
-            let old = &packer.shapes[shape];
-            let new = &packer.shapes[s_new];
-            let usage = &mut packer.usage[pool];
-            usage.resources -= old.capacity;
-            usage.resources += new.capacity;
-            usage.hourly_cost +=
-                new.offerings[o_new].list_price - old.offerings[offering].list_price;
-            packer.bins[b].kind = BinKind::New {
-                shape: s_new,
-                offering: o_new,
-            };
-            packer.bins[b].zone = new.offerings[o_new].zone;
-            packer.bins[b].free = new.allocatable.saturating_sub(&packer.bins[b].requests);
+            repick(packer, b, (s_new, o_new));
         }
         choices[b] = list;
     }
     choices
+}
+
+/// Gives new bin `b` the node `to` (shape, offering) instead of its own, moving its pool's
+/// usage (resources and hourly cost) with it.
+pub(super) fn repick(packer: &mut Packer<'_>, b: usize, to: (usize, usize)) {
+    let BinKind::New { shape, offering } = packer.bins[b].kind else {
+        return;
+    };
+    let (old, new) = (&packer.shapes[shape], &packer.shapes[to.0]);
+    let usage = &mut packer.usage[old.pool];
+    usage.resources -= old.capacity;
+    usage.resources += new.capacity;
+    usage.hourly_cost += new.offerings[to.1].list_price - old.offerings[offering].list_price;
+    let bin = &mut packer.bins[b];
+    bin.kind = BinKind::New {
+        shape: to.0,
+        offering: to.1,
+    };
+    bin.zone = new.offerings[to.1].zone;
+    bin.free = new.allocatable.saturating_sub(&bin.requests);
 }
 
 /// Whether the bin's node may be `to` (shape, offering) instead of `from` without passing a

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 
 use quartermaster_pricing::Catalog;
 
-use super::bins::BinKind;
 use super::packer::Packer;
 use super::shapes::{Shape, Zones};
 use crate::snapshot::{ClusterSnapshot, OfferingKey};
@@ -140,23 +139,7 @@ impl OfferingLimits {
             if pick == 0 {
                 continue;
             }
-            let BinKind::New {
-                shape: old_shape,
-                offering: old_offering,
-            } = packer.bins[b].kind
-            else {
-                continue;
-            };
-            let (old, new) = (&packer.shapes[old_shape], &packer.shapes[shape]);
-            let usage = &mut packer.usage[pool];
-            usage.resources -= old.capacity;
-            usage.resources += new.capacity;
-            usage.hourly_cost +=
-                new.offerings[offering].list_price - old.offerings[old_offering].list_price;
-            let bin = &mut packer.bins[b];
-            bin.kind = BinKind::New { shape, offering };
-            bin.zone = new.offerings[offering].zone;
-            bin.free = new.allocatable.saturating_sub(&bin.requests);
+            super::finish::repick(packer, b, (shape, offering));
             let chosen = choices[b].remove(pick);
             choices[b].insert(0, chosen);
         }
