@@ -44,6 +44,7 @@ pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeVie
 pub use gangs::{GANG_LABEL, PLACEMENT_GROUP_LABEL};
 pub use headroom::{Buffer, HeadroomView};
 pub use pools::{EngineError, PoolPolicy};
+pub use prices::catalog_for_pools;
 pub use provisioning_requests::{LABEL_PROVISIONING_REQUEST, RequestVerdict, check_capacity};
 pub use repair::{RepairAction, RepairConfig, RepairOverride, RepairRule};
 pub use reservations::{ReservationOffer, SlotShape, parse_stand_in, stand_in_name, stand_ins};

@@ -45,6 +45,13 @@ pub(crate) fn for_pools(catalog: &Catalog, regions: &PoolRegions) -> Catalog {
     })
 }
 
+/// `catalog` cut to the regions `pools` may buy in, as the engine solves with it (before its
+/// reserved and flex-start offerings): for a caller that solves beside the engine, such as the
+/// simulator's measurements, so that offerings no pool can buy cost its solves nothing.
+pub fn catalog_for_pools(catalog: &Catalog, pools: &[PoolPolicy]) -> Catalog {
+    for_pools(catalog, &pool_regions(pools))
+}
+
 impl Engine {
     /// `given` as the engine solves with it: cut to the pools' regions, with the reserved
     /// offerings of the reservations it knows (flex-start offerings are added by the caller).

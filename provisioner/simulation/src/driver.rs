@@ -95,6 +95,9 @@ struct Driver<'s> {
     tracker: Tracker,
     /// The catalog in force (after price changes).
     catalog: quartermaster_pricing::Catalog,
+    /// `catalog` cut to the regions the pools may buy in, for the measurements' solves; built
+    /// when first needed, again after a price or pool change.
+    measure_catalog: std::cell::OnceCell<quartermaster_pricing::Catalog>,
     /// The next change of `scenario.changes` to apply.
     change_cursor: usize,
     /// Whether the achievable saving was measured.
@@ -302,6 +305,7 @@ impl<'s> Driver<'s> {
             now: scenario.start,
             tracker: Tracker::default(),
             catalog,
+            measure_catalog: std::cell::OnceCell::new(),
             change_cursor: 0,
             measured: false,
             guarded: BTreeMap::new(),
@@ -456,10 +460,12 @@ impl<'s> Driver<'s> {
                         self.world.setup.pools[i] = p.clone();
                     }
                 }
+                self.measure_catalog = std::cell::OnceCell::new();
                 self.engine.handle(self.now, Event::PoolsChanged(pools));
             }
             if !change.prices.is_empty() {
                 self.catalog = change.apply_prices(&self.catalog);
+                self.measure_catalog = std::cell::OnceCell::new();
                 self.engine
                     .handle(self.now, Event::CatalogChanged(self.catalog.clone()));
             }

@@ -228,7 +228,10 @@ impl Driver<'_> {
             skip_lower_bound: !bound,
             ..SolveOptions::default()
         };
-        let plan = quartermaster_solver::solve_with(&snapshot, &self.catalog, self.now, &options);
+        let catalog = self.measure_catalog.get_or_init(|| {
+            quartermaster_engine::catalog_for_pools(&self.catalog, &self.world.setup.pools)
+        });
+        let plan = quartermaster_solver::solve_with(&snapshot, catalog, self.now, &options);
         let within_limits = snapshot.offering_limits.iter().all(|limit| {
             let taken = plan
                 .new_nodes
@@ -280,11 +283,13 @@ impl Driver<'_> {
         let min = policy.spot_to_spot_min_types(self.scenario.engine.spot_to_spot_min_types);
         // The catalog's shared labels, looked up in layers: building each offering's label map
         // for every node measured was a fifth of a day's simulation.
-        let spot_types = self
-            .catalog
+        let catalog = self.measure_catalog.get_or_init(|| {
+            quartermaster_engine::catalog_for_pools(&self.catalog, &self.world.setup.pools)
+        });
+        let spot_types = catalog
             .instance_types()
             .iter()
-            .zip(self.catalog.labels())
+            .zip(catalog.labels())
             .filter(|(it, _)| it.cloud == policy.spec.cloud)
             .filter(|(it, labels)| {
                 it.offerings
