@@ -19,7 +19,7 @@ pub const EMBEDDED_FILES: [(&str, &str); 3] = [
 
 /// The embedded generated offerings files, each with the facts file it extends:
 /// `(facts file name, offerings file name, contents)` (see [`crate::generated`]).
-pub const EMBEDDED_OFFERINGS: [(&str, &str, &str); 2] = [
+pub const EMBEDDED_OFFERINGS: [(&str, &str, &str); 6] = [
     (
         "aws.toml",
         "offerings/aws.csv",
@@ -29,6 +29,26 @@ pub const EMBEDDED_OFFERINGS: [(&str, &str, &str); 2] = [
         "aws.toml",
         "offerings/aws-cpu.csv",
         include_str!("../data/offerings/aws-cpu.csv"),
+    ),
+    (
+        "gcp.toml",
+        "offerings/gcp.csv",
+        include_str!("../data/offerings/gcp.csv"),
+    ),
+    (
+        "gcp.toml",
+        "offerings/gcp-cpu.csv",
+        include_str!("../data/offerings/gcp-cpu.csv"),
+    ),
+    (
+        "azure.toml",
+        "offerings/azure.csv",
+        include_str!("../data/offerings/azure.csv"),
+    ),
+    (
+        "azure.toml",
+        "offerings/azure-cpu.csv",
+        include_str!("../data/offerings/azure-cpu.csv"),
     ),
 ];
 
@@ -95,8 +115,8 @@ impl Catalog {
     }
 
     /// The catalog compiled into the binary from the curated facts files `data/aws.toml`,
-    /// `data/gcp.toml` and `data/azure.toml` and the generated offerings `data/offerings/aws.csv` and
-    /// `data/offerings/aws-cpu.csv`
+    /// `data/gcp.toml` and `data/azure.toml` and the generated offerings
+    /// `data/offerings/<cloud>.csv` and `data/offerings/<cloud>-cpu.csv` of each cloud
     /// ([`Catalog::from_sources`]), every region of every cloud, with each cloud's default
     /// region. The data is parsed once per process.
     ///

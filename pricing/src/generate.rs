@@ -57,11 +57,17 @@ pub struct Summary {
     pub accelerator_types: BTreeSet<String>,
     /// Accelerator types of the snapshot left out because the facts file has no entry for them.
     pub left_out: BTreeSet<String>,
-    /// Types of the snapshot whose offerings stay curated in the facts file.
+    /// Types of the snapshot whose offerings stay curated in the facts file in some region.
     pub curated: BTreeSet<String>,
     /// GCP: GPU models with rows in the snapshot that no accelerator-optimized family is priced
     /// with (GPUs attached to N1 machine types), left out.
     pub other_accelerators: BTreeSet<String>,
+    /// Types whose memory in the snapshot differs from the facts file's (within
+    /// [`MEMORY_TOLERANCE`]; the facts file's figure stands): `"<type> <snapshot> GiB (facts: <facts> GiB)"`.
+    pub memory_disagreements: BTreeSet<String>,
+    /// Types left out because the snapshot's on-demand price is off their curated price (see
+    /// [`CURATED_PRICE_TOLERANCE`]): `"<type> <price> in <zone> (curated <price>, <source>)"`.
+    pub disputed: BTreeSet<String>,
     /// Instance types written.
     pub types: usize,
     /// Regions written.
@@ -193,11 +199,6 @@ fn wanted<'t>(
         drop_row(summary, "type not in the facts file");
         return None;
     };
-    if !t.offerings.is_empty() {
-        summary.curated.insert(name.to_owned());
-        drop_row(summary, "type with curated offerings");
-        return None;
-    }
     if !want.part.holds(t) {
         drop_row(
             summary,
@@ -324,6 +325,8 @@ pub fn generate(
         Cloud::Azure => azure_rows(&records, &cols, &want, &mut summary, &err)?,
     };
 
+    let rows = settle_curated(rows, &want, &mut summary);
+
     let mut body = String::new();
     let mut written_types = BTreeSet::new();
     let mut regions = BTreeSet::new();
@@ -344,6 +347,57 @@ pub fn generate(
         header(cloud, part, facts_name, snapshot, &summary)
     );
     Ok(Generated { text, summary })
+}
+
+/// How far the snapshot's on-demand price of a type may be from the facts file's curated price
+/// in a region both price before the snapshot's figures for that type are taken as wrong.
+pub const CURATED_PRICE_TOLERANCE: f64 = 0.25;
+
+/// Curated offerings stand in their regions: the snapshot's rows there are left out. Where the
+/// snapshot's on-demand price in such a region is off the curated on-demand price by more than
+/// [`CURATED_PRICE_TOLERANCE`], two sources disagree on what the type costs and the snapshot's
+/// figures for it are not taken anywhere: every row of the type is left out and the type listed
+/// as disputed (its curated offerings remain).
+fn settle_curated(mut rows: Rows, want: &Want<'_>, summary: &mut Summary) -> Rows {
+    let mut disputed: BTreeMap<&str, String> = BTreeMap::new();
+    for ((name, region, zone), (_, od, _)) in &rows {
+        let t = want.types[name.as_str()];
+        let curated = t
+            .offerings
+            .iter()
+            .filter(|o| o.region == *region && o.capacity_type == crate::CapacityType::OnDemand)
+            .map(|o| o.price_per_hour)
+            .reduce(f64::min);
+        if let Some(c) = curated
+            && (od - c).abs() > CURATED_PRICE_TOLERANCE * c
+        {
+            disputed.entry(t.name.as_str()).or_insert_with(|| {
+                let source = t
+                    .offerings
+                    .iter()
+                    .find(|o| o.region == *region)
+                    .map_or("", |o| o.price_source.as_str());
+                format!("{name} {od} in {zone} (curated {c}, {source})")
+            });
+        }
+    }
+    rows.retain(|(name, region, _), _| {
+        if disputed.contains_key(name.as_str()) {
+            drop_row(
+                summary,
+                "type whose snapshot price is off its curated price by more than 25% (all its rows left out)",
+            );
+            return false;
+        }
+        if want.types[name.as_str()].offerings.iter().any(|o| o.region == *region) {
+            summary.curated.insert(name.clone());
+            drop_row(summary, "type with curated offerings in the row's region");
+            return false;
+        }
+        true
+    });
+    summary.disputed = disputed.into_values().collect();
+    rows
 }
 
 /// Column positions common to every cloud's `vms.csv`.
@@ -382,7 +436,7 @@ fn aws_rows(
         let Some(t) = wanted(want, name, field(r, c.region), accelerator, summary) else {
             continue;
         };
-        check_spec(t, field(r, c.vcpu), field(r, c.mem)).map_err(|m| err(n, m))?;
+        check_spec(t, field(r, c.vcpu), field(r, c.mem), summary).map_err(|m| err(n, m))?;
         let (region, az) = (field(r, c.region), field(r, c_az));
         let Some(letter) = zone_letter(az) else {
             drop_row(summary, "Local Zone or Wavelength Zone");
@@ -521,7 +575,7 @@ fn gcp_rows(
         let Some(t) = wanted(want, name, field(r, c.region), accelerator, summary) else {
             continue;
         };
-        check_spec(t, field(r, c.vcpu), field(r, c.mem)).map_err(|m| err(n, m))?;
+        check_spec(t, field(r, c.vcpu), field(r, c.mem), summary).map_err(|m| err(n, m))?;
         let (region, zone) = (field(r, c.region), field(r, c_zone));
         if !crate::zone_matches_region(Cloud::Gcp, region, zone) {
             drop_row(summary, "zone not of the form <region>-<letter>");
@@ -591,7 +645,7 @@ fn azure_rows(
         let Some(t) = wanted(want, name, field(r, c.region), accelerator, summary) else {
             continue;
         };
-        check_spec(t, field(r, c.vcpu), field(r, c.mem)).map_err(|m| err(n, m))?;
+        check_spec(t, field(r, c.vcpu), field(r, c.mem), summary).map_err(|m| err(n, m))?;
         let region = field(r, c.region);
         if region.is_empty() || !region.chars().all(|ch| ch.is_ascii_alphanumeric()) {
             drop_row(summary, "region not an Azure region name");
@@ -660,16 +714,37 @@ fn parse_price_or_zero(s: &str) -> Result<Option<f64>, String> {
     parse_price(s)
 }
 
-/// The snapshot's vCPUs and memory must agree with the curated facts.
-fn check_spec(t: &crate::InstanceType, vcpu: &str, memory_gib: &str) -> Result<(), String> {
+/// How far the snapshot's memory figure may be from the facts file's before the row is taken
+/// as naming a different machine: closer, the facts file's figure stands and the disagreement is
+/// listed in the header.
+pub const MEMORY_TOLERANCE: f64 = 0.10;
+
+/// The snapshot's vCPUs must agree with the curated facts, and its memory within
+/// [`MEMORY_TOLERANCE`]; a smaller memory disagreement keeps the facts file's figure (the one with
+/// a cited source) and is listed in `summary`.
+fn check_spec(
+    t: &crate::InstanceType,
+    vcpu: &str,
+    memory_gib: &str,
+    summary: &mut Summary,
+) -> Result<(), String> {
     let vcpu: f64 = vcpu.parse().map_err(|_| format!("vCPUs \"{vcpu}\""))?;
     let gib: f64 = memory_gib
         .parse()
         .map_err(|_| format!("MemoryGiB \"{memory_gib}\""))?;
-    if vcpu != f64::from(t.vcpu) || (gib * 1024.0).round() as u64 != t.memory_mib {
+    let mib = (gib * 1024.0).round();
+    let facts_mib = t.memory_mib as f64;
+    if vcpu != f64::from(t.vcpu) || (mib - facts_mib).abs() > MEMORY_TOLERANCE * facts_mib {
         return Err(format!(
             "{} has {vcpu} vCPUs and {gib} GiB in the snapshot but {} vCPUs and {} MiB in the facts file",
             t.name, t.vcpu, t.memory_mib
+        ));
+    }
+    if mib != facts_mib {
+        summary.memory_disagreements.insert(format!(
+            "{} {gib} GiB (facts: {} GiB)",
+            t.name,
+            facts_mib / 1024.0
         ));
     }
     Ok(())
@@ -740,9 +815,33 @@ fn header(cloud: Cloud, part: Part, facts_name: &str, s: &Snapshot, summary: &Su
     );
     let _ = writeln!(
         h,
-        "#   types in the snapshot whose offerings stay curated in the facts file: {}",
+        "#   types in the snapshot whose offerings stay curated in the facts file (in some region): {}",
         list(&summary.curated)
     );
+    if !summary.disputed.is_empty() {
+        let _ = writeln!(
+            h,
+            "#   types left out, the snapshot's price off their curated price by more than 25% (the curated offerings stand): {}",
+            summary
+                .disputed
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    if !summary.memory_disagreements.is_empty() {
+        let _ = writeln!(
+            h,
+            "#   memory differing from the facts file, whose figure (with its spec_source) stands: {}",
+            summary
+                .memory_disagreements
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
     if cloud == Cloud::Gcp {
         let _ = writeln!(
             h,
@@ -765,8 +864,13 @@ fn header(cloud: Cloud, part: Part, facts_name: &str, s: &Snapshot, summary: &Su
 
 /// The generation rules of `cloud`, one header line each (continuations indented).
 fn rules(cloud: Cloud, part: Part) -> Vec<String> {
-    let common = "types: only instance types with an entry in the facts file and no curated offerings there.";
-    let mut r: Vec<String> = vec![common.to_owned()];
+    let mut r: Vec<String> = [
+        "types: only instance types with an entry in the facts file, in the regions where it has no",
+        "  curated offerings; a type whose snapshot on-demand price is off its curated one by more",
+        "  than 25% in a region both price is left out everywhere (two sources disagree).",
+    ]
+    .map(str::to_owned)
+    .to_vec();
     r.extend(
         match part {
             Part::Accelerators => {

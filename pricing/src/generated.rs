@@ -102,9 +102,10 @@ pub fn meta(file: &str, text: &str) -> Result<Meta, PricingError> {
 }
 
 /// Attaches the offerings of generated file `file` (text `text`) to the instance types of
-/// `facts`. Every row must name an instance type of the file's cloud that `facts` lists without
-/// offerings of its own (a type's offerings are curated or generated, never both) and is of the
-/// file's part; afterwards every type of that cloud and part in `facts` must have offerings.
+/// `facts`. Every row must name an instance type of the file's cloud that `facts` lists, of the
+/// file's part, without curated offerings in the row's region (in a region, a type's offerings
+/// are curated or generated, never both: a CPU type curated in the default region is generated
+/// in the others); afterwards every type of that cloud and part in `facts` must have offerings.
 pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), PricingError> {
     let meta = meta(file, text)?;
     let err = |line: usize, message: String| PricingError::Data {
@@ -119,10 +120,16 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
         .filter(|(_, t)| t.cloud == meta.cloud)
         .map(|(i, t)| (t.name.clone(), i))
         .collect();
-    let curated: Vec<bool> = facts
+    // The regions where each type has curated offerings (empty for most types).
+    let curated: Vec<Vec<String>> = facts
         .instance_types
         .iter()
-        .map(|t| !t.offerings.is_empty())
+        .map(|t| {
+            let mut regions: Vec<String> = t.offerings.iter().map(|o| o.region.clone()).collect();
+            regions.sort_unstable();
+            regions.dedup();
+            regions
+        })
         .collect();
     let mut lines = text.lines().enumerate();
     if !lines.by_ref().any(|(_, l)| l == COLUMNS) {
@@ -163,12 +170,20 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
         let at = match last {
             Some((last_name, at)) if last_name == name => at,
             _ => {
-                let at =
-                    type_at(name, &index, &curated, meta.part, facts).map_err(|m| err(n, m))?;
+                let at = type_at(name, &index, meta.part, facts).map_err(|m| err(n, m))?;
                 last = Some((name, at));
                 at
             }
         };
+        if new_region && curated[at].iter().any(|r| r == region) {
+            return Err(err(
+                n,
+                format!(
+                    "instance type \"{name}\" has curated offerings in {region} in {}; in a region, a type's offerings are curated or generated, not both",
+                    facts.file_name
+                ),
+            ));
+        }
         if !zone_matches_region(meta.cloud, region, zone) {
             return Err(err(
                 n,
@@ -225,11 +240,10 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
 }
 
 /// The index in `facts` of generated-file row type `name`, which must be of the file's cloud
-/// (`index`) and `part`, without curated offerings.
+/// (`index`) and `part`.
 fn type_at(
     name: &str,
     index: &HashMap<String, usize>,
-    curated: &[bool],
     part: Part,
     facts: &CatalogFile,
 ) -> Result<usize, String> {
@@ -239,12 +253,6 @@ fn type_at(
             facts.file_name
         ));
     };
-    if curated[at] {
-        return Err(format!(
-            "instance type \"{name}\" has curated offerings in {}; a type's offerings are curated or generated, not both",
-            facts.file_name
-        ));
-    }
     if !part.holds(&facts.instance_types[at]) {
         return Err(format!(
             "instance type \"{name}\" is not of this file's part ({})",

@@ -3,11 +3,11 @@
 //! ```text
 //! cargo run -p quartermaster-pricing --bin catalog-gen -- \
 //!     --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure]
-//!     [--part accelerators|cpu] [--extract WHAT] [--out pricing/data]
+//!     [--part accelerators|cpu] [--extract WHAT] [--repo OWNER/NAME] [--out pricing/data]
 //! ```
 //!
-//! `DIR` is a checkout of `skypilot-org/skypilot-catalog` (its `catalogs/v8/<cloud>/vms.csv`
-//! is read) or a directory of extracts laid out as `<cloud>/vms.csv`. For every cloud of
+//! `DIR` is a checkout of `skypilot-org/skypilot-catalog` (or of the fork `--repo` names, which
+//! the header records; its `catalogs/v8/<cloud>/vms.csv` is read) or a directory of extracts laid out as `<cloud>/vms.csv`. For every cloud of
 //! `--cloud` (default: aws, gcp and azure) found there, the facts file `<out>/<cloud>.toml` and
 //! the snapshot give `<out>/offerings/<cloud>.csv` (accelerator types) and
 //! `<out>/offerings/<cloud>-cpu.csv` (CPU types; `--part` writes one of them only, e.g. from an
@@ -24,7 +24,7 @@ use chrono::NaiveDate;
 use quartermaster_pricing::generate::{Part, Snapshot, generate};
 use quartermaster_pricing::{Catalog, Cloud, coverage};
 
-const USAGE: &str = "usage: catalog-gen --coverage [--out DIR] | catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--part accelerators|cpu] [--extract WHAT] [--out DIR]";
+const USAGE: &str = "usage: catalog-gen --coverage [--out DIR] | catalog-gen --skypilot DIR --commit SHA --read-on YYYY-MM-DD [--cloud aws,gcp,azure] [--part accelerators|cpu] [--extract WHAT] [--repo OWNER/NAME] [--out DIR]";
 
 struct Args {
     skypilot: PathBuf,
@@ -33,6 +33,7 @@ struct Args {
     clouds: Vec<Cloud>,
     parts: Vec<Part>,
     extract: Option<String>,
+    repo: String,
     out: PathBuf,
 }
 
@@ -42,6 +43,7 @@ fn args() -> Result<Args, String> {
     let mut clouds = Cloud::ALL.to_vec();
     let mut parts = Part::ALL.to_vec();
     let mut extract = None;
+    let mut repo = "skypilot-org/skypilot-catalog".to_owned();
     let mut out = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value\n{USAGE}"));
@@ -64,6 +66,7 @@ fn args() -> Result<Args, String> {
                 };
             }
             "--extract" => extract = Some(value()?),
+            "--repo" => repo = value()?,
             "--cloud" => {
                 clouds = value()?
                     .split(',')
@@ -82,6 +85,7 @@ fn args() -> Result<Args, String> {
             clouds,
             parts,
             extract,
+            repo,
             out,
         }),
         _ => Err(USAGE.to_owned()),
@@ -131,7 +135,7 @@ fn run() -> Result<(), String> {
         let facts_name = format!("{cloud}.toml");
         let facts = read(&a.out.join(&facts_name))?;
         let snapshot = Snapshot {
-            repo: "skypilot-org/skypilot-catalog".to_owned(),
+            repo: a.repo.clone(),
             path: rel,
             commit: a.commit.clone(),
             read_on: a.read_on,
