@@ -758,3 +758,47 @@ fn coverage_counts_gpu_and_cpu_types_apart() {
     assert_eq!(table.lines().count(), 8);
     assert!(table.contains("| aws | CPU |"));
 }
+
+/// GCP's disputed types (the snapshot prices them at about half K-GCP-P's list price) take no
+/// on-demand figure from the snapshot, and are curated wherever K-GCP-P prices them and the
+/// snapshot lists their zones: every region of the snapshot with GPU rows has GPU offerings,
+/// but us-west2, whose only GPU is the B200 priced 0.0.
+#[test]
+fn gcp_disputed_types_are_priced_by_their_second_source_in_every_region() {
+    let catalog = Catalog::embedded_all_regions();
+    for name in [
+        "a3-highgpu-8g",
+        "a3-highgpu-1g",
+        "a2-ultragpu-8g",
+        "a3-megagpu-8g",
+    ] {
+        let t = catalog.get(Cloud::Gcp, name).unwrap();
+        let on_demand: Vec<_> = t
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type == CapacityType::OnDemand)
+            .collect();
+        assert!(
+            on_demand
+                .iter()
+                .all(|o| o.price_source.starts_with("K-GCP-P")),
+            "{name}"
+        );
+        let regions: BTreeSet<&str> = on_demand.iter().map(|o| o.region.as_str()).collect();
+        assert!(regions.len() >= 5, "{name}: {regions:?}");
+    }
+    let gpu_regions: BTreeSet<&str> = catalog
+        .for_cloud(Cloud::Gcp)
+        .filter(|t| t.accelerator.is_some())
+        .flat_map(|t| t.offerings.iter().map(|o| o.region.as_str()))
+        .collect();
+    for region in [
+        "australia-southeast1",
+        "europe-north1",
+        "europe-west9",
+        "europe-west4",
+    ] {
+        assert!(gpu_regions.contains(region), "{region}");
+    }
+    assert_eq!(gpu_regions.len(), 26);
+}

@@ -936,10 +936,11 @@ fn the_gpu_types_added_in_december_carry_their_sourced_facts() {
         3.35377
     );
     let mega = c.get(Cloud::Gcp, "a3-megagpu-8g").unwrap();
+    assert!(mega.offerings.iter().all(|o| o.region != "us-central1"));
     assert!(
         mega.offerings
             .iter()
-            .all(|o| o.region.starts_with("us-east"))
+            .any(|o| o.region == "us-east4" && o.price_per_hour == 92.937588)
     );
     assert_eq!(
         price(Cloud::Gcp, "a2-ultragpu-1g", CapacityType::OnDemand),
