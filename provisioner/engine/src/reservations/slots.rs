@@ -64,6 +64,26 @@ impl Engine {
         )
     }
 
+    /// One stand-in per slot of every reservation that takes launches at `now`, as if no claim
+    /// held one: the reserved capacity a fleet solved from scratch may fill (the simulator's
+    /// hindsight). Each stand-in is counted in `pools`' usage, as for the engine's own solves.
+    pub fn reservation_slots(
+        &self,
+        now: DateTime<Utc>,
+        pools: &mut [quartermaster_solver::NodePoolSpec],
+    ) -> Vec<ExistingNode> {
+        let specs: Vec<&quartermaster_solver::NodePoolSpec> =
+            self.setup.pools.iter().map(|p| &p.spec).collect();
+        crate::reservations::stand_ins(
+            &self.reservations,
+            &BTreeMap::new(),
+            now,
+            &specs,
+            pools,
+            |pool, choice| self.offering_room(pool, choice, None),
+        )
+    }
+
     /// A NodeClaim launched into reservation `id` for pool index `pool`; its name.
     pub(crate) fn reserved_claim(
         &mut self,

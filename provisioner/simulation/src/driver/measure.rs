@@ -94,9 +94,9 @@ pub struct Audit {
 /// The last hindsight solve, reused while what it solved for is unchanged.
 #[derive(Debug)]
 pub(super) struct HindsightSolve {
-    /// The cluster's placements (pods bound, taken off), the scenario changes applied and the
-    /// buffer placeholders then.
-    population: (u64, usize, u64),
+    /// The cluster's placements (pods bound, taken off), the scenario changes applied, the
+    /// buffer placeholders and the reservation slots open then.
+    population: (u64, usize, u64, u64),
     /// The offerings an outage refused then.
     in_outage: BTreeSet<OfferingKey>,
     /// The plan's cost, $/hour.
@@ -193,33 +193,40 @@ impl Driver<'_> {
         bound: bool,
         unavailable: BTreeSet<OfferingKey>,
     ) -> FromScratch {
-        self.solve_within(nodes, pods, bound, unavailable, Vec::new())
+        self.solve_within(nodes, pods, bound, unavailable, Vec::new(), false)
     }
 
     /// [`Driver::solve_on`] with at most so many new nodes on the offerings of each of
-    /// `offering_limits`.
+    /// `offering_limits`, and, when `reserved`, every slot of the reservations open now as a
+    /// free node (reservations are paid whether used or not, and the fleet's cost leaves them
+    /// out).
     fn solve_within<'a>(
         &self,
-        nodes: Vec<ExistingNode>,
+        mut nodes: Vec<ExistingNode>,
         pods: impl Iterator<Item = &'a Pod>,
         bound: bool,
         unavailable: BTreeSet<OfferingKey>,
         offering_limits: Vec<OfferingLimit>,
+        reserved: bool,
     ) -> FromScratch {
         let setup = &self.world.setup;
+        let mut node_pools: Vec<_> = setup
+            .pools
+            .iter()
+            .map(|p| {
+                let mut spec = p.spec.clone();
+                spec.usage = Default::default();
+                spec
+            })
+            .collect();
+        if reserved {
+            nodes.extend(self.engine.reservation_slots(self.now, &mut node_pools));
+        }
         let snapshot = ClusterSnapshot {
             resources: setup.resources.clone(),
             pending: pods.cloned().collect(),
             nodes,
-            node_pools: setup
-                .pools
-                .iter()
-                .map(|p| {
-                    let mut spec = p.spec.clone();
-                    spec.usage = Default::default();
-                    spec
-                })
-                .collect(),
+            node_pools,
             daemonsets: setup.daemonsets.clone(),
             unavailable,
             offering_limits,
@@ -382,10 +389,20 @@ impl Driver<'_> {
             let hours = ((end - from).min(HINDSIGHT_STEP)).as_seconds_f64() / 3600.0;
             // The room CapacityBuffers ask for is part of what the fleet must hold.
             let placeholders = self.buffer_placeholders();
+            // Reservation slots open now are free to the hindsight, as to the fleet (whose cost
+            // leaves reservations out: they are paid whether used or not).
+            let open_slots: u64 = self
+                .world
+                .reservations
+                .iter()
+                .filter(|o| o.reservation.accepts_launches(self.now))
+                .map(|o| u64::from(o.reservation.count))
+                .sum();
             let population = (
                 self.cluster.placements(),
                 self.change_cursor,
                 placeholders.len() as u64,
+                open_slots,
             );
             // Offerings in an outage window are refused to the hindsight too: no fleet could
             // have bought them.
@@ -403,6 +420,7 @@ impl Driver<'_> {
                         true,
                         in_outage.clone(),
                         self.capacity_limits(),
+                        true,
                     );
                     self.hindsight_last = Some(HindsightSolve {
                         population,

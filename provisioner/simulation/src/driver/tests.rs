@@ -840,3 +840,42 @@ fn a_pod_asking_for_more_than_any_node_has_free_is_one_the_stand_in_cannot_bind(
     }
     assert!(ruled_out > 0 && bindable > 0, "{ruled_out} {bindable}");
 }
+
+#[test]
+fn the_hindsight_fills_the_reservations_open_at_the_time() {
+    // A one-GPU job while a capacity block of one p5.48xlarge is open: the fleet runs it in the
+    // block, whose price is paid whether used or not and so is not in the fleet's cost. The
+    // hindsight may use the block too (it used to buy on-demand capacity instead, and came out
+    // dearer than the fleet).
+    let text = crate::testing::scenario_text(
+        "3h",
+        "[reserved, on-demand]",
+        "{reservations: [{id: cr-1, instanceType: p5.48xlarge, zone: us-east-1a, count: 1, \
+         type: capacity-block, from: 0m, until: 3h, pricePerHour: 39.33}]}",
+        &gpu_job("train", "[{at: 10m}]", "1h", false),
+    )
+    .replace("GCPNodeClass", "AWSNodeClass")
+    .replace("[g2, n2]", "[p5]")
+    .replace(
+        "\n  cloud: ",
+        "
+  nodeClasses:
+    - apiVersion: quartermaster.dev/v1
+      kind: AWSNodeClass
+      metadata: {name: default}
+      spec:
+        region: us-east-1
+        amiFamily: AL2023
+        role: QuartermasterNodeRole
+        subnetSelectorTerms: [{tags: {team: ml}}]
+        securityGroupSelectorTerms: [{tags: {team: ml}}]
+        capacityReservationSelectorTerms: [{id: cr-1}]
+  cloud: ",
+    );
+    let s = Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&s, 1, None).unwrap();
+    let node = &r.record.instances[0];
+    assert_eq!(node.capacity_type.to_string(), "reserved");
+    assert!(r.hindsight.samples > 0);
+    assert!(r.hindsight.cost.abs() < 1e-9, "{:?}", r.hindsight);
+}
