@@ -196,6 +196,14 @@ impl Driver<'_> {
         self.solve_within(nodes, pods, bound, unavailable, Vec::new(), false)
     }
 
+    /// The catalog the measurements solve with: the one in force, cut to the regions the pools
+    /// may buy in (built once, again after a price or pool change).
+    fn solving_catalog(&self) -> &quartermaster_pricing::Catalog {
+        self.measure_catalog.get_or_init(|| {
+            quartermaster_engine::catalog_for_pools(&self.catalog, &self.world.setup.pools)
+        })
+    }
+
     /// [`Driver::solve_on`] with at most so many new nodes on the offerings of each of
     /// `offering_limits`, and, when `reserved`, every slot of the reservations open now as a
     /// free node (reservations are paid whether used or not, and the fleet's cost leaves them
@@ -235,9 +243,7 @@ impl Driver<'_> {
             skip_lower_bound: !bound,
             ..SolveOptions::default()
         };
-        let catalog = self.measure_catalog.get_or_init(|| {
-            quartermaster_engine::catalog_for_pools(&self.catalog, &self.world.setup.pools)
-        });
+        let catalog = self.solving_catalog();
         let plan = quartermaster_solver::solve_with(&snapshot, catalog, self.now, &options);
         let within_limits = snapshot.offering_limits.iter().all(|limit| {
             let taken = plan
@@ -290,9 +296,7 @@ impl Driver<'_> {
         let min = policy.spot_to_spot_min_types(self.scenario.engine.spot_to_spot_min_types);
         // The catalog's shared labels, looked up in layers: building each offering's label map
         // for every node measured was a fifth of a day's simulation.
-        let catalog = self.measure_catalog.get_or_init(|| {
-            quartermaster_engine::catalog_for_pools(&self.catalog, &self.world.setup.pools)
-        });
+        let catalog = self.solving_catalog();
         let spot_types = catalog
             .instance_types()
             .iter()
