@@ -385,7 +385,7 @@ fn settle_curated(mut rows: Rows, want: &Want<'_>, summary: &mut Summary) -> Row
         if disputed.contains_key(name.as_str()) {
             drop_row(
                 summary,
-                "type whose snapshot price is off its curated price by more than 25% (all its rows left out)",
+                "type whose snapshot price is disputed by its curated price (all its rows left out)",
             );
             return false;
         }
@@ -801,11 +801,13 @@ fn header(cloud: Cloud, part: Part, facts_name: &str, s: &Snapshot, summary: &Su
     for (why, n) in &summary.dropped {
         let _ = writeln!(h, "#   {n} rows: {why}");
     }
+    let joined =
+        |set: &BTreeSet<String>, sep: &str| set.iter().cloned().collect::<Vec<_>>().join(sep);
     let list = |set: &BTreeSet<String>| {
         if set.is_empty() {
             "(none)".to_owned()
         } else {
-            set.iter().cloned().collect::<Vec<_>>().join(" ")
+            joined(set, " ")
         }
     };
     let _ = writeln!(
@@ -821,25 +823,16 @@ fn header(cloud: Cloud, part: Part, facts_name: &str, s: &Snapshot, summary: &Su
     if !summary.disputed.is_empty() {
         let _ = writeln!(
             h,
-            "#   types left out, the snapshot's price off their curated price by more than 25% (the curated offerings stand): {}",
-            summary
-                .disputed
-                .iter()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
+            "#   types left out, the snapshot's price off their curated price by more than {}% (the curated offerings stand): {}",
+            CURATED_PRICE_TOLERANCE * 100.0,
+            joined(&summary.disputed, "; ")
         );
     }
     if !summary.memory_disagreements.is_empty() {
         let _ = writeln!(
             h,
             "#   memory differing from the facts file, whose figure (with its spec_source) stands: {}",
-            summary
-                .memory_disagreements
-                .iter()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
+            joined(&summary.memory_disagreements, "; ")
         );
     }
     if cloud == Cloud::Gcp {
@@ -864,13 +857,16 @@ fn header(cloud: Cloud, part: Part, facts_name: &str, s: &Snapshot, summary: &Su
 
 /// The generation rules of `cloud`, one header line each (continuations indented).
 fn rules(cloud: Cloud, part: Part) -> Vec<String> {
-    let mut r: Vec<String> = [
-        "types: only instance types with an entry in the facts file, in the regions where it has no",
-        "  curated offerings; a type whose snapshot on-demand price is off its curated one by more",
-        "  than 25% in a region both price is left out everywhere (two sources disagree).",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let mut r: Vec<String> = vec![
+        "types: only instance types with an entry in the facts file, in the regions where it has no"
+            .to_owned(),
+        "  curated offerings; a type whose snapshot on-demand price is off its curated one by more"
+            .to_owned(),
+        format!(
+            "  than {}% in a region both price is left out everywhere (two sources disagree).",
+            CURATED_PRICE_TOLERANCE * 100.0
+        ),
+    ];
     r.extend(
         match part {
             Part::Accelerators => {

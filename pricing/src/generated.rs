@@ -120,17 +120,6 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
         .filter(|(_, t)| t.cloud == meta.cloud)
         .map(|(i, t)| (t.name.clone(), i))
         .collect();
-    // The regions where each type has curated offerings (empty for most types).
-    let curated: Vec<Vec<String>> = facts
-        .instance_types
-        .iter()
-        .map(|t| {
-            let mut regions: Vec<String> = t.offerings.iter().map(|o| o.region.clone()).collect();
-            regions.sort_unstable();
-            regions.dedup();
-            regions
-        })
-        .collect();
     let mut lines = text.lines().enumerate();
     if !lines.by_ref().any(|(_, l)| l == COLUMNS) {
         return Err(err(0, format!("no column line `{COLUMNS}`")));
@@ -175,7 +164,14 @@ pub fn apply(file: &str, text: &str, facts: &mut CatalogFile) -> Result<(), Pric
                 at
             }
         };
-        if new_region && curated[at].iter().any(|r| r == region) {
+        // Rows come sorted by type and region, so the type's offerings seen here are its curated
+        // ones and this file's of its earlier regions.
+        if new_region
+            && facts.instance_types[at]
+                .offerings
+                .iter()
+                .any(|o| o.region == region)
+        {
             return Err(err(
                 n,
                 format!(
