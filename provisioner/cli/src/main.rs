@@ -2,6 +2,9 @@
 
 use std::process::ExitCode;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     quartermaster::enable_terminal_progress();
     // Unlocked handles: `controller` logs to standard error from other threads.

@@ -19,7 +19,7 @@ pub struct Workload {
 }
 
 /// Every workload, in the order the guard runs them.
-pub const WORKLOADS: [Workload; 5] = [
+pub const WORKLOADS: [Workload; 6] = [
     Workload {
         name: "catalog-load",
         what: "parse the embedded catalog (every region), build its shared labels, cut it to the default regions",
@@ -29,6 +29,11 @@ pub const WORKLOADS: [Workload; 5] = [
         name: "karpenter-shape-5k",
         what: "one cost-optimal solve of Karpenter's scheduling benchmark at 5,000 pods",
         run: karpenter_shape_5k,
+    },
+    Workload {
+        name: "karpenter-shape-100k",
+        what: "one cost-optimal solve of the same benchmark at 100,000 pods, without the lower bound (as the controller and `bench` time it): past 20,000 pods the improvement's budget stops growing",
+        run: karpenter_shape_100k,
     },
     Workload {
         name: "week-10k-jobs-day",
@@ -75,6 +80,26 @@ fn karpenter_shape_5k() -> Result<String> {
         plan.new_nodes.len(),
         plan.cost_per_hour,
         plan.lower_bound_per_hour,
+        plan.unschedulable.len()
+    ))
+}
+
+fn karpenter_shape_100k() -> Result<String> {
+    let scenario = quartermaster_bench::build("karpenter-shape", 100_000)?;
+    let options = quartermaster_solver::SolveOptions {
+        skip_lower_bound: true,
+        ..Default::default()
+    };
+    let plan = quartermaster_solver::solve_with(
+        &scenario.snapshot,
+        &scenario.catalog,
+        quartermaster_bench::now(),
+        &options,
+    );
+    Ok(format!(
+        "{} nodes, ${:.4}/h, {} unschedulable",
+        plan.new_nodes.len(),
+        plan.cost_per_hour,
         plan.unschedulable.len()
     ))
 }

@@ -12,12 +12,10 @@
 
 use super::*;
 
-/// Pairs of nodes rebalanced per pass (the most tilted each way, paired in order).
-const PAIRS: usize = 32;
-
 impl Improver<'_, '_> {
-    /// One rebalance pass; returns how many pairs came out cheaper (and were kept).
-    pub(super) fn rebalance_pass(&mut self) -> usize {
+    /// One rebalance pass over at most `pairs` pairs; returns how many came out cheaper (and
+    /// were kept).
+    pub(super) fn rebalance_pass(&mut self, pairs: usize) -> usize {
         let mut tilted: Vec<(f64, usize)> = (0..self.p.bins.len())
             .filter(|&b| self.open_new(b))
             .map(|b| (self.tilt(&self.p.bins[b].free, b) * self.price(b), b))
@@ -25,7 +23,7 @@ impl Improver<'_, '_> {
         self.work += tilted.len() as u64;
         tilted.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
         let mut kept = 0;
-        for k in 0..PAIRS.min(tilted.len() / 2) {
+        for k in 0..pairs.min(tilted.len() / 2) {
             let (cpu_bound_tilt, cpu_bound) = tilted[k];
             let (memory_bound_tilt, memory_bound) = tilted[tilted.len() - 1 - k];
             if cpu_bound_tilt >= 0.0 || memory_bound_tilt <= 0.0 || self.out_of_work() {
