@@ -16,7 +16,9 @@
 //! * **rebalance** (last, on a budget of its own): a node whose memory binds trades its
 //!   memory-heaviest pods for the CPU-heaviest of a node whose CPU binds, pods of twin classes
 //!   only (same groups and rules), then both shrink; the nodes wasting most dollars either way
-//!   are paired first.
+//!   are paired first. Then the few nodes where memory binds most each trade with many of the
+//!   CPU-bound ones in turn, those partners allowed to outgrow their types, and every node that
+//!   traded is re-sized: kept when they cost less together.
 //!
 //! Every move honours what construction honours: the receiving node's type and offering must be
 //! allowed for the pod (taints, node affinity, pool requirements), [`room`] must hold there
@@ -69,6 +71,10 @@ const EPS: f64 = 1e-9;
 const REBALANCE_SHARE: u64 = 8;
 /// Pairs of nodes rebalanced per pass (the most tilted each way, paired in order).
 const REBALANCE_PAIRS: usize = 32;
+/// Nodes furthest from balance each way that trade with many partners per rebalance pass.
+const REBALANCE_CENTERS: usize = 4;
+/// The partners each of them trades with: the nodes furthest the other way.
+const REBALANCE_PARTNERS: usize = 32;
 /// With a capped budget, the first rebalance pairs one node in this many per pass.
 const CAPPED_PAIRS_PER: usize = 16;
 /// Rebalance passes at most (each pairs the nodes anew; stops when one keeps nothing).

@@ -33,7 +33,43 @@ impl Improver<'_, '_> {
                 kept += 1;
             }
         }
+        // Then the nodes where memory binds most trade with many partners each (one partner
+        // rarely takes enough to let a large node drop a size), and those partners may grow:
+        // a node that takes a memory-heavy pod for a CPU-heavy one may need a larger type, kept
+        // when all of them cost less together. (Construction and the grow-least fallbacks
+        // leave large nodes full of memory with CPU to spare, not the other way round.)
+        let cpu_side: Vec<usize> = tilted
+            .iter()
+            .take_while(|t| t.0 < 0.0)
+            .take(REBALANCE_PARTNERS)
+            .map(|t| t.1)
+            .collect();
+        for &(memory_tilt, m) in tilted.iter().rev().take(REBALANCE_CENTERS) {
+            if memory_tilt <= 0.0 || self.out_of_work() {
+                break;
+            }
+            if self.open_new(m) && self.rebalance_many(m, &cpu_side) {
+                kept += 1;
+            }
+        }
         kept
+    }
+
+    /// How much more room new bin `b` would have on the largest shape of its pool.
+    fn room_to_grow(&self, b: usize) -> Resources {
+        let BinKind::New { shape, .. } = self.p.bins[b].kind else {
+            return Resources::ZERO;
+        };
+        let pool = self.p.shapes[shape].pool;
+        let largest = self.room_so_far[pool]
+            .last()
+            .copied()
+            .unwrap_or(Resources::ZERO);
+        let mut room = Resources::ZERO;
+        for slot in 0..room.0.len() {
+            room.0[slot] = (largest.get(slot) - self.p.shapes[shape].allocatable.get(slot)).max(0);
+        }
+        room
     }
 
     /// How much more of its CPU than of its memory bin `b` would leave free with `free` room:
@@ -51,11 +87,36 @@ impl Improver<'_, '_> {
         share(CPU) - share(MEMORY)
     }
 
-    /// Trades twin pods between `a` (memory binds) and `b` (CPU binds), memory-heaviest of `a`
-    /// for CPU-heaviest of `b`, while both keep their types and their tilts keep their signs;
+    /// Trades twin pods between `a` (memory binds) and `b` (CPU binds) as [`Self::trade`] does;
     /// re-sizes both and keeps the trade when the pair costs less.
     fn rebalance(&mut self, a: usize, b: usize) -> bool {
         let usage = self.usage_before();
+        let before = self.price(a) + self.price(b);
+        let mut log: Vec<Op> = Vec::new();
+        self.defer_index();
+        self.trade(a, b, false, &mut log);
+        if log.is_empty() {
+            self.flush_index();
+            return false;
+        }
+        self.resize_logged(a, &mut log);
+        self.resize_logged(b, &mut log);
+        self.flush_index();
+        // A re-size picks the cheapest type that holds the pods, which may be larger in some
+        // resource (a cheaper spot type with more CPU): the pool limits are checked as after
+        // every other move.
+        if self.price(a) + self.price(b) < before - EPS && !self.passes_limits(&usage) {
+            return true;
+        }
+        self.undo(log);
+        false
+    }
+
+    /// Trades twin pods between `a` (memory binds) and `b` (CPU binds), memory-heaviest of `a`
+    /// for CPU-heaviest of `b`, while both keep their types and their tilts keep their signs
+    /// (with `grow_b`, `b` may instead outgrow its type up to its pool's largest room, for the
+    /// caller to re-size); logs the moves in `log` (the caller re-sizes, decides and re-keys).
+    fn trade(&mut self, a: usize, b: usize, grow_b: bool, log: &mut Vec<Op>) {
         let capacity = self.p.bins[a].free + self.p.bins[a].requests;
         let (cpu, memory) = (
             capacity.get(CPU).max(1) as f64,
@@ -83,9 +144,6 @@ impl Improver<'_, '_> {
         // Per twin set: `a` gives its memory-heaviest first, `b` its CPU-heaviest first.
         give.sort_by(|x, y| x.0.cmp(&y.0).then(y.1.total_cmp(&x.1)).then(x.2.cmp(&y.2)));
         take.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
-        let before = self.price(a) + self.price(b);
-        let mut log: Vec<Op> = Vec::new();
-        self.defer_index();
         let (mut i, mut j) = (0, 0);
         while i < give.len() && j < take.len() {
             let (tp, hp, p, c) = give[i];
@@ -109,10 +167,14 @@ impl Improver<'_, '_> {
             let (rp, rq) = (self.p.classes[c].requests, self.p.classes[d].requests);
             let free_a = self.p.bins[a].free + rp - rq;
             let free_b = self.p.bins[b].free + rq - rp;
-            let fits = Resources::ZERO.fits_in(&free_a) && Resources::ZERO.fits_in(&free_b);
+            let b_ok = if grow_b {
+                Resources::ZERO.fits_in(&(free_b + self.room_to_grow(b)))
+            } else {
+                Resources::ZERO.fits_in(&free_b) && self.tilt(&free_b, b) <= 0.0
+            };
+            let fits = Resources::ZERO.fits_in(&free_a) && b_ok;
             if !fits
                 || self.tilt(&free_a, a) < 0.0
-                || self.tilt(&free_b, b) > 0.0
                 || !self.allowed_on(c, b)
                 || !self.allowed_on(d, a)
             {
@@ -149,17 +211,40 @@ impl Improver<'_, '_> {
             i += 1;
             j += 1;
         }
-        if log.is_empty() {
+    }
+
+    /// Memory-bound `center` trades twin pods with each of `partners` in turn as
+    /// [`Self::trade`] does, the partners allowed to outgrow their types; then every node that
+    /// traded is re-sized, and the trades are kept when those nodes fit and cost less together.
+    fn rebalance_many(&mut self, center: usize, partners: &[usize]) -> bool {
+        let usage = self.usage_before();
+        let mut touched = vec![center];
+        let mut log: Vec<Op> = Vec::new();
+        self.defer_index();
+        for &p in partners {
+            if p == center || !self.open_new(p) {
+                continue;
+            }
+            let len = log.len();
+            self.trade(center, p, true, &mut log);
+            if log.len() > len {
+                touched.push(p);
+            }
+        }
+        if touched.len() == 1 {
             self.flush_index();
             return false;
         }
-        self.resize_logged(a, &mut log);
-        self.resize_logged(b, &mut log);
+        let before: f64 = touched.iter().map(|&b| self.price(b)).sum();
+        for &b in &touched {
+            self.resize_logged(b, &mut log);
+        }
         self.flush_index();
-        // A re-size picks the cheapest type that holds the pods, which may be larger in some
-        // resource (a cheaper spot type with more CPU): the pool limits are checked as after
-        // every other move.
-        if self.price(a) + self.price(b) < before - EPS && !self.passes_limits(&usage) {
+        let after: f64 = touched.iter().map(|&b| self.price(b)).sum();
+        let fit = touched
+            .iter()
+            .all(|&b| Resources::ZERO.fits_in(&self.p.bins[b].free));
+        if fit && after < before - EPS && !self.passes_limits(&usage) {
             return true;
         }
         self.undo(log);
