@@ -114,8 +114,8 @@ pub fn improve(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>], effort: u32)
     let mut improver = Improver::new(packer, pool_shapes, budget);
     if capped {
         // The budget is short of the solve's size: the move that saves most per check
-        // (rebalancing the most tilted pairs) goes first too, with more pairs per pass, on a
-        // share of the budget like its last round.
+        // (rebalancing the most tilted pairs) goes first too, with more pairs per pass. It may
+        // spend up to the rebalance share, counted in the main budget.
         improver.budget = reserve;
         let pairs = REBALANCE_PAIRS.max(new_bins / CAPPED_PAIRS_PER);
         for _ in 0..REBALANCE_PASSES {

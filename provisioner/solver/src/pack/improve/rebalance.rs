@@ -235,6 +235,7 @@ impl Improver<'_, '_> {
             self.flush_index();
             return false;
         }
+        // Trades change no type, so these are the prices before them.
         let before: f64 = touched.iter().map(|&b| self.price(b)).sum();
         for &b in &touched {
             self.resize_logged(b, &mut log);
