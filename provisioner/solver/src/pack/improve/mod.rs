@@ -7,7 +7,8 @@
 //!   zone (pods with hostname anti-affinity stay: they hold their node), shrink or drop those
 //!   nodes, then put the pods back, most valuable first, each on the node in its zone where it
 //!   fits in room already paid for with the least left over in its tighter resource, or else on
-//!   the node that grows least; sweeps alternate between chunks of neighbours (shifted each
+//!   the node that grows least (of those growing alike, the one left least lopsided between
+//!   CPU and memory); sweeps alternate between chunks of neighbours (shifted each
 //!   time) and chunks of the worst-filled nodes;
 //! * **relocate**: take one pod off a node when that lets the node shrink to a cheaper type,
 //!   and put it where there is room to spare, or where growing costs less than the shrink saves;

@@ -102,8 +102,20 @@ impl Improver<'_, '_> {
                     continue;
                 };
                 let added = price - self.price(b);
-                let limit = best.map_or(max_cost, |(_, _, _, a)| a.min(max_cost));
-                if added >= limit - EPS {
+                // Among bins that grow by the same cost, the one left least lopsided: growing
+                // the node with the most CPU free for a memory-heavy pod would otherwise pile
+                // memory onto a node whose CPU then sits idle (and the next such pod too).
+                let better = match best {
+                    None => added < max_cost - EPS,
+                    Some((bb, bs, bo, a)) => {
+                        added < a.min(max_cost) - EPS
+                            || ((added - a).abs() <= EPS
+                                && added < max_cost - EPS
+                                && self.grown_waste(b, s2, o2, &requests)
+                                    < self.grown_waste(bb, bs, bo, &requests) - EPS)
+                    }
+                };
+                if !better {
                     continue;
                 }
                 let room_left = self.p.shapes[s2].allocatable - self.p.bins[b].requests;
@@ -113,6 +125,14 @@ impl Improver<'_, '_> {
             }
         }
         best
+    }
+
+    /// Dollars per hour of bin `b` grown to `(shape, offering)` with `requests` more, times how
+    /// unevenly it then leaves its CPU and memory free.
+    fn grown_waste(&self, b: usize, shape: usize, offering: usize, requests: &Resources) -> f64 {
+        let sh = &self.p.shapes[shape];
+        let free = sh.allocatable - (self.p.bins[b].requests + *requests);
+        lopsided(&free, &sh.allocatable) * sh.offerings[offering].price
     }
 
     /// The last resort of recreate: the pod's own bin, or else another bin of the chunk in the
@@ -154,4 +174,18 @@ impl Improver<'_, '_> {
         }
         None
     }
+}
+
+/// How unevenly a node with `capacity` leaves `free` room: the difference between the shares of
+/// its CPU and of its memory left free (0 when both are used alike).
+fn lopsided(free: &Resources, capacity: &Resources) -> f64 {
+    let share = |slot: usize| {
+        let cap = capacity.get(slot);
+        if cap > 0 {
+            free.get(slot) as f64 / cap as f64
+        } else {
+            0.0
+        }
+    };
+    (share(CPU) - share(MEMORY)).abs()
 }
