@@ -181,6 +181,11 @@ fn serve(mut stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
+    if line.trim().is_empty() {
+        // A connection closed before it sent a request (the controller stopped while opening
+        // it): nothing was asked, so nothing is recorded as seen.
+        return Ok(());
+    }
     let mut words = line.split_whitespace();
     let method = words.next().unwrap_or_default().to_owned();
     let target = words.next().unwrap_or_default().to_owned();
