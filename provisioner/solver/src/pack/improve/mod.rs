@@ -145,6 +145,20 @@ pub fn improve(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>], effort: u32)
     improver.empty_pass();
 }
 
+/// How much more of its CPU than of its memory a node with `capacity` leaves free with `free`
+/// room, as shares of each: positive when memory binds, negative when CPU does.
+fn tilt_of(free: &Resources, capacity: &Resources) -> f64 {
+    let share = |slot: usize| {
+        let cap = capacity.get(slot);
+        if cap > 0 {
+            free.get(slot) as f64 / cap as f64
+        } else {
+            0.0
+        }
+    };
+    share(CPU) - share(MEMORY)
+}
+
 /// The improvement's work budget, in candidate checks, for `pending` pods at `effort` percent.
 fn work_budget(pending: u64, effort: u64) -> u64 {
     (WORK_BASE + WORK_PER_POD * pending.min(WORK_CAP_PODS)).saturating_mul(effort) / 100

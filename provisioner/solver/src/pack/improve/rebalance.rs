@@ -75,16 +75,7 @@ impl Improver<'_, '_> {
     /// How much more of its CPU than of its memory bin `b` would leave free with `free` room:
     /// positive when memory binds, negative when CPU does.
     fn tilt(&self, free: &Resources, b: usize) -> f64 {
-        let capacity = self.p.bins[b].free + self.p.bins[b].requests;
-        let share = |slot: usize| {
-            let cap = capacity.get(slot);
-            if cap > 0 {
-                free.get(slot) as f64 / cap as f64
-            } else {
-                0.0
-            }
-        };
-        share(CPU) - share(MEMORY)
+        tilt_of(free, &(self.p.bins[b].free + self.p.bins[b].requests))
     }
 
     /// Trades twin pods between `a` (memory binds) and `b` (CPU binds) as [`Self::trade`] does;

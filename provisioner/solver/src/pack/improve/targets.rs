@@ -132,7 +132,7 @@ impl Improver<'_, '_> {
     fn grown_waste(&self, b: usize, shape: usize, offering: usize, requests: &Resources) -> f64 {
         let sh = &self.p.shapes[shape];
         let free = sh.allocatable - (self.p.bins[b].requests + *requests);
-        lopsided(&free, &sh.allocatable) * sh.offerings[offering].price
+        tilt_of(&free, &sh.allocatable).abs() * sh.offerings[offering].price
     }
 
     /// The last resort of recreate: the pod's own bin, or else another bin of the chunk in the
@@ -174,18 +174,4 @@ impl Improver<'_, '_> {
         }
         None
     }
-}
-
-/// How unevenly a node with `capacity` leaves `free` room: the difference between the shares of
-/// its CPU and of its memory left free (0 when both are used alike).
-fn lopsided(free: &Resources, capacity: &Resources) -> f64 {
-    let share = |slot: usize| {
-        let cap = capacity.get(slot);
-        if cap > 0 {
-            free.get(slot) as f64 / cap as f64
-        } else {
-            0.0
-        }
-    };
-    (share(CPU) - share(MEMORY)).abs()
 }
