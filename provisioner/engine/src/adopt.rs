@@ -124,6 +124,9 @@ impl Engine {
         }
         claim.facts.set_node(found.node);
         claim.last_change = now;
+        if claim.phase() == Phase::Initialized {
+            self.retire_watch.insert(claim.name.clone());
+        }
         let relaunch = claim.phase() == Phase::Launching && !claim.deleting;
         let name = claim.name.clone();
         let gang = found.gang.filter(|_| !claim.deleting);
@@ -154,6 +157,7 @@ impl Engine {
             && let Some(c) = self.claims.get_mut(old)
         {
             c.last_change = now;
+            self.retire_watch.insert(old.clone());
         }
         let Some(claim) = claim else {
             return;

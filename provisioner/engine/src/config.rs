@@ -32,6 +32,18 @@ pub struct EngineConfig {
     /// does not climb down a ladder of ever cheaper, ever more interrupted offerings. A NodePool
     /// overrides it with the annotation `quartermaster.dev/spot-to-spot-min-types`.
     pub spot_to_spot_min_types: usize,
+    /// A node whose pods could run from scratch on capacity costing at most its price divided
+    /// by this is retired: cordoned (nothing is evicted), so that new pods go to nodes of
+    /// their size while its pods finish, and deleted once empty. It is reopened when a pod
+    /// arrives that would otherwise need a node costing as much. Only nodes consolidation may
+    /// not move pods off are retired (a `WhenEmpty` pool's, or those running a Job or a
+    /// do-not-disrupt pod). A NodePool overrides it with the annotation
+    /// `quartermaster.dev/retire-price-ratio` (`0` turns retirement off).
+    pub retire_price_ratio: f64,
+    /// How many nodes one poll asks the solver about for retirement (the most expensive
+    /// first; the others at the next poll). Each node is asked about again only when its
+    /// pods changed.
+    pub max_retire_checks: usize,
     /// The most nodes one consolidation move removes at once (also bounded by budgets, which
     /// usually bind first: 10% of a pool is 100 nodes only at 1,000). Karpenter stops at 100
     /// candidates to bound its search; ours asks the solver about halving prefixes, so a
@@ -73,6 +85,8 @@ impl Default for EngineConfig {
             consolidation_interval: TimeDelta::minutes(1),
             consolidation_min_saving: 0.05,
             spot_to_spot_min_types: 15,
+            retire_price_ratio: 4.0,
+            max_retire_checks: 32,
             max_move_nodes: 1000,
             max_single_candidates: 5,
             max_target_nodes: 200,

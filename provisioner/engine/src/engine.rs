@@ -83,6 +83,10 @@ pub struct EngineStats {
     pub reservation_drains: u64,
     /// Flex-start nodes drained because their run was ending.
     pub flex_start_drains: u64,
+    /// Nodes retired: cordoned because their pods needed a small part of what they cost.
+    pub retirements: u64,
+    /// Retired nodes reopened for pods that would otherwise have needed a node costing as much.
+    pub retirements_reopened: u64,
 }
 
 impl EngineStats {
@@ -116,6 +120,8 @@ impl EngineStats {
             reserved_launches,
             reservation_drains,
             flex_start_drains,
+            retirements,
+            retirements_reopened,
         } = other;
         self.solves += solves;
         self.claims_created += claims_created;
@@ -143,6 +149,8 @@ impl EngineStats {
         self.reserved_launches += reserved_launches;
         self.reservation_drains += reservation_drains;
         self.flex_start_drains += flex_start_drains;
+        self.retirements += retirements;
+        self.retirements_reopened += retirements_reopened;
     }
 }
 
@@ -199,6 +207,17 @@ pub struct Engine {
     pub(crate) next_claim: u64,
     pub(crate) stats: EngineStats,
     pub(crate) last_poll: Option<DateTime<Utc>>,
+    /// Retirement left nodes unasked at the last poll (its per-poll limit): it goes on at the
+    /// next one.
+    pub(crate) retire_backlog: bool,
+    /// Claims retirement is to look at: initialized, or left by a pod, since it last did (a
+    /// pod that arrives never makes a node worth retiring: what its pods need only grows).
+    pub(crate) retire_watch: std::collections::BTreeSet<String>,
+    /// Per resource: the least an offering some pool may buy asks per unit ($/h), for
+    /// retirement's cheap bound; `None` until needed after the catalog or the pools changed.
+    pub(crate) unit_prices: Option<crate::disruption::retirement::UnitPrices>,
+    /// Retirement's from-scratch answers, cleared with `unit_prices`.
+    pub(crate) need_memo: crate::disruption::retirement::NeedMemo,
     /// Whether an event was handled since the last poll (a poll after none, with nothing due,
     /// is skipped: [`Engine::nothing_due`]).
     pub(crate) heard_since_poll: bool,
@@ -273,6 +292,10 @@ impl Engine {
             next_claim: 0,
             stats: EngineStats::default(),
             last_poll: None,
+            retire_backlog: false,
+            retire_watch: Default::default(),
+            unit_prices: None,
+            need_memo: Default::default(),
             heard_since_poll: true,
             grew_at: Vec::new(),
             version: 0,
@@ -445,6 +468,8 @@ impl Engine {
                     && let Some(c) = self.claims.get_mut(&claim)
                 {
                     c.last_change = now;
+                    // What a node's pods need only shrinks when one goes.
+                    self.retire_watch.insert(claim);
                 }
             }
             Event::Launched { claim, instance } => self.launched(now, &claim, instance),
@@ -488,8 +513,17 @@ impl Engine {
             Event::PodDoNotDisrupt { pod, on } => self.protect_pod(pod, on),
             Event::NodeDoNotDisrupt { node, on } => self.protect_node(node, on),
             Event::DisruptionBudgets(pdbs) => self.disruption.pdbs = pdbs,
-            Event::CatalogChanged(catalog) => self.catalog_changed(catalog),
+            Event::CatalogChanged(catalog) => {
+                self.unit_prices = None;
+                self.need_memo = Default::default();
+                // New prices: every node is looked at again.
+                self.retire_watch
+                    .extend(self.claims.values().map(|c| c.name.clone()));
+                self.catalog_changed(catalog);
+            }
             Event::PoolsChanged(pools) => {
+                self.unit_prices = None;
+                self.need_memo = Default::default();
                 self.pools_changed(pools);
                 self.pool_regions_changed();
                 self.add_flex_start_offerings();
@@ -501,7 +535,11 @@ impl Engine {
             Event::BuffersChanged(buffers) => {
                 self.headroom.set(&buffers);
             }
-            Event::ReservationsChanged(offers) => self.reservations_changed(now, offers),
+            Event::ReservationsChanged(offers) => {
+                self.unit_prices = None;
+                self.need_memo = Default::default();
+                self.reservations_changed(now, offers);
+            }
             Event::RebootFailed { claim, error } => self.reboot_failed(now, &claim, &error),
         }
     }

@@ -37,7 +37,8 @@ mod unavailable;
 pub use config::EngineConfig;
 pub use disruption::{
     CommandKind, DO_NOT_DISRUPT, DisruptionCommand, DisruptionStats, KARPENTER_DO_NOT_DISRUPT,
-    PodDisruptionBudgetView, SPOT_TO_SPOT_MIN_TYPES, TEMPLATE_HASH_LABEL, do_not_disrupt,
+    PodDisruptionBudgetView, RETIRE_PRICE_RATIO, SPOT_TO_SPOT_MIN_TYPES, TEMPLATE_HASH_LABEL,
+    do_not_disrupt,
 };
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeView};

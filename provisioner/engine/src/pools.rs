@@ -118,6 +118,23 @@ impl PoolPolicy {
             .unwrap_or(default)
     }
 
+    /// The price ratio past which this pool's nodes are retired (the `RETIRE_PRICE_RATIO`
+    /// annotation, else `default`); `None` when retirement is off (a ratio of 0, or a pool
+    /// that never removes empty nodes).
+    pub fn retire_price_ratio(&self, default: f64) -> Option<f64> {
+        self.consolidate_after?;
+        let ratio = self
+            .node_pool
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::disruption::RETIRE_PRICE_RATIO))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|r| r.is_finite() && *r >= 0.0)
+            .unwrap_or(default);
+        (ratio > 0.0).then_some(ratio.max(1.0))
+    }
+
     /// How many of `total` nodes may be disrupted for `reason` at `now` (disruption budgets).
     pub fn allowed_disruptions(
         &self,

@@ -248,6 +248,13 @@ pub(crate) struct Claim {
     pub mig_config: Option<String>,
     /// The reservation it launched into (id), if any.
     pub reservation: Option<String>,
+    /// When it was retired: its pods need a small part of what it costs, so no new pod is
+    /// placed on it (it is cordoned, nothing is evicted) and it goes once they finish
+    /// (`disruption/retirement.rs`).
+    pub retired_at: Option<DateTime<Utc>>,
+    /// When retirement last asked about it (and left it open): it asks again `consolidateAfter`
+    /// later at the soonest, as consolidation waits as long after a change.
+    pub retire_checked: Option<DateTime<Utc>>,
 }
 
 /// A claim's part in a gang launch.
@@ -361,7 +368,20 @@ impl Claim {
 
     /// Whether new pods may be placed on it.
     pub fn schedulable(&self) -> bool {
-        self.interrupted_at.is_none() && !self.deleting && !self.consolidating
+        self.interrupted_at.is_none()
+            && !self.deleting
+            && !self.consolidating
+            && self.retired_at.is_none()
+    }
+
+    /// Whether it is retired and would take new pods again if reopened (nothing else keeps
+    /// them off it).
+    pub fn reopenable(&self) -> bool {
+        self.retired_at.is_some()
+            && self.interrupted_at.is_none()
+            && !self.deleting
+            && !self.consolidating
+            && self.phase() == Phase::Initialized
     }
 
     /// Whether its pods are being moved off it (spot interruption or consolidation).

@@ -64,6 +64,10 @@ pub struct EngineCounters {
     pub reservation_drains: u64,
     /// Flex-start nodes drained because their run was ending.
     pub flex_start_drains: u64,
+    /// Nodes retired (cordoned: their pods needed a small part of what they cost).
+    pub retirements: u64,
+    /// Retired nodes reopened for pods that would otherwise have needed as dear a node.
+    pub retirements_reopened: u64,
 }
 
 impl From<&EngineStats> for EngineCounters {
@@ -93,6 +97,8 @@ impl From<&EngineStats> for EngineCounters {
             reserved_launches: s.reserved_launches,
             reservation_drains: s.reservation_drains,
             flex_start_drains: s.flex_start_drains,
+            retirements: s.retirements,
+            retirements_reopened: s.retirements_reopened,
         }
     }
 }

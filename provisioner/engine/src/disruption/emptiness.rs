@@ -11,8 +11,8 @@ use crate::events::DeleteReason;
 use crate::state::{Claim, Phase, PodState};
 
 impl Engine {
-    /// When an empty claim may go: `consolidateAfter` after it emptied (never, in a
-    /// reservation), and never within
+    /// When an empty claim may go: `consolidateAfter` after it emptied (at once when retired;
+    /// never, in a reservation), and never within
     /// [`EngineConfig::binding_grace`] of its initialization or of its last nomination (the
     /// kube-scheduler may not have seen the node, or bound the pods, yet).
     pub(crate) fn empty_deadline(&self, c: &Claim) -> Option<DateTime<Utc>> {
@@ -24,7 +24,13 @@ impl Engine {
         }
         let after = self.setup.pools[c.pool].consolidate_after?;
         let grace = self.config.binding_grace;
-        let mut at = since + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX);
+        // A retired node was kept only for its pods: it goes as soon as they are done.
+        let after = if c.retired_at.is_some() {
+            TimeDelta::zero()
+        } else {
+            TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX)
+        };
+        let mut at = since + after;
         at = at.max(c.life.initialized_at().map_or(since, |t| t + grace));
         if let Some(t) = c.nominated_at {
             at = at.max(t + grace);
@@ -171,7 +177,8 @@ impl Engine {
             .filter(|c| self.empty_deadline(c).is_some_and(|at| now >= at))
             .filter(|c| self.setup.pools[c.pool].replicas.is_none())
             .filter(|c| !self.node_protected(c))
-            .filter(|c| !self.wanted_by_unbound_pods(c))
+            // A retired node is cordoned: no pod the kube-scheduler binds can land there.
+            .filter(|c| c.retired_at.is_some() || !self.wanted_by_unbound_pods(c))
             .map(|c| (c.name.clone(), c.pool))
             .collect();
         if due.is_empty() {

@@ -5,7 +5,8 @@
 //!   a reservation or a flex-start run about to end). Their pods are placed again by the same
 //!   poll's solve, so they come first.
 //! - [`VOLUNTARY`] after provisioning, once this poll's nominations are known: empty nodes,
-//!   expired nodes, then drift and consolidation (one move per pass, only on a settled cluster).
+//!   expired nodes, retirement (a cordon, no eviction), then drift and consolidation (one move
+//!   per pass, only on a settled cluster).
 //!
 //! Each method also says when it next has something to do by itself
 //! ([`Method::deadlines`]), which [`Engine::next_deadline`] gathers.
@@ -33,7 +34,8 @@ pub(crate) trait Method: Sync {
 pub(crate) const DRAINS: &[&dyn Method] = &[&Repair, &ReservationEnding, &FlexStartEnding];
 
 /// Methods run after provisioning, in Karpenter's order.
-pub(crate) const VOLUNTARY: &[&dyn Method] = &[&Emptiness, &Expiration, &Consolidation];
+pub(crate) const VOLUNTARY: &[&dyn Method] =
+    &[&Emptiness, &Expiration, &Retirement, &Consolidation];
 
 /// Node repair: unhealthy nodes rebooted or replaced (`repair/`).
 pub(crate) struct Repair;
@@ -132,6 +134,24 @@ impl Method for Expiration {
         times: &mut Vec<DateTime<Utc>>,
     ) {
         times.extend(engine.disruption_deadline());
+    }
+}
+
+/// Nodes whose pods need a small part of their price cordoned, to go once empty
+/// (`retirement.rs`). Not a disruption: nothing is evicted, no budget is spent.
+pub(crate) struct Retirement;
+
+impl Method for Retirement {
+    fn disrupt(&self, engine: &mut Engine, now: DateTime<Utc>) {
+        engine.retire_overpriced(now);
+    }
+    fn deadlines(
+        &self,
+        engine: &Engine,
+        _after: Option<DateTime<Utc>>,
+        times: &mut Vec<DateTime<Utc>>,
+    ) {
+        engine.retirement_deadlines(times);
     }
 }
 

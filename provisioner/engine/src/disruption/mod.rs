@@ -10,6 +10,7 @@ mod drift;
 mod emptiness;
 mod interruption;
 pub(crate) mod methods;
+pub(crate) mod retirement;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,6 +26,10 @@ pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// NodePool annotation: how many cheaper spot instance types must exist before a spot node is
 /// replaced by another spot node (default [`crate::EngineConfig::spot_to_spot_min_types`]).
 pub const SPOT_TO_SPOT_MIN_TYPES: &str = "quartermaster.dev/spot-to-spot-min-types";
+/// NodePool annotation: retire a node (cordon it, let its pods finish, delete it once empty)
+/// when its pods need capacity costing at most its price divided by this (default
+/// [`crate::EngineConfig::retire_price_ratio`]; `0` turns retirement off).
+pub const RETIRE_PRICE_RATIO: &str = "quartermaster.dev/retire-price-ratio";
 /// NodeClaim (and node) label: the hash of the NodePool template and NodeClass spec the claim was
 /// created from. A claim whose hash differs from its pool's current one has drifted.
 pub const TEMPLATE_HASH_LABEL: &str = "quartermaster.dev/nodepool-hash";

@@ -54,6 +54,7 @@ impl Engine {
         let c = self.claims.get_mut(name).expect("claim exists");
         c.life.initialized(now);
         c.last_change = now;
+        self.retire_watch.insert(name.to_owned());
         let mut any = false;
         for (id, e) in &self.pods {
             match &e.state {

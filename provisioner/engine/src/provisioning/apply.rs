@@ -146,6 +146,8 @@ impl Engine {
             gang: None,
             mig_config,
             reservation: None,
+            retired_at: None,
+            retire_checked: None,
         })
     }
 

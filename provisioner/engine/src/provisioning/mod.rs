@@ -5,6 +5,8 @@ mod apply;
 mod nominations;
 mod snapshot;
 
+pub(crate) use snapshot::Room;
+
 use chrono::{DateTime, Utc};
 use quartermaster_solver::{ClusterSnapshot, Plan};
 
@@ -55,6 +57,11 @@ impl Engine {
         }
         self.stats.solves += 1;
         let plan = crate::provisioning::plan(&snapshot, &self.setup.catalog, now);
+        let (plan, target_to_claim) = if self.claims.values().any(|c| c.reopenable()) {
+            self.reopen_if_cheaper(now, plan, target_to_claim)
+        } else {
+            (plan, target_to_claim)
+        };
         for name in self.apply(now, plan, &target_to_claim) {
             let Some(pool) = self.claims.get(&name).map(|c| c.pool) else {
                 continue;

@@ -10,6 +10,18 @@ use quartermaster_solver::{ClusterSnapshot, ExistingNode, Pod};
 use crate::engine::Engine;
 use crate::state::Phase;
 
+/// Which existing nodes a snapshot offers as room for its pods.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Room<'a> {
+    /// Every node open to new pods (initialized or in flight).
+    Open,
+    /// Those, and the retired claims named (the question provisioning asks before it
+    /// reopens one).
+    Reopening(&'a [String]),
+    /// None: the pods from scratch (the question retirement asks).
+    None,
+}
+
 impl Engine {
     pub(crate) fn snapshot(
         &self,
@@ -39,6 +51,17 @@ impl Engine {
         without: &[&str],
         headroom: bool,
     ) -> (ClusterSnapshot, BTreeMap<String, String>) {
+        self.snapshot_offering(now, without, headroom, Room::Open)
+    }
+
+    /// [`Engine::snapshot_of`], with the existing room `room` offers.
+    pub(crate) fn snapshot_offering(
+        &self,
+        now: DateTime<Utc>,
+        without: &[&str],
+        headroom: bool,
+        room: Room<'_>,
+    ) -> (ClusterSnapshot, BTreeMap<String, String>) {
         let mut pools: Vec<_> = self.setup.pools.iter().map(|p| p.spec.clone()).collect();
         for pool in &mut pools {
             pool.usage = Default::default();
@@ -66,7 +89,14 @@ impl Engine {
             usage.resources += c.capacity;
             usage.nodes += 1;
             usage.hourly_cost += c.offering.price_per_hour;
-            if !c.schedulable() || without.contains(&c.name.as_str()) {
+            let offered = match room {
+                Room::Open => c.schedulable(),
+                Room::Reopening(reopen) => {
+                    c.schedulable() || (c.reopenable() && reopen.contains(&c.name))
+                }
+                Room::None => false,
+            };
+            if !offered || without.contains(&c.name.as_str()) {
                 continue;
             }
             let labels = c.facts.merged_labels();

@@ -19,4 +19,5 @@ mod provisioning_requests;
 mod regions;
 mod repair;
 mod reservations;
+mod retirement;
 mod static_pools;

@@ -1,0 +1,432 @@
+//! Retirement: a node whose pods need a small part of what it costs stops taking new pods.
+//!
+//! A node consolidation may not move pods off (a `WhenEmpty` pool's, or one running a Job or
+//! a do-not-disrupt pod) is only ever removed once empty. Left open, such a node is refilled:
+//! an H100 node whose training job finished takes the next notebooks that arrive, runs them
+//! for hours at forty times their price, and never empties. Retirement asks the solver what
+//! the node's pods would need from scratch; when the node costs at least
+//! `retire_price_ratio` times that, it is cordoned. Nothing is evicted: its pods finish where
+//! they are, new pods get nodes of their size, and the node goes as soon as it is empty.
+//!
+//! Provisioning reopens a retired node (`reopen_if_cheaper`) when a batch of pending pods
+//! would otherwise buy nodes and placing them on it saves at least its own price: a training
+//! job that needs the whole H100 node gets it back. A reopened node holds pods worth its
+//! price, so it is not retired again at once (the two thresholds leave room between them).
+//!
+//! A cordon is the only trace in the cluster. A restarted controller lifts the cordons it
+//! does not remember, as for any disruption command, and retirement decides again.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quartermaster_policies::ConsolidationPolicy;
+use quartermaster_solver::resources::MAX_RESOURCES;
+use quartermaster_solver::{OfferingKey, Plan, Pod, PoolLimits, Resources, to_resources};
+
+use crate::engine::Engine;
+use crate::events::Action;
+use crate::provisioning::Room;
+use crate::state::{Claim, Phase};
+
+/// Per resource slot: the least an offering asks per unit of it, $/h.
+pub(crate) type UnitPrices = [f64; MAX_RESOURCES];
+
+/// Relative slack on price comparisons (prices are sums of floats).
+const PRICE_EPSILON: f64 = 1e-9;
+
+impl Engine {
+    /// Retires the nodes whose pods need at most their price divided by their pool's ratio,
+    /// the most expensive first, at most `max_retire_checks` solver questions a poll. Only the
+    /// nodes on the watch list are looked at.
+    pub(crate) fn retire_overpriced(&mut self, now: DateTime<Utc>) {
+        if self.retire_watch.is_empty() {
+            self.retire_backlog = false;
+            return;
+        }
+        let ratios = self.retire_ratios();
+        // Off the list for good: gone, retired, going, or in a pool that does not retire.
+        let dropped: Vec<String> = self
+            .retire_watch
+            .iter()
+            .filter(|name| {
+                self.claims.get(name.as_str()).is_none_or(|c| {
+                    c.retired_at.is_some()
+                        || c.deleting
+                        || ratios.get(c.pool).copied().flatten().is_none()
+                })
+            })
+            .cloned()
+            .collect();
+        for name in &dropped {
+            self.retire_watch.remove(name);
+        }
+        let mut due: Vec<(f64, String)> = self
+            .retire_watch
+            .iter()
+            .filter_map(|name| self.claims.get(name.as_str()))
+            .filter(|c| self.retire_ready_at(c).is_some_and(|at| now >= at))
+            .filter(|c| self.pods.residents(&c.name).is_some_and(|r| !r.is_empty()))
+            .map(|c| (c.offering.price_per_hour, c.name.clone()))
+            .collect();
+        // Dearest first (they waste the most), then by name: deterministic.
+        due.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        self.retire_backlog = due.len() > self.config.max_retire_checks;
+        if due.is_empty() {
+            return;
+        }
+        self.ensure_unit_prices();
+        let held = self.headroom.by_claim();
+        let held: BTreeSet<String> = held.into_keys().map(str::to_owned).collect();
+        for (price, name) in due.into_iter().take(self.config.max_retire_checks) {
+            self.retire_watch.remove(&name);
+            let Some(c) = self.claims.get(&name) else {
+                continue;
+            };
+            let ratio = ratios[c.pool].unwrap_or(f64::INFINITY);
+            // Room a CapacityBuffer holds is kept open for it. The solver is asked only when
+            // the per-unit bound leaves retirement possible.
+            let possible = !held.contains(&name)
+                && self.movable_only_when_empty(c)
+                && price >= ratio * self.need_at_least(c) * (1.0 - PRICE_EPSILON);
+            let retire = possible
+                && self.need_from_scratch(now, &name).is_some_and(|need| {
+                    need > 0.0 && price >= ratio * need * (1.0 - PRICE_EPSILON)
+                });
+            let Some(c) = self.claims.get_mut(&name) else {
+                continue;
+            };
+            if !retire {
+                c.retire_checked = Some(now);
+                continue;
+            }
+            c.retired_at = Some(now);
+            self.stats.retirements += 1;
+            if let Some(node) = c.node() {
+                self.actions.push(Action::Cordon {
+                    node: node.name.clone(),
+                });
+            }
+        }
+    }
+
+    /// A lower bound on what `c`'s pods need from scratch: for each resource, what they ask
+    /// of it at the least any offering a pool may buy asks per unit; the largest.
+    fn need_at_least(&self, c: &Claim) -> f64 {
+        let Some(unit) = self.unit_prices.as_ref() else {
+            return 0.0;
+        };
+        let mut used = Resources::ZERO;
+        for (_, p) in self.pods.residents(&c.name).into_iter().flatten() {
+            used += p.requests;
+        }
+        (0..MAX_RESOURCES)
+            .map(|slot| used.get(slot).max(0) as f64 * unit[slot])
+            .fold(0.0, f64::max)
+    }
+
+    /// Fills [`Engine::unit_prices`] when the catalog or the pools changed since: per
+    /// resource, the least any offering some pool may buy asks per unit of it.
+    fn ensure_unit_prices(&mut self) {
+        if self.unit_prices.is_some() {
+            return;
+        }
+        let table = &self.setup.resources;
+        let mut unit = [f64::INFINITY; MAX_RESOURCES];
+        for spec in self.setup.pools.iter().map(|p| &p.spec) {
+            for it in self.setup.catalog.for_cloud(spec.cloud) {
+                // The offerings the pool may buy (reserved slots cost nothing more: no bound
+                // from them).
+                let Some(price) = it
+                    .offerings
+                    .iter()
+                    .filter(|o| o.price_per_hour > 0.0)
+                    .filter(|o| {
+                        let mut labels = it.offering_labels(o);
+                        labels.extend(spec.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+                        spec.requirements.matches(&labels)
+                    })
+                    .map(|o| o.price_per_hour)
+                    .min_by(f64::total_cmp)
+                else {
+                    continue;
+                };
+                let Some(capacity) = spec.node_shape.capacity_in_layout(it, None) else {
+                    continue;
+                };
+                let capacity = to_resources(table, &capacity);
+                for (slot, u) in unit.iter_mut().enumerate() {
+                    let c = capacity.get(slot);
+                    if c > 0 {
+                        *u = u.min(price / c as f64);
+                    }
+                }
+            }
+        }
+        // A resource no offering has bounds nothing.
+        self.unit_prices = Some(unit.map(|u| if u.is_finite() { u } else { 0.0 }));
+    }
+
+    /// Per pool: its retirement ratio, `None` where retirement is off.
+    fn retire_ratios(&self) -> Vec<Option<f64>> {
+        self.setup
+            .pools
+            .iter()
+            .map(|p| p.retire_price_ratio(self.config.retire_price_ratio))
+            .collect()
+    }
+
+    /// When retirement may look at `c` (its nominations have had time to bind, and
+    /// `consolidateAfter` passed since it last did); `None` while
+    /// it is not one retirement looks at: open and initialized, not empty, not static, not
+    /// reserved, not do-not-disrupt.
+    fn retire_ready_at(&self, c: &Claim) -> Option<DateTime<Utc>> {
+        if c.retired_at.is_some()
+            || c.phase() != Phase::Initialized
+            || !c.schedulable()
+            || c.empty_since.is_some()
+            || c.reservation.is_some()
+            || self.setup.pools[c.pool].replicas.is_some()
+            || self.node_protected(c)
+        {
+            return None;
+        }
+        let grace = self.config.binding_grace;
+        let mut at = c.life.initialized_at()? + grace;
+        if let Some(t) = c.nominated_at {
+            at = at.max(t + grace);
+        }
+        if let (Some(t), Some(after)) =
+            (c.retire_checked, self.setup.pools[c.pool].consolidate_after)
+        {
+            at = at.max(t + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX));
+        }
+        Some(at)
+    }
+
+    /// Whether consolidation may never move `c`'s pods: its pool only removes empty nodes,
+    /// or one of them is a Job's or do-not-disrupt.
+    fn movable_only_when_empty(&self, c: &Claim) -> bool {
+        matches!(
+            self.setup.pools[c.pool].node_pool.consolidation_policy(),
+            ConsolidationPolicy::WhenEmpty
+        ) || self
+            .pods
+            .residents(&c.name)
+            .into_iter()
+            .flatten()
+            .any(|(id, _)| !self.pod_movable(id))
+    }
+
+    /// What `name`'s pods would cost per hour on new nodes bought for them alone; `None` when
+    /// the solver could not place them all. Pods like ones asked about before get the same
+    /// answer while prices, pools and unavailable offerings are unchanged (and no pool has a
+    /// limit, which makes the answer depend on the fleet).
+    fn need_from_scratch(&mut self, now: DateTime<Utc>, name: &str) -> Option<f64> {
+        let pods: Vec<Arc<Pod>> = self
+            .pods
+            .residents(name)
+            .into_iter()
+            .flatten()
+            .map(|(_, p)| p.clone())
+            .collect();
+        let memo =
+            self.need_memo_usable() && pods.iter().all(|p| p.gang.is_none() && p.devices.is_none());
+        let unavailable = self.unavailable.active(now);
+        if memo {
+            if self.need_memo.unavailable != unavailable {
+                self.need_memo = NeedMemo::default();
+            }
+            if let Some(need) = self.need_memo.get(&pods) {
+                return need;
+            }
+        }
+        let (snapshot, _) = self.snapshot_offering(now, &[name], false, Room::None);
+        let plan = crate::provisioning::plan(&snapshot, &self.setup.catalog, now);
+        let need = plan.unschedulable.is_empty().then(|| plan_cost(&plan));
+        if memo {
+            self.need_memo.unavailable = unavailable;
+            self.need_memo.put(pods, need);
+        }
+        need
+    }
+
+    /// Whether a from-scratch answer depends on nothing but the pods: no pool has a limit (or
+    /// is static, which limits its node count).
+    fn need_memo_usable(&self) -> bool {
+        self.setup.pools.iter().all(|p| {
+            let l = &p.spec.limits;
+            p.replicas.is_none()
+                && l.nodes.is_none()
+                && l.max_hourly_cost.is_none()
+                && l.resources == PoolLimits::default().resources
+        })
+    }
+
+    /// When retirement next has something to do by itself: the earliest time a node on its
+    /// list becomes ready, or the next poll when it left nodes unasked.
+    pub(crate) fn retirement_deadlines(&self, times: &mut Vec<DateTime<Utc>>) {
+        if self.retire_backlog {
+            times.extend(self.last_poll.map(|t| t + TimeDelta::seconds(1)));
+        }
+        times.extend(
+            self.retire_watch
+                .iter()
+                .filter_map(|name| self.claims.get(name.as_str()))
+                .filter_map(|c| self.retire_ready_at(c))
+                .min(),
+        );
+    }
+
+    /// `plan`, or the plan that also uses retired nodes when that saves at least what the
+    /// retired nodes it uses cost (they are reopened: uncordoned, open to new pods again).
+    /// Returns the plan to apply with its node-name-to-claim map.
+    pub(crate) fn reopen_if_cheaper(
+        &mut self,
+        now: DateTime<Utc>,
+        plan: Plan,
+        targets: std::collections::BTreeMap<String, String>,
+    ) -> (Plan, std::collections::BTreeMap<String, String>) {
+        let buying = plan_cost(&plan);
+        if plan.new_nodes.is_empty() {
+            return (plan, targets);
+        }
+        // A retired node saves at most what the new nodes it could take a pod from cost:
+        // one that cannot pay for itself so is not offered (nor the solver asked).
+        let requests: Vec<Vec<Resources>> = plan
+            .new_nodes
+            .iter()
+            .map(|n| {
+                n.pods
+                    .iter()
+                    .filter_map(|p| self.pods.get(p).map(|e| e.pod.requests))
+                    .collect()
+            })
+            .collect();
+        let reopen: Vec<String> = self
+            .claims
+            .values()
+            .filter(|c| c.reopenable())
+            .filter(|c| c.offering.price_per_hour <= buying * (1.0 + PRICE_EPSILON))
+            .filter(|c| {
+                let mut used = Resources::ZERO;
+                for (_, p) in self.pods.residents(&c.name).into_iter().flatten() {
+                    used += p.requests;
+                }
+                let free = c.room.saturating_sub(&used);
+                let could_save: f64 = plan
+                    .new_nodes
+                    .iter()
+                    .zip(&requests)
+                    .filter(|(_, pods)| pods.iter().any(|r| r.fits_in(&free)))
+                    .map(|(n, _)| n.offering.price_per_hour)
+                    .sum();
+                could_save >= c.offering.price_per_hour * (1.0 - PRICE_EPSILON)
+            })
+            .map(|c| c.name.clone())
+            .collect();
+        if reopen.is_empty() {
+            return (plan, targets);
+        }
+        let (snapshot, with_targets) =
+            self.snapshot_offering(now, &[], false, Room::Reopening(&reopen));
+        let with = crate::provisioning::plan(&snapshot, &self.setup.catalog, now);
+        let used: BTreeSet<&String> = with
+            .existing
+            .iter()
+            .filter_map(|p| with_targets.get(&p.node))
+            .filter(|claim| reopen.contains(claim))
+            .collect();
+        let used_price: f64 = used
+            .iter()
+            .filter_map(|c| self.claims.get(*c))
+            .map(|c| c.offering.price_per_hour)
+            .sum();
+        let saving = buying - plan_cost(&with);
+        if used.is_empty()
+            || with.unschedulable.len() > plan.unschedulable.len()
+            || saving < used_price * (1.0 - PRICE_EPSILON)
+        {
+            return (plan, targets);
+        }
+        let used: Vec<String> = used.into_iter().cloned().collect();
+        for name in used {
+            let Some(c) = self.claims.get_mut(&name) else {
+                continue;
+            };
+            c.retired_at = None;
+            c.retire_checked = Some(now);
+            self.stats.retirements_reopened += 1;
+            if let Some(node) = c.node() {
+                self.actions.push(Action::Uncordon {
+                    node: node.name.clone(),
+                });
+            }
+            self.retire_watch.insert(name);
+        }
+        (with, with_targets)
+    }
+}
+
+/// The from-scratch needs retirement asked the solver for, by resident pods (compared as the
+/// solver groups pods: namespace, requests, labels, node terms, tolerations, spread, affinity,
+/// ports), while the unavailable offerings are `unavailable`. Cleared with the unit prices
+/// when the catalog, the pools or the reservations change.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NeedMemo {
+    entries: VecDeque<(Vec<Arc<Pod>>, Option<f64>)>,
+    unavailable: BTreeSet<OfferingKey>,
+}
+
+/// Answers kept (the oldest goes first).
+const NEED_MEMO_ENTRIES: usize = 64;
+
+impl NeedMemo {
+    fn get(&self, pods: &[Arc<Pod>]) -> Option<Option<f64>> {
+        self.entries
+            .iter()
+            .find(|(known, _)| same_pods(known, pods))
+            .map(|(_, need)| *need)
+    }
+
+    fn put(&mut self, pods: Vec<Arc<Pod>>, need: Option<f64>) {
+        if self.entries.len() == NEED_MEMO_ENTRIES {
+            self.entries.pop_front();
+        }
+        self.entries.push_back((pods, need));
+    }
+}
+
+/// Whether two sets of pods are alike pod for pod (in any order).
+fn same_pods(a: &[Arc<Pod>], b: &[Arc<Pod>]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut used = vec![false; b.len()];
+    a.iter().all(|x| {
+        let found = (0..b.len()).find(|&i| !used[i] && alike(x, &b[i]));
+        found.map(|i| used[i] = true).is_some()
+    })
+}
+
+/// Whether the solver would treat two pods alike.
+fn alike(a: &Pod, b: &Pod) -> bool {
+    a.id.namespace == b.id.namespace
+        && a.requests == b.requests
+        && a.labels == b.labels
+        && a.node_terms == b.node_terms
+        && a.preferred_node_terms == b.preferred_node_terms
+        && a.tolerations == b.tolerations
+        && a.topology_spread == b.topology_spread
+        && a.affinity == b.affinity
+        && a.anti_affinity == b.anti_affinity
+        && a.host_ports == b.host_ports
+}
+
+/// What a plan's new nodes cost per hour.
+fn plan_cost(plan: &Plan) -> f64 {
+    plan.new_nodes
+        .iter()
+        .map(|n| n.offering.price_per_hour)
+        .sum()
+}

@@ -1,0 +1,228 @@
+//! Retirement: nodes whose pods need a small part of their price are cordoned (nothing
+//! evicted), go once empty, and are reopened for pods that would need as dear a node.
+
+use quartermaster_pricing::CapacityType;
+use serde_json::json;
+
+use super::fixtures::t;
+use super::fleet::*;
+use crate::{Action, DeleteReason, Engine, EngineConfig, Event};
+
+/// A `WhenEmpty` pool (consolidateAfter 30m) buying on-demand, with `annotations`.
+fn when_empty(annotations: serde_json::Value) -> Engine {
+    engine_with(
+        pool_annotated(
+            "on-demand",
+            json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30m"}),
+            json!({}),
+            annotations,
+        ),
+        EngineConfig::default(),
+    )
+}
+
+fn cordoned(actions: &[Action]) -> Vec<&str> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Cordon { node } => Some(node.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The instance types launched among `actions`.
+fn bought(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Launch { request, .. } => Some(request.instance_type.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_dear_node_running_a_small_pod_takes_no_new_pods_and_goes_when_it_is_done() {
+    // A 16-vCPU node ($0.80/h) runs one 500m pod, which a 2-vCPU node ($0.10/h) would hold.
+    let mut e = when_empty(json!({}));
+    node_with(
+        &mut e,
+        "big",
+        "c.4xlarge",
+        CapacityType::OnDemand,
+        vec![pod("p0", 500, 0)],
+        t(0),
+        None,
+    );
+    let actions = run(&mut e, 0, 60);
+    assert_eq!(cordoned(&actions), vec!["big"], "{actions:?}");
+    assert_eq!(e.stats().retirements, 1);
+    assert!(
+        deleted(&actions).is_empty(),
+        "nothing evicted, nothing deleted"
+    );
+    // A new small pod gets a node of its size, not the dear node's free room.
+    e.handle(t(100), Event::PodPending(pod("p1", 500, 0)));
+    let actions = run(&mut e, 100, 130);
+    assert_eq!(bought(&actions), vec!["c.large".to_owned()], "{actions:?}");
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Bind { node, .. } if node == "big")),
+        "{actions:?}"
+    );
+    // Its pod done, it goes at once: not 30 minutes later.
+    e.handle(t(200), Event::PodGone(pod("p0", 500, 0).id));
+    let actions = run(&mut e, 200, 260);
+    assert_eq!(
+        deleted(&actions),
+        vec![("big".to_owned(), DeleteReason::Empty)],
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_node_whose_pods_need_most_of_it_stays_open() {
+    // 3,500m on a 4-vCPU node: nothing smaller holds it.
+    let mut e = when_empty(json!({}));
+    node_with(
+        &mut e,
+        "fit",
+        "c.xlarge",
+        CapacityType::OnDemand,
+        vec![pod("p0", 3500, 0)],
+        t(0),
+        None,
+    );
+    // 2,500m on an 8-vCPU node ($0.40/h) that a 4-vCPU node ($0.20/h) would hold: half its
+    // price, short of the default ratio of 4.
+    node_with(
+        &mut e,
+        "roomy",
+        "c.2xlarge",
+        CapacityType::OnDemand,
+        vec![pod("p1", 2500, 0)],
+        t(0),
+        None,
+    );
+    let actions = run(&mut e, 0, 600);
+    assert!(cordoned(&actions).is_empty(), "{actions:?}");
+    assert_eq!(e.stats().retirements, 0);
+}
+
+#[test]
+fn nodes_consolidation_may_move_pods_off_are_left_to_consolidation() {
+    // The same dear node in a WhenEmptyOrUnderutilized pool: consolidation moves its pod (a
+    // Deployment's) to a cheaper node instead.
+    let mut e = engine_with(
+        pool(
+            "on-demand",
+            json!({"budgets": [{"nodes": "100%"}]}),
+            json!({}),
+        ),
+        EngineConfig::default(),
+    );
+    node_with(
+        &mut e,
+        "big",
+        "c.4xlarge",
+        CapacityType::OnDemand,
+        vec![pod("p0", 500, 0)],
+        t(0),
+        None,
+    );
+    let actions = run(&mut e, 0, 600);
+    assert_eq!(e.stats().retirements, 0, "{actions:?}");
+    assert_eq!(commands(&actions).len(), 1, "{actions:?}");
+}
+
+#[test]
+fn a_jobs_node_is_retired_whatever_its_pools_policy() {
+    // A Job's pod is never moved, so consolidation cannot help: retirement does.
+    let mut e = engine_with(
+        pool(
+            "on-demand",
+            json!({"budgets": [{"nodes": "100%"}]}),
+            json!({}),
+        ),
+        EngineConfig::default(),
+    );
+    let mut job = pod("p0", 500, 0);
+    job.owner = Some("Job/train".into());
+    node_with(
+        &mut e,
+        "big",
+        "c.4xlarge",
+        CapacityType::OnDemand,
+        vec![job],
+        t(0),
+        None,
+    );
+    let actions = run(&mut e, 0, 600);
+    assert_eq!(cordoned(&actions), vec!["big"], "{actions:?}");
+    assert!(commands(&actions).is_empty(), "{actions:?}");
+}
+
+#[test]
+fn a_retired_node_is_reopened_for_a_pod_that_would_need_as_dear_a_node() {
+    let mut e = when_empty(json!({}));
+    node_with(
+        &mut e,
+        "big",
+        "c.4xlarge",
+        CapacityType::OnDemand,
+        vec![pod("p0", 500, 0)],
+        t(0),
+        None,
+    );
+    assert_eq!(cordoned(&run(&mut e, 0, 60)), vec!["big"]);
+    // 12 vCPU: only a 16-vCPU node holds it, the price of the retired one, which has room.
+    e.handle(t(100), Event::PodPending(pod("p1", 12_000, 0)));
+    let actions = run(&mut e, 100, 130);
+    assert!(bought(&actions).is_empty(), "{actions:?}");
+    assert!(
+        actions.contains(&Action::Uncordon { node: "big".into() }),
+        "{actions:?}"
+    );
+    assert!(
+        actions.contains(&Action::Bind {
+            pod: pod("p1", 12_000, 0).id,
+            node: "big".into()
+        }),
+        "{actions:?}"
+    );
+    assert_eq!(e.stats().retirements_reopened, 1);
+    // It holds pods worth its price now: not retired again.
+    let actions = run(&mut e, 130, 900);
+    assert!(cordoned(&actions).is_empty(), "{actions:?}");
+    assert_eq!(e.stats().retirements, 1);
+}
+
+#[test]
+fn a_ratio_of_zero_turns_retirement_off() {
+    let mut e = when_empty(json!({"quartermaster.dev/retire-price-ratio": "0"}));
+    node_with(
+        &mut e,
+        "big",
+        "c.4xlarge",
+        CapacityType::OnDemand,
+        vec![pod("p0", 500, 0)],
+        t(0),
+        None,
+    );
+    let actions = run(&mut e, 0, 600);
+    assert!(cordoned(&actions).is_empty(), "{actions:?}");
+    // And a pool's own ratio replaces the default: 8 is the price ratio here, so 9 keeps it.
+    let mut e = when_empty(json!({"quartermaster.dev/retire-price-ratio": "9"}));
+    node_with(
+        &mut e,
+        "big",
+        "c.4xlarge",
+        CapacityType::OnDemand,
+        vec![pod("p0", 500, 0)],
+        t(0),
+        None,
+    );
+    assert!(cordoned(&run(&mut e, 0, 600)).is_empty());
+}
