@@ -22,6 +22,8 @@ mod proptests;
 mod tests;
 
 pub use devices::DeviceFit;
+/// Whether the solver treats two pods alike (the engine keys answers about pods by it).
+pub use pack::classes::same_class;
 /// Room helpers shared with the engine: how a catalog resource map becomes a resource vector, and
 /// how much DaemonSets take from a node of a pool.
 pub use pack::shapes::{MIG_CONFIG_LABEL, daemonset_overhead, to_resources};

@@ -258,10 +258,12 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
         (
             "Engine",
             format!(
-                "{} solves, {} claims, {} empty nodes removed, {} accelerator / {} registration timeouts",
+                "{} solves, {} claims, {} empty nodes removed, {} retired ({} reopened), {} accelerator / {} registration timeouts",
                 e.solves,
                 e.claims_created,
                 e.empty_deletions,
+                e.retirements,
+                e.retirements_reopened,
                 e.accelerator_timeouts,
                 e.registration_timeouts
             ),

@@ -22,7 +22,9 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_policies::ConsolidationPolicy;
 use quartermaster_solver::resources::MAX_RESOURCES;
-use quartermaster_solver::{OfferingKey, Plan, Pod, PoolLimits, Resources, to_resources};
+use quartermaster_solver::{
+    OfferingKey, Plan, Pod, PoolLimits, Resources, same_class, to_resources,
+};
 
 use crate::engine::Engine;
 use crate::events::Action;
@@ -369,8 +371,7 @@ impl Engine {
 }
 
 /// The from-scratch needs retirement asked the solver for, by resident pods (compared as the
-/// solver groups pods: namespace, requests, labels, node terms, tolerations, spread, affinity,
-/// ports), while the unavailable offerings are `unavailable`. Cleared with the unit prices
+/// solver groups pods, [`same_class`]), while the unavailable offerings are `unavailable`. Cleared with the unit prices
 /// when the catalog, the pools or the reservations change.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NeedMemo {
@@ -404,23 +405,9 @@ fn same_pods(a: &[Arc<Pod>], b: &[Arc<Pod>]) -> bool {
     }
     let mut used = vec![false; b.len()];
     a.iter().all(|x| {
-        let found = (0..b.len()).find(|&i| !used[i] && alike(x, &b[i]));
+        let found = (0..b.len()).find(|&i| !used[i] && same_class(x, &b[i]));
         found.map(|i| used[i] = true).is_some()
     })
-}
-
-/// Whether the solver would treat two pods alike.
-fn alike(a: &Pod, b: &Pod) -> bool {
-    a.id.namespace == b.id.namespace
-        && a.requests == b.requests
-        && a.labels == b.labels
-        && a.node_terms == b.node_terms
-        && a.preferred_node_terms == b.preferred_node_terms
-        && a.tolerations == b.tolerations
-        && a.topology_spread == b.topology_spread
-        && a.affinity == b.affinity
-        && a.anti_affinity == b.anti_affinity
-        && a.host_ports == b.host_ports
 }
 
 /// What a plan's new nodes cost per hour.

@@ -290,7 +290,9 @@ fn class_key(pod: &Pod) -> u64 {
     hasher.finish()
 }
 
-fn same_class(a: &Pod, b: &Pod) -> bool {
+/// Whether the solver treats two pods alike (one class): the same namespace, requests, labels,
+/// node terms, tolerations, spread, affinity, host ports and device fit.
+pub fn same_class(a: &Pod, b: &Pod) -> bool {
     a.id.namespace == b.id.namespace
         && a.requests == b.requests
         && a.labels == b.labels

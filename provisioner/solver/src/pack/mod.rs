@@ -8,7 +8,7 @@
 
 mod accelerator_notes;
 mod bins;
-mod classes;
+pub(crate) mod classes;
 mod finish;
 pub(crate) mod guard;
 mod improve;
