@@ -48,16 +48,29 @@ impl Engine {
         if held_too || self.any_unschedulable() {
             times.extend(self.unavailable.next_expiry());
         }
-        for c in self.claims.values().filter(|c| !c.deleting) {
-            times.extend(c.life.retry_at());
-            match c.phase() {
-                Phase::Launched => times.extend(self.registration_due(c)),
-                Phase::Registered => times.extend(
-                    c.life
-                        .registered_at()
-                        .map(|t| t + self.config.accelerator_ready_budget),
-                ),
-                Phase::Initialized | Phase::Launching => {}
+        // The claims' own lifecycle deadlines, walked once per change of any claim.
+        {
+            let revision = self.claims.revision();
+            let mut cache = self.lifecycle_deadlines.borrow_mut();
+            if cache.as_ref().is_none_or(|(r, _)| *r != revision) {
+                let mut all = Vec::new();
+                for c in self.claims.values().filter(|c| !c.deleting) {
+                    all.extend(c.life.retry_at());
+                    match c.phase() {
+                        Phase::Launched => all.extend(self.registration_due(c)),
+                        Phase::Registered => all.extend(
+                            c.life
+                                .registered_at()
+                                .map(|t| t + self.config.accelerator_ready_budget),
+                        ),
+                        Phase::Initialized | Phase::Launching => {}
+                    }
+                }
+                all.sort_unstable();
+                *cache = Some((revision, all));
+            }
+            if let Some((_, all)) = cache.as_ref() {
+                times.extend(all.iter().find(|t| after.is_none_or(|p| **t > p)).copied());
             }
         }
         times.extend(self.static_deadlines());

@@ -27,6 +27,11 @@ pub struct EngineSetup {
     pub catalog: Catalog,
 }
 
+/// Deadlines computed for a claims revision and a pools version, sorted.
+pub(crate) type CachedTimes = (u64, u64, Vec<DateTime<Utc>>);
+/// The earliest of such deadlines, if any.
+pub(crate) type CachedTime = (u64, u64, Option<DateTime<Utc>>);
+
 /// Counters for reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineStats {
@@ -210,6 +215,17 @@ pub struct Engine {
     /// Retirement left nodes unasked at the last poll (its per-poll limit): it goes on at the
     /// next one.
     pub(crate) retire_backlog: bool,
+    /// Moves whenever the NodePools change (their `consolidateAfter` and `expireAfter` are in
+    /// the deadlines cached below).
+    pub(crate) pools_version: u64,
+    /// The empty claims' removal times, sorted, for a claims revision and pools version: the
+    /// deadline walk over every claim is done once per change, not on every poll.
+    pub(crate) empty_deadlines: std::cell::RefCell<Option<CachedTimes>>,
+    /// The claims' launch, registration and accelerator deadlines, sorted, for a claims
+    /// revision.
+    pub(crate) lifecycle_deadlines: std::cell::RefCell<Option<(u64, Vec<DateTime<Utc>>)>>,
+    /// The same for expiry ([`Engine::disruption_deadline`]).
+    pub(crate) expiry_deadline: std::cell::Cell<Option<CachedTime>>,
     /// Claims retirement is to look at: initialized, or left by a pod, since it last did (a
     /// pod that arrives never makes a node worth retiring: what its pods need only grows).
     pub(crate) retire_watch: std::collections::BTreeSet<String>,
@@ -293,6 +309,10 @@ impl Engine {
             stats: EngineStats::default(),
             last_poll: None,
             retire_backlog: false,
+            pools_version: 0,
+            empty_deadlines: Default::default(),
+            lifecycle_deadlines: Default::default(),
+            expiry_deadline: Default::default(),
             retire_watch: Default::default(),
             unit_prices: None,
             need_memo: Default::default(),
@@ -522,6 +542,7 @@ impl Engine {
                 self.catalog_changed(catalog);
             }
             Event::PoolsChanged(pools) => {
+                self.pools_version += 1;
                 self.unit_prices = None;
                 self.need_memo = Default::default();
                 self.pools_changed(pools);

@@ -106,16 +106,25 @@ impl Method for Emptiness {
     fn deadlines(
         &self,
         engine: &Engine,
-        _after: Option<DateTime<Utc>>,
+        after: Option<DateTime<Utc>>,
         times: &mut Vec<DateTime<Utc>>,
     ) {
-        times.extend(
-            engine
+        let key = (engine.claims.revision(), engine.pools_version);
+        let mut cache = engine.empty_deadlines.borrow_mut();
+        if cache.as_ref().is_none_or(|(r, v, _)| (*r, *v) != key) {
+            let mut all: Vec<DateTime<Utc>> = engine
                 .claims
                 .values()
                 .filter(|c| !c.deleting)
-                .filter_map(|c| engine.empty_deadline(c)),
-        );
+                .filter_map(|c| engine.empty_deadline(c))
+                .collect();
+            all.sort_unstable();
+            *cache = Some((key.0, key.1, all));
+        }
+        // The earliest after the last poll is all the caller keeps of them (or the earliest).
+        if let Some((_, _, all)) = cache.as_ref() {
+            times.extend(all.iter().find(|t| after.is_none_or(|p| **t > p)).copied());
+        }
     }
 }
 
@@ -133,7 +142,16 @@ impl Method for Expiration {
         _after: Option<DateTime<Utc>>,
         times: &mut Vec<DateTime<Utc>>,
     ) {
-        times.extend(engine.disruption_deadline());
+        let key = (engine.claims.revision(), engine.pools_version);
+        let at = match engine.expiry_deadline.get() {
+            Some((r, v, at)) if (r, v) == key => at,
+            _ => {
+                let at = engine.disruption_deadline();
+                engine.expiry_deadline.set(Some((key.0, key.1, at)));
+                at
+            }
+        };
+        times.extend(at);
     }
 }
 
