@@ -118,13 +118,19 @@ impl Engine {
         let Some(unit) = self.unit_prices.as_ref() else {
             return 0.0;
         };
-        let mut used = Resources::ZERO;
-        for (_, p) in self.pods.residents(&c.name).into_iter().flatten() {
-            used += p.requests;
-        }
+        let used = self.resident_requests(&c.name);
         (0..MAX_RESOURCES)
             .map(|slot| used.get(slot).max(0) as f64 * unit[slot])
             .fold(0.0, f64::max)
+    }
+
+    /// What the pods on claim `name` request together.
+    fn resident_requests(&self, name: &str) -> Resources {
+        let mut used = Resources::ZERO;
+        for (_, p) in self.pods.residents(name).into_iter().flatten() {
+            used += p.requests;
+        }
+        used
     }
 
     /// Fills [`Engine::unit_prices`] when the catalog or the pools changed since: per
@@ -311,11 +317,7 @@ impl Engine {
             .filter(|c| c.reopenable())
             .filter(|c| c.offering.price_per_hour <= buying * (1.0 + PRICE_EPSILON))
             .filter(|c| {
-                let mut used = Resources::ZERO;
-                for (_, p) in self.pods.residents(&c.name).into_iter().flatten() {
-                    used += p.requests;
-                }
-                let free = c.room.saturating_sub(&used);
+                let free = c.room.saturating_sub(&self.resident_requests(&c.name));
                 let could_save: f64 = plan
                     .new_nodes
                     .iter()

@@ -21,6 +21,19 @@ fn when_empty(annotations: serde_json::Value) -> Engine {
     )
 }
 
+/// Node "big": a 16-vCPU on-demand node ($0.80/h) running `pod` since t(0).
+fn dear_node(e: &mut Engine, pod: quartermaster_solver::Pod) {
+    node_with(
+        e,
+        "big",
+        "c.4xlarge",
+        CapacityType::OnDemand,
+        vec![pod],
+        t(0),
+        None,
+    );
+}
+
 fn cordoned(actions: &[Action]) -> Vec<&str> {
     actions
         .iter()
@@ -46,15 +59,7 @@ fn bought(actions: &[Action]) -> Vec<String> {
 fn a_dear_node_running_a_small_pod_takes_no_new_pods_and_goes_when_it_is_done() {
     // A 16-vCPU node ($0.80/h) runs one 500m pod, which a 2-vCPU node ($0.10/h) would hold.
     let mut e = when_empty(json!({}));
-    node_with(
-        &mut e,
-        "big",
-        "c.4xlarge",
-        CapacityType::OnDemand,
-        vec![pod("p0", 500, 0)],
-        t(0),
-        None,
-    );
+    dear_node(&mut e, pod("p0", 500, 0));
     let actions = run(&mut e, 0, 60);
     assert_eq!(cordoned(&actions), vec!["big"], "{actions:?}");
     assert_eq!(e.stats().retirements, 1);
@@ -123,15 +128,7 @@ fn nodes_consolidation_may_move_pods_off_are_left_to_consolidation() {
         ),
         EngineConfig::default(),
     );
-    node_with(
-        &mut e,
-        "big",
-        "c.4xlarge",
-        CapacityType::OnDemand,
-        vec![pod("p0", 500, 0)],
-        t(0),
-        None,
-    );
+    dear_node(&mut e, pod("p0", 500, 0));
     let actions = run(&mut e, 0, 600);
     assert_eq!(e.stats().retirements, 0, "{actions:?}");
     assert_eq!(commands(&actions).len(), 1, "{actions:?}");
@@ -150,15 +147,7 @@ fn a_jobs_node_is_retired_whatever_its_pools_policy() {
     );
     let mut job = pod("p0", 500, 0);
     job.owner = Some("Job/train".into());
-    node_with(
-        &mut e,
-        "big",
-        "c.4xlarge",
-        CapacityType::OnDemand,
-        vec![job],
-        t(0),
-        None,
-    );
+    dear_node(&mut e, job);
     let actions = run(&mut e, 0, 600);
     assert_eq!(cordoned(&actions), vec!["big"], "{actions:?}");
     assert!(commands(&actions).is_empty(), "{actions:?}");
@@ -167,15 +156,7 @@ fn a_jobs_node_is_retired_whatever_its_pools_policy() {
 #[test]
 fn a_retired_node_is_reopened_for_a_pod_that_would_need_as_dear_a_node() {
     let mut e = when_empty(json!({}));
-    node_with(
-        &mut e,
-        "big",
-        "c.4xlarge",
-        CapacityType::OnDemand,
-        vec![pod("p0", 500, 0)],
-        t(0),
-        None,
-    );
+    dear_node(&mut e, pod("p0", 500, 0));
     assert_eq!(cordoned(&run(&mut e, 0, 60)), vec!["big"]);
     // 12 vCPU: only a 16-vCPU node holds it, the price of the retired one, which has room.
     e.handle(t(100), Event::PodPending(pod("p1", 12_000, 0)));
@@ -202,27 +183,11 @@ fn a_retired_node_is_reopened_for_a_pod_that_would_need_as_dear_a_node() {
 #[test]
 fn a_ratio_of_zero_turns_retirement_off() {
     let mut e = when_empty(json!({"quartermaster.dev/retire-price-ratio": "0"}));
-    node_with(
-        &mut e,
-        "big",
-        "c.4xlarge",
-        CapacityType::OnDemand,
-        vec![pod("p0", 500, 0)],
-        t(0),
-        None,
-    );
+    dear_node(&mut e, pod("p0", 500, 0));
     let actions = run(&mut e, 0, 600);
     assert!(cordoned(&actions).is_empty(), "{actions:?}");
     // And a pool's own ratio replaces the default: 8 is the price ratio here, so 9 keeps it.
     let mut e = when_empty(json!({"quartermaster.dev/retire-price-ratio": "9"}));
-    node_with(
-        &mut e,
-        "big",
-        "c.4xlarge",
-        CapacityType::OnDemand,
-        vec![pod("p0", 500, 0)],
-        t(0),
-        None,
-    );
+    dear_node(&mut e, pod("p0", 500, 0));
     assert!(cordoned(&run(&mut e, 0, 600)).is_empty());
 }
