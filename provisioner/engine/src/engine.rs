@@ -531,6 +531,7 @@ impl Engine {
             Event::PodBound { pod, node } => self.pod_bound(now, pod, &node),
             Event::ClaimDeleting { claim } => self.deleting_elsewhere(now, &claim),
             Event::PodDoNotDisrupt { pod, on } => self.protect_pod(pod, on),
+            Event::PodCheckpointed { pod, on } => self.pod_checkpointed(pod, on),
             Event::NodeDoNotDisrupt { node, on } => self.protect_node(node, on),
             Event::DisruptionBudgets(pdbs) => self.disruption.pdbs = pdbs,
             Event::CatalogChanged(catalog) => {

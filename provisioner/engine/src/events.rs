@@ -118,7 +118,17 @@ pub enum Event {
         /// Whether the annotation is set to `"true"`.
         on: bool,
     },
-    /// The same annotation on a Node or NodeClaim (`node` is the node's or the claim's name).
+    /// A pod's `quartermaster.dev/checkpointed` annotation was set to `"true"` (`on`) or no
+    /// longer is: while set, voluntary disruption may move the pod although a run-to-completion
+    /// workload (a Job, a training job) owns it.
+    PodCheckpointed {
+        /// The pod.
+        pod: PodRef,
+        /// Whether the annotation is set to `"true"`.
+        on: bool,
+    },
+    /// The do-not-disrupt annotation on a Node or NodeClaim (`node` is the node's or the
+    /// claim's name).
     NodeDoNotDisrupt {
         /// Node or NodeClaim name.
         node: String,

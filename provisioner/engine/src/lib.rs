@@ -36,9 +36,9 @@ mod unavailable;
 
 pub use config::EngineConfig;
 pub use disruption::{
-    CommandKind, DO_NOT_DISRUPT, DisruptionCommand, DisruptionStats, KARPENTER_DO_NOT_DISRUPT,
-    PodDisruptionBudgetView, RETIRE_PRICE_RATIO, SPOT_TO_SPOT_MIN_TYPES, TEMPLATE_HASH_LABEL,
-    do_not_disrupt,
+    CHECKPOINTED, CommandKind, DO_NOT_DISRUPT, DisruptionCommand, DisruptionStats,
+    KARPENTER_DO_NOT_DISRUPT, PodDisruptionBudgetView, RETIRE_PRICE_RATIO, RUN_TO_COMPLETION_KINDS,
+    SPOT_TO_SPOT_MIN_TYPES, TEMPLATE_HASH_LABEL, checkpointed, do_not_disrupt, runs_to_completion,
 };
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeView};

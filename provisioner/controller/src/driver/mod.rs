@@ -160,6 +160,7 @@ pub struct Driver {
 #[derive(Debug, Default, PartialEq)]
 struct DisruptionInputs {
     pods: BTreeSet<PodRef>,
+    checkpointed: BTreeSet<PodRef>,
     nodes: BTreeSet<String>,
     pdbs: Vec<quartermaster_engine::PodDisruptionBudgetView>,
 }

@@ -197,6 +197,18 @@ impl Driver {
                         .flat_map(|r| r.pending.clone()),
                 )
                 .collect(),
+            checkpointed: stores
+                .pods
+                .state()
+                .iter()
+                .filter(|p| crate::translate::annotated_checkpointed(&p.metadata))
+                .filter_map(|p| {
+                    Some(PodRef::new(
+                        p.metadata.namespace.clone()?,
+                        p.metadata.name.clone()?,
+                    ))
+                })
+                .collect(),
             nodes: nodes
                 .iter()
                 .map(|n| &n.metadata)
@@ -217,6 +229,16 @@ impl Driver {
             engine.handle(
                 now,
                 Event::PodDoNotDisrupt {
+                    pod: pod.clone(),
+                    on,
+                },
+            );
+        }
+        for pod in next.checkpointed.symmetric_difference(&last.checkpointed) {
+            let on = next.checkpointed.contains(pod);
+            engine.handle(
+                now,
+                Event::PodCheckpointed {
                     pod: pod.clone(),
                     on,
                 },

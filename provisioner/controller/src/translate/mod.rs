@@ -12,7 +12,10 @@ use quartermaster_engine::EngineSetup;
 use quartermaster_solver::{Pod, PodRef, ResourceTable};
 
 pub use observe::{observe, observe_with_readings, observe_with_requests};
-pub use views::{annotated_do_not_disrupt, claim_offering, found_claim, node_view, pdb_view};
+pub use views::{
+    annotated_checkpointed, annotated_do_not_disrupt, claim_offering, found_claim, node_view,
+    pdb_view,
+};
 
 /// The NodeClaim label naming its NodePool (also on its Node).
 pub const LABEL_NODEPOOL: &str = quartermaster_policies::labels::LABEL_NODEPOOL;

@@ -45,6 +45,18 @@ mod disruption_input_tests {
             "quartermaster.dev/do-not-disrupt",
             "false"
         )));
+        assert!(annotated_checkpointed(&meta(
+            "quartermaster.dev/checkpointed",
+            "true"
+        )));
+        assert!(!annotated_checkpointed(&meta(
+            "quartermaster.dev/checkpointed",
+            "yes"
+        )));
+        assert!(!annotated_checkpointed(&meta(
+            "quartermaster.dev/do-not-disrupt",
+            "true"
+        )));
     }
 }
 

@@ -158,6 +158,16 @@ pub fn annotated_do_not_disrupt(
         .is_some_and(quartermaster_engine::do_not_disrupt)
 }
 
+/// Whether an object's annotations say it resumes from a checkpoint
+/// (`quartermaster.dev/checkpointed: "true"`).
+pub fn annotated_checkpointed(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    meta.annotations
+        .as_ref()
+        .is_some_and(quartermaster_engine::checkpointed)
+}
+
 /// A PodDisruptionBudget as the engine weighs voluntary disruption: its selector as
 /// requirements and `status.disruptionsAllowed` (0 until the PDB controller computed it). A
 /// selector the engine cannot read selects every pod of the namespace (the safe side).

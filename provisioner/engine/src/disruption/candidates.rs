@@ -1,5 +1,6 @@
-//! What voluntary disruption may touch: nodes whose pods may move (never a Job's pod, a
-//! do-not-disrupt pod or node, or past a PodDisruptionBudget), and what each pool's budget leaves.
+//! What voluntary disruption may touch: nodes whose pods may move (never a run-to-completion
+//! pod, a Job's or a training job's, unless annotated checkpointed; never a do-not-disrupt pod or
+//! node, or past a PodDisruptionBudget), and what each pool's budget leaves.
 
 use std::sync::Arc;
 
@@ -56,6 +57,15 @@ impl Engine {
         }
     }
 
+    /// A pod's checkpointed annotation changed.
+    pub(crate) fn pod_checkpointed(&mut self, pod: PodRef, on: bool) {
+        if on {
+            self.disruption.checkpointed_pods.insert(pod);
+        } else {
+            self.disruption.checkpointed_pods.remove(&pod);
+        }
+    }
+
     /// A node's (or NodeClaim's) do-not-disrupt annotation changed.
     pub(crate) fn protect_node(&mut self, node: String, on: bool) {
         if on {
@@ -103,15 +113,17 @@ impl Engine {
         }
     }
 
-    /// Whether a pod may be moved voluntarily (not a Job's, not do-not-disrupt).
+    /// Whether a pod may be moved voluntarily: not do-not-disrupt, and not run-to-completion
+    /// (a Job's, a training job's) unless annotated checkpointed.
     pub(crate) fn pod_movable(&self, id: &PodRef) -> bool {
         !self.disruption.protected_pods.contains(id)
-            && !self.pods.get(id).is_some_and(|e| {
-                e.pod
-                    .owner
-                    .as_deref()
-                    .is_some_and(|o| o.starts_with("Job/"))
-            })
+            && (self.disruption.checkpointed_pods.contains(id)
+                || !self.pods.get(id).is_some_and(|e| {
+                    e.pod
+                        .owner
+                        .as_deref()
+                        .is_some_and(crate::disruption::runs_to_completion)
+                }))
     }
 
     /// Nodes whose pods may be moved voluntarily now (any policy): initialized, schedulable,

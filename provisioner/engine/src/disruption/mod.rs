@@ -23,6 +23,24 @@ use crate::events::DeleteReason;
 pub const DO_NOT_DISRUPT: &str = "quartermaster.dev/do-not-disrupt";
 /// Karpenter's spelling of the same annotation, honoured for migrating users.
 pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// Pod annotation (value `"true"`): the pod resumes from a checkpoint when restarted, so
+/// voluntary disruption may move it although a run-to-completion workload owns it (see
+/// [`RUN_TO_COMPLETION_KINDS`]). Without it such pods are never moved: their work would be lost.
+pub const CHECKPOINTED: &str = "quartermaster.dev/checkpointed";
+/// Kinds of the controllers whose pods run to completion (a batch Job; the Kubeflow training
+/// operator's jobs, whose pods it owns directly): voluntary disruption never moves such a pod
+/// unless it is annotated [`CHECKPOINTED`]. A JobSet's or a Volcano Job's pods are owned by a
+/// `Job` too.
+pub const RUN_TO_COMPLETION_KINDS: [&str; 8] = [
+    "Job",
+    "PyTorchJob",
+    "TFJob",
+    "MPIJob",
+    "XGBoostJob",
+    "PaddleJob",
+    "JAXJob",
+    "MXJob",
+];
 /// NodePool annotation: how many cheaper spot instance types must exist before a spot node is
 /// replaced by another spot node (default [`crate::EngineConfig::spot_to_spot_min_types`]).
 pub const SPOT_TO_SPOT_MIN_TYPES: &str = "quartermaster.dev/spot-to-spot-min-types";
@@ -39,6 +57,18 @@ pub fn do_not_disrupt(annotations: &BTreeMap<String, String>) -> bool {
     [DO_NOT_DISRUPT, KARPENTER_DO_NOT_DISRUPT]
         .iter()
         .any(|k| annotations.get(*k).is_some_and(|v| v == "true"))
+}
+
+/// Whether a pod's annotations say it resumes from a checkpoint ([`CHECKPOINTED`] is `"true"`).
+pub fn checkpointed(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.get(CHECKPOINTED).is_some_and(|v| v == "true")
+}
+
+/// Whether a pod whose controller is `owner` (`Kind/namespace/name`, as [`Pod::owner`] holds
+/// it) runs to completion: its controller's kind is one of [`RUN_TO_COMPLETION_KINDS`].
+pub fn runs_to_completion(owner: &str) -> bool {
+    let kind = owner.split('/').next().unwrap_or_default();
+    RUN_TO_COMPLETION_KINDS.contains(&kind)
 }
 
 /// A PodDisruptionBudget as the engine uses it.
@@ -184,6 +214,8 @@ impl DisruptionStats {
 pub(crate) struct DisruptionState {
     /// Pods annotated do-not-disrupt.
     pub protected_pods: BTreeSet<PodRef>,
+    /// Run-to-completion pods annotated checkpointed (voluntary disruption may move them).
+    pub checkpointed_pods: BTreeSet<PodRef>,
     /// Nodes or claims annotated do-not-disrupt (by either name).
     pub protected_nodes: BTreeSet<String>,
     /// The cluster's PodDisruptionBudgets.

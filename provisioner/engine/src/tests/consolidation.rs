@@ -147,6 +147,25 @@ fn an_on_demand_fallback_node_is_replaced_by_cheaper_spot_later() {
 }
 
 #[test]
+fn a_fallback_node_is_looked_at_again_when_spot_is_usable_again_in_a_quiet_cluster() {
+    // Capacity errors keep spot out of plans for 10 minutes here: when the node is ripe
+    // (t=335) spot is still out, so no move saves anything. Nothing else happens, yet the node
+    // is asked about again when spot is usable again (t=604), and replaced.
+    let config = EngineConfig {
+        unavailable_ttl: chrono::TimeDelta::minutes(10),
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::new(setup_with("WhenEmptyOrUnderutilized", "5m"), config);
+    on_demand_after_spot_ran_out(&mut e, gpu_pod("a"));
+    let actions = settle(&mut e, 40, 600);
+    assert!(launches(&actions).is_empty(), "{actions:?}");
+    let actions = settle(&mut e, 600, 2000);
+    let replacement = launches(&actions);
+    assert_eq!(replacement.len(), 1, "{actions:?}");
+    assert_eq!(replacement[0].3, CapacityType::Spot);
+}
+
+#[test]
 fn job_pods_are_never_moved_and_when_empty_pools_are_left_alone() {
     // The same fallback situation, but the pod belongs to a Job.
     let mut e = consolidating_engine();
@@ -175,6 +194,82 @@ fn job_pods_are_never_moved_and_when_empty_pools_are_left_alone() {
             .all(|a| !matches!(a, Action::Delete { .. } | Action::Bind { .. })),
         "{actions:?}"
     );
+}
+
+#[test]
+fn a_training_pod_moves_only_when_annotated_checkpointed() {
+    // A Kubeflow PyTorchJob owns its pods directly: run to completion, never moved.
+    let mut e = consolidating_engine();
+    let mut pod = gpu_pod("llama-master-0");
+    pod.owner = Some("PyTorchJob/default/llama".into());
+    on_demand_after_spot_ran_out(&mut e, pod);
+    let actions = settle(&mut e, 40, 5000);
+    assert!(launches(&actions).is_empty(), "{actions:?}");
+
+    // A Job's pod that resumes from a checkpoint may move: the on-demand fallback node is
+    // replaced by spot once spot is back, as for any other pod.
+    let mut e = consolidating_engine();
+    let mut pod = gpu_pod("train-0");
+    pod.owner = Some("Job/default/train".into());
+    let id = pod.id.clone();
+    e.handle(t(0), Event::PodCheckpointed { pod: id, on: true });
+    on_demand_after_spot_ran_out(&mut e, pod);
+    let actions = settle(&mut e, 40, 1000);
+    let replacement = launches(&actions);
+    assert_eq!(replacement.len(), 1, "{actions:?}");
+    assert_eq!(replacement[0].3, CapacityType::Spot);
+
+    // The annotation taken off again before the node is ripe: the pod stays.
+    let mut e = consolidating_engine();
+    let mut pod = gpu_pod("train-0");
+    pod.owner = Some("Job/default/train".into());
+    let id = pod.id.clone();
+    e.handle(
+        t(0),
+        Event::PodCheckpointed {
+            pod: id.clone(),
+            on: true,
+        },
+    );
+    on_demand_after_spot_ran_out(&mut e, pod);
+    e.handle(t(50), Event::PodCheckpointed { pod: id, on: false });
+    let actions = settle(&mut e, 50, 5000);
+    assert!(launches(&actions).is_empty(), "{actions:?}");
+}
+
+#[test]
+fn pods_are_not_moved_onto_a_node_that_emptied_and_goes_anyway() {
+    let mut e = consolidating_engine();
+    // a and b each need a node of their own.
+    e.handle(t(0), Event::PodPending(cpu_pod("a", 2500)));
+    e.handle(t(0), Event::PodPending(cpu_pod("b", 2500)));
+    let actions = e.poll(t(2));
+    assert_eq!(launches(&actions).len(), 2, "{actions:?}");
+    bring_up(&mut e, &actions, 2, 0);
+    for (pod, node) in binds(&e.poll(t(40))) {
+        let pod = cpu_pod(&pod, 2500);
+        e.handle(t(41), Event::PodBound { pod, node });
+    }
+    // At t=400, long after both nodes were ripe, a finishes. Moving b onto a's empty node and
+    // deleting b's would save what deleting the empty node saves 5 minutes later: b stays, and
+    // the empty node goes.
+    let a_claim = e
+        .claims()
+        .find(|c| c.node_name.as_deref() == Some("node-0"))
+        .map(|c| c.name.clone())
+        .expect("node-0's claim");
+    e.handle(t(400), Event::PodGone(PodRef::new("default", "a")));
+    let actions = settle(&mut e, 400, 2000);
+    assert!(binds(&actions).is_empty(), "b is not moved: {actions:?}");
+    let deleted: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Delete { claim, reason, .. } => Some((claim.clone(), *reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted, vec![(a_claim, DeleteReason::Empty)], "{actions:?}");
+    assert_eq!(e.stats().consolidation_deletes, 0);
 }
 
 #[test]
@@ -226,6 +321,14 @@ fn a_replacement_that_cannot_launch_cheaper_calls_the_consolidation_off() {
         "the pod stays where it runs"
     );
     assert_eq!(e.waiting().count(), 0);
+    // Nothing else happens in the cluster: the node is asked about again once its backoff
+    // (15 minutes) ends, and spot, back by then, replaces it.
+    let actions = settle(&mut e, 1003, 1001 + 15 * 60 - 1);
+    assert!(launches(&actions).is_empty(), "not during the backoff");
+    let actions = settle(&mut e, 1001 + 15 * 60 - 1, 4000);
+    let again = launches(&actions);
+    assert_eq!(again.len(), 1, "{actions:?}");
+    assert_eq!(again[0].3, CapacityType::Spot);
 }
 
 /// The on-demand fallback scenario under `Balanced`, with spot at `spot_price`.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_cloud::CloudProvider;
 use quartermaster_engine::Event;
-use quartermaster_policies::{DisruptionReason, LabelLookup};
+use quartermaster_policies::{ConsolidationPolicy, DisruptionReason, LabelLookup};
 use quartermaster_pricing::CapacityType;
 use quartermaster_solver::{
     ClusterSnapshot, ExistingNode, NODEPOOL_LABEL, OfferingKey, OfferingLimit, Pod, PodRef,
@@ -318,12 +318,13 @@ impl Driver<'_> {
         spot_types < min
     }
 
-    /// Whether consolidation may move `pod` (the engine leaves Job pods and do-not-disrupt pods
-    /// where they are).
+    /// Whether consolidation may move `pod` (the engine leaves Job pods not annotated
+    /// checkpointed and do-not-disrupt pods where they are).
     fn consolidation_may_move(&self, pod: &PodRef) -> bool {
         self.workload_of.get(pod).is_none_or(|w| {
             let w = &self.scenario.workloads[*w];
-            !matches!(w.kind, WorkloadKind::Job(_)) && !w.do_not_disrupt()
+            (!matches!(w.kind, WorkloadKind::Job(_)) || w.annotated_checkpointed())
+                && !w.do_not_disrupt()
         })
     }
 
@@ -338,12 +339,20 @@ impl Driver<'_> {
         let placeholders = self.buffer_placeholders();
         let mut pending: Vec<&Pod> = placeholders.iter().collect();
         for (name, node) in self.cluster.nodes() {
+            let instance = &self.rec.instances[node.instance];
+            // A pool that only removes empty nodes never moves a pod off one.
+            let when_empty = self.world.pool(&instance.node_pool).is_some_and(|i| {
+                matches!(
+                    self.world.setup.pools[i].node_pool.consolidation_policy(),
+                    ConsolidationPolicy::WhenEmpty
+                )
+            });
             let mut stay: Vec<Arc<Pod>> = Vec::new();
             for id in &node.pods {
                 let Some(pod) = self.cluster.pod(id) else {
                     continue;
                 };
-                if self.consolidation_may_move(id) {
+                if !when_empty && self.consolidation_may_move(id) {
                     pending.push(pod);
                 } else {
                     stay.push(Arc::new(pod.clone()));
@@ -351,7 +360,6 @@ impl Driver<'_> {
             }
             // A spot node in a pool where consolidation may never replace spot with spot stays
             // too (its pods may still move onto it or elsewhere).
-            let instance = &self.rec.instances[node.instance];
             let spot_kept = instance.capacity_type == CapacityType::Spot
                 && *spot_refused
                     .entry(instance.node_pool.as_str())

@@ -219,13 +219,24 @@ impl Driver<'_> {
                 pod.gang = None;
             }
             let id = pod.id.clone();
-            let protected = self
+            let workload = self
                 .workload_of
                 .get(&id)
-                .is_some_and(|w| self.scenario.workloads[*w].do_not_disrupt());
+                .map(|w| &self.scenario.workloads[*w]);
+            let protected = workload.is_some_and(|w| w.do_not_disrupt());
+            let checkpointed = workload.is_some_and(|w| w.annotated_checkpointed());
             match node {
                 Some(node) => self.engine.handle(now, Event::PodBound { pod, node }),
                 None => self.engine.handle(now, Event::PodPending(pod)),
+            }
+            if checkpointed {
+                self.engine.handle(
+                    now,
+                    Event::PodCheckpointed {
+                        pod: id.clone(),
+                        on: true,
+                    },
+                );
             }
             if protected {
                 self.engine

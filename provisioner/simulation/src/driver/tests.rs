@@ -3,6 +3,8 @@
 use chrono::TimeDelta;
 
 use super::run;
+use quartermaster_pricing::CapacityType;
+
 use crate::record::EndReason;
 use crate::scenario::Scenario;
 use crate::testing::{gpu_job, scenario, scenario_text};
@@ -98,6 +100,59 @@ fn a_checkpointed_job_resumes_where_it_stopped() {
         .map(|s| s.end - s.start)
         .fold(TimeDelta::zero(), |a, b| a + b);
     assert_eq!(ran, TimeDelta::hours(2));
+}
+
+#[test]
+fn a_job_annotated_checkpointed_moves_from_its_fallback_node_to_spot_and_others_stay() {
+    // Spot is out for the first hour: the 3-hour job starts on on-demand. Once spot is back,
+    // consolidation moves it to spot only when its pods say they resume from a checkpoint.
+    let run_with = |annotated: bool| {
+        let mut job = gpu_job("train", "[{at: 10m}]", "3h", true);
+        if annotated {
+            job = job.replace(
+                "      template:\n        spec:",
+                "      template:\n        metadata: {annotations: {quartermaster.dev/checkpointed: 'true'}}\n        spec:",
+            );
+        }
+        let text = scenario_text(
+            "5h",
+            "[spot, on-demand]",
+            "{insufficientCapacity: [{family: g2, capacityType: spot, until: 1h}]}",
+            &job,
+        )
+        .replace(
+            "consolidationPolicy: WhenEmpty,",
+            "consolidationPolicy: WhenEmptyOrUnderutilized,",
+        );
+        let s = Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"));
+        run(&s, 3, None).unwrap()
+    };
+    let moved = run_with(true);
+    let rec = &moved.record;
+    assert!(rec.pods[0].completed);
+    assert_eq!(rec.pods[0].evictions, 1, "moved once");
+    let ran: TimeDelta = rec
+        .segments
+        .iter()
+        .map(|s| s.end - s.start)
+        .fold(TimeDelta::zero(), |a, b| a + b);
+    assert_eq!(ran, TimeDelta::hours(3), "no progress lost");
+    let capacity: Vec<_> = rec.instances.iter().map(|i| i.capacity_type).collect();
+    assert_eq!(capacity, vec![CapacityType::OnDemand, CapacityType::Spot]);
+
+    let on_demand_hours = |rec: &crate::record::Record| {
+        let i = &rec.instances[0];
+        (i.end.expect("ended") - i.start).as_seconds_f64() / 3600.0
+    };
+    let stayed = run_with(false);
+    assert_eq!(stayed.record.pods[0].evictions, 0);
+    assert_eq!(stayed.record.instances.len(), 1);
+    assert!(
+        on_demand_hours(rec) < 1.5 && on_demand_hours(&stayed.record) > 3.0,
+        "{} {}",
+        on_demand_hours(rec),
+        on_demand_hours(&stayed.record)
+    );
 }
 
 #[test]

@@ -66,9 +66,18 @@ impl Driver<'_> {
                 .or_default()
                 .insert(pod.id.clone());
         }
-        let protected = w.do_not_disrupt();
+        let (protected, checkpointed) = (w.do_not_disrupt(), w.annotated_checkpointed());
         let id = pod.id.clone();
         self.engine.handle(self.now, Event::PodPending(pod));
+        if checkpointed {
+            self.engine.handle(
+                self.now,
+                Event::PodCheckpointed {
+                    pod: id.clone(),
+                    on: true,
+                },
+            );
+        }
         if protected {
             self.engine
                 .handle(self.now, Event::PodDoNotDisrupt { pod: id, on: true });

@@ -154,6 +154,12 @@ impl Workload {
     pub fn do_not_disrupt(&self) -> bool {
         quartermaster_engine::do_not_disrupt(&self.metadata.annotations)
     }
+
+    /// Whether its pods are annotated `quartermaster.dev/checkpointed` (what the engine is told;
+    /// whether a Job's progress survives an eviction is its spec's `checkpointed`).
+    pub fn annotated_checkpointed(&self) -> bool {
+        quartermaster_engine::checkpointed(&self.metadata.annotations)
+    }
 }
 
 impl Workload {

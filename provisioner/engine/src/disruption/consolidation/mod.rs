@@ -75,7 +75,25 @@ impl Engine {
         }
         self.consolidation_next = Some(now + self.config.consolidation_interval);
         self.consolidation_seen = Some(self.version);
-        let (candidates, wake) = self.consolidation_candidates(now);
+        let (candidates, mut wake) = self.consolidation_candidates(now);
+        // Offerings a capacity error took away may be what keeps a candidate where it is (an
+        // on-demand fallback node that spot would replace once spot is back): the candidates
+        // are looked at again when the first of them is usable again, even in a quiet cluster.
+        if !candidates.is_empty()
+            && let Some(back) = self.unavailable.next_expiry()
+        {
+            wake = Some(wake.map_or(back, |w| w.min(back)));
+        }
+        // So is a node whose move was called off, when its backoff ends.
+        let backoff_ends = self
+            .claims
+            .values()
+            .filter_map(|c| c.consolidation_backoff)
+            .filter(|t| *t > now)
+            .min();
+        if let Some(t) = backoff_ends {
+            wake = Some(wake.map_or(t, |w| w.min(t)));
+        }
         self.consolidation_wake = wake;
         if self.replace_drifted(now) {
             return;
@@ -230,7 +248,7 @@ impl Engine {
         require_saving: bool,
     ) -> Option<Proposal> {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let (mut snapshot, _) = self.snapshot_without(now, &refs);
+        let (mut snapshot, target_to_claim) = self.snapshot_without(now, &refs);
         self.keep_roomiest_targets(&mut snapshot);
         self.stats.solves += 1;
         let plan = crate::provisioning::plan(&snapshot, &self.setup.catalog, now);
@@ -252,9 +270,24 @@ impl Engine {
             .iter()
             .map(|n| n.offering.price_per_hour)
             .sum();
-        let saving = old - new;
+        // An empty node the pods would move onto is about to go anyway: filling it saves its
+        // price no more than its removal does. Only what the move saves beyond that counts (a
+        // running job is not moved from one node onto an equal one that just emptied).
+        let forgone: f64 = if require_saving {
+            let held = self.headroom.by_claim();
+            plan.existing
+                .iter()
+                .filter_map(|p| self.claims.get(target_to_claim.get(&p.node)?))
+                .filter(|c| !held.contains_key(c.name.as_str()))
+                .filter(|c| self.empty_deadline(c).is_some())
+                .map(|c| c.offering.price_per_hour)
+                .sum()
+        } else {
+            0.0
+        };
+        let saving = old - new - forgone;
         if require_saving {
-            if new >= old * (1.0 - self.config.consolidation_min_saving) {
+            if new + forgone >= old * (1.0 - self.config.consolidation_min_saving) {
                 return None;
             }
             if !self.spot_to_spot_allowed(&names, &plan, old) {
