@@ -459,6 +459,13 @@ pub struct SimulateArgs {
     /// capacity-type requirements), to compare cost and pending times with and without it.
     #[arg(long)]
     pub without_flex_start: bool,
+    /// Run with the disruption rules lifted, to compare: every NodePool consolidates
+    /// underutilized nodes after 30 s with no budget and replaces spot with any cheaper spot
+    /// type, every Job checkpoints, no pod is do-not-disrupt or under a PodDisruptionBudget.
+    /// The cost difference is what the rules cost; `fleet_cost_over_hindsight` shows how close
+    /// the engine comes to the hindsight when it may make the hindsight's moves.
+    #[arg(long)]
+    pub without_disruption_rules: bool,
     /// Who binds pods: `scheduler`, a stand-in for the kube-scheduler that ignores the
     /// engine's nominations (filters, then LeastAllocated and balanced-allocation scores),
     /// `most-allocated` (the same scoring MostAllocated, a packing profile), or `planned`, every

@@ -41,6 +41,11 @@ pub fn run(args: &SimulateArgs, out: &mut dyn Write, err: &mut dyn Write) -> any
     } else {
         scenario
     };
+    let scenario = if args.without_disruption_rules {
+        scenario.without_disruption_rules()
+    } else {
+        scenario
+    };
     let scenario = scenario.with_binder(match args.binder {
         BinderArg::Scheduler => Binder::Scheduler,
         BinderArg::MostAllocated => Binder::MostAllocated,

@@ -934,3 +934,49 @@ fn the_hindsight_fills_the_reservations_open_at_the_time() {
     assert!(r.hindsight.samples > 0);
     assert!(r.hindsight.cost.abs() < 1e-9, "{:?}", r.hindsight);
 }
+
+#[test]
+fn without_disruption_rules_the_fleet_comes_close_to_its_hindsight() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/business-hours-budget.yaml");
+    let s = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let lifted = s.without_disruption_rules();
+    let pools = serde_json::to_string(&lifted.node_pools).unwrap();
+    assert!(!pools.contains("budgets"), "{pools}");
+    assert!(pools.contains("\"consolidateAfter\":\"30s\""), "{pools}");
+    assert!(
+        pools.contains("\"quartermaster.dev/spot-to-spot-min-types\":\"1\""),
+        "{pools}"
+    );
+    assert!(lifted.workloads.iter().all(|w| !w.do_not_disrupt()));
+    assert!(lifted.workloads.iter().all(|w| w.max_unavailable.is_none()));
+    assert!(s.workloads.iter().any(|w| w.do_not_disrupt()));
+
+    // The zero-node budget holds the morning's nodes all day: lifted, they go at 10:00.
+    let kept = crate::simulate(&s, None, None).unwrap().summary;
+    let free = crate::simulate(&lifted, None, None).unwrap().summary;
+    assert!(free.total_cost < 0.7 * kept.total_cost, "{free:?} {kept:?}");
+    let ratio = free.fleet_cost_over_hindsight.unwrap();
+    assert!(ratio <= 1.05, "{ratio}");
+    assert!(kept.fleet_cost_over_hindsight.unwrap() > 1.5);
+    assert!(free.broken_invariants().is_empty());
+}
+
+#[test]
+fn without_disruption_rules_every_job_checkpoints_and_says_so() {
+    let s = scenario(
+        "1h",
+        "[spot]",
+        "{}",
+        &gpu_job("train", "[{at: 0s}]", "30m", false),
+    );
+    let lifted = s.without_disruption_rules();
+    let w = &lifted.workloads[0];
+    assert!(w.annotated_checkpointed());
+    assert!(matches!(&w.kind, crate::scenario::WorkloadKind::Job(j) if j.checkpointed));
+    let pools = serde_json::to_string(&lifted.node_pools).unwrap();
+    assert!(
+        pools.contains("\"consolidationPolicy\":\"WhenEmptyOrUnderutilized\""),
+        "{pools}"
+    );
+}

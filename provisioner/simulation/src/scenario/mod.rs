@@ -369,6 +369,41 @@ impl Scenario {
         s
     }
 
+    /// The same scenario with its disruption rules lifted (`simulate --without-disruption-rules`:
+    /// what the rules cost, by difference, and how close the engine comes to the hindsight when
+    /// it may make the moves the hindsight makes). Every NodePool, later changes included,
+    /// consolidates underutilized nodes after [`RULES_LIFTED_CONSOLIDATE_AFTER`] with no budget
+    /// and replaces spot with any cheaper spot type; every Job checkpoints and says so
+    /// (`quartermaster.dev/checkpointed`); no pod is do-not-disrupt or under a
+    /// PodDisruptionBudget.
+    pub fn without_disruption_rules(&self) -> Scenario {
+        let mut s = self.clone();
+        let pools = s
+            .node_pools
+            .iter_mut()
+            .chain(s.changes.iter_mut().flat_map(|c| c.node_pools.iter_mut()));
+        for pool in pools {
+            lift_disruption_rules(pool);
+        }
+        for w in &mut s.workloads {
+            if let WorkloadKind::Job(job) = &mut w.kind {
+                job.checkpointed = true;
+                w.metadata.annotations.insert(
+                    quartermaster_engine::CHECKPOINTED.to_owned(),
+                    "true".to_owned(),
+                );
+            }
+            w.metadata
+                .annotations
+                .remove(quartermaster_engine::DO_NOT_DISRUPT);
+            w.metadata
+                .annotations
+                .remove(quartermaster_engine::KARPENTER_DO_NOT_DISRUPT);
+            w.max_unavailable = None;
+        }
+        s
+    }
+
     /// The same scenario with every NodePool restricted to on-demand capacity (the baseline
     /// that `on_demand_only_cost` is measured with).
     pub fn on_demand_only(&self) -> Scenario {
@@ -421,6 +456,42 @@ fn drop_flex_start(pool: &mut Value) {
         .and_then(Value::as_object_mut)
     {
         labels.retain(|k, v| !(KEYS.contains(&k.as_str()) && v.as_str() == Some(FLEX)));
+    }
+}
+
+/// How long a NodePool waits before consolidating a node when its rules are lifted
+/// ([`Scenario::without_disruption_rules`]).
+pub const RULES_LIFTED_CONSOLIDATE_AFTER: &str = "30s";
+
+/// A NodePool manifest's disruption rules lifted: `WhenEmptyOrUnderutilized` after
+/// [`RULES_LIFTED_CONSOLIDATE_AFTER`], no budgets, spot replaced by any cheaper spot type.
+fn lift_disruption_rules(pool: &mut Value) {
+    if let Some(spec) = pool.get_mut("spec").and_then(Value::as_object_mut) {
+        let disruption = spec
+            .entry("disruption")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(d) = disruption.as_object_mut() {
+            d.insert(
+                "consolidationPolicy".into(),
+                Value::from("WhenEmptyOrUnderutilized"),
+            );
+            d.insert(
+                "consolidateAfter".into(),
+                Value::from(RULES_LIFTED_CONSOLIDATE_AFTER),
+            );
+            d.remove("budgets");
+        }
+    }
+    if let Some(meta) = pool.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(
+                quartermaster_engine::SPOT_TO_SPOT_MIN_TYPES.into(),
+                Value::from("1"),
+            );
+        }
     }
 }
 
