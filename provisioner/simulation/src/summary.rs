@@ -155,7 +155,8 @@ pub struct Summary {
     /// late window: stuck (must be 0).
     pub servable_pods_unplaced: u64,
     /// Pods waiting at the end that some NodePool can serve but that arrived (or were evicted)
-    /// within the late window before the end: too late to be served, not stuck.
+    /// within the late window before the end, or that wait for a node still coming up within
+    /// the engine's registration and GPU budgets: too late to be served, not stuck.
     pub late_arrivals: u64,
     /// Pods waiting at the end that no NodePool can serve.
     pub unservable_pods_at_end: u64,

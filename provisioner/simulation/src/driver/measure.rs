@@ -12,7 +12,8 @@
 //!   hindsight's nodes), its cost held for the half hour (solved again only when the pods bound
 //!   or the outages changed);
 //! - the pods still waiting at the end: no NodePool can serve them, they arrived too late to be
-//!   served, or they were stuck.
+//!   served (or wait for a node still coming up within the engine's budgets), or they were
+//!   stuck.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -62,7 +63,8 @@ pub struct Hindsight {
 pub struct Waiting {
     /// No NodePool can serve them (the solver on an empty cluster leaves them out).
     pub unservable: u64,
-    /// Servable, but waiting for less than the late window.
+    /// Servable, but waiting for less than the late window, or for a node still coming up
+    /// within the engine's budgets.
     pub late_arrivals: u64,
     /// Servable and waiting longer: the engine or the cluster left them behind.
     pub stuck: u64,
@@ -545,13 +547,32 @@ impl Driver<'_> {
                 .map(|s| s.end)
                 .max()
                 .unwrap_or(self.rec.pods[record].created);
-            if self.now - since < window {
+            if self.now - since < window || self.coming_up_for(&pod.id) {
                 out.late_arrivals += 1;
             } else {
                 out.stuck += 1;
             }
         }
         out
+    }
+
+    /// Whether the engine placed `pod` on a node still coming up, within the time it gives a
+    /// node to register and then to show its GPUs: the pod is being served, not left behind
+    /// (under chaos a node that never registers makes its pods wait that long).
+    fn coming_up_for(&self, pod: &PodRef) -> bool {
+        let Some(claim) = self.engine.placement(pod) else {
+            return false;
+        };
+        let Some(c) = self.engine.claims().find(|c| c.name == claim) else {
+            return false;
+        };
+        let config = &self.scenario.engine;
+        let due = match (c.registered_at, c.launched_at) {
+            (Some(registered), _) => registered + config.accelerator_ready_budget,
+            (None, Some(launched)) => launched + config.registration_budget,
+            (None, None) => c.created_at + config.registration_budget,
+        };
+        !c.initialized && self.now <= due
     }
 
     /// Holds the workload still from now on and runs the engine until consolidation is done

@@ -980,3 +980,20 @@ fn without_disruption_rules_every_job_checkpoints_and_says_so() {
         "{pools}"
     );
 }
+
+#[test]
+fn a_pod_waiting_for_a_node_still_within_its_registration_budget_is_late_not_stuck() {
+    // The node launched for the job never registers; the run ends 15 minutes after the job
+    // arrived, before the engine's 15-minute registration budget for it ran out.
+    let mut s = scenario(
+        "30m",
+        "[on-demand]",
+        "{}",
+        &gpu_job("train", "[{at: 15m}]", "1h", false),
+    );
+    s.cloud.nodes_never_register = 1.0;
+    let sim = crate::simulate(&s, None, None).unwrap();
+    let v = sim.summary.to_json();
+    assert_eq!(v["servable_pods_unplaced"], 0, "{v}");
+    assert_eq!(v["late_arrivals"], 1, "{v}");
+}
