@@ -21,6 +21,9 @@ use crate::schedule::Kind;
 pub(crate) struct Timeline {
     /// The launch call was accepted.
     pub(crate) launched_at: DateTime<Utc>,
+    /// Billing starts: the accepted launch, or for flex-start the end of the queue wait
+    /// (Compute Engine bills a flex-start VM from when it runs, not while it is queued).
+    pub(crate) billed_from: DateTime<Utc>,
     /// Pending → Running.
     pub(crate) running_at: DateTime<Utc>,
     /// The Node registers.
@@ -216,6 +219,7 @@ mod tests {
     fn deletion_cuts_the_timeline() {
         let mut t = Timeline {
             launched_at: at(0),
+            billed_from: at(0),
             running_at: at(40),
             registered_at: at(70),
             accelerators_at: Some(at(115)),

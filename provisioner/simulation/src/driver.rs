@@ -476,7 +476,10 @@ impl<'s> Driver<'s> {
     /// What the running instances cost per hour at the prices in force now.
     fn fleet_cost(&self) -> f64 {
         (0..self.rec.instances.len())
-            .filter(|i| self.rec.instances[*i].end.is_none())
+            .filter(|i| {
+                let r = &self.rec.instances[*i];
+                r.end.is_none() && r.start <= self.now
+            })
             .map(|i| self.instance_price(i))
             .sum()
     }

@@ -17,7 +17,9 @@ pub struct Step {
 }
 
 impl Step {
-    /// Adds `delta` to the value from `at` on (`at` never goes backwards).
+    /// Adds `delta` to the value from `at` on. `at` is usually the latest instant so far; an
+    /// earlier one (a change dated before one already recorded for later, as a billing start
+    /// after a flex-start queue) is put in its place.
     pub fn add(&mut self, at: DateTime<Utc>, delta: f64) {
         if delta == 0.0 {
             return;
@@ -25,6 +27,16 @@ impl Step {
         self.current += delta;
         match self.points.last_mut() {
             Some((t, v)) if *t == at => *v = self.current,
+            Some((t, _)) if *t > at => {
+                let from = self.points.partition_point(|(t, _)| *t < at);
+                if self.points.get(from).is_none_or(|(t, _)| *t != at) {
+                    let before = from.checked_sub(1).map_or(0.0, |i| self.points[i].1);
+                    self.points.insert(from, (at, before));
+                }
+                for (_, v) in &mut self.points[from..] {
+                    *v += delta;
+                }
+            }
             _ => self.points.push((at, self.current)),
         }
     }
@@ -147,7 +159,7 @@ pub struct InstanceRecord {
     pub accelerators: u32,
     /// Allocatable CPU millicores, memory bytes and accelerators, for cost shares.
     pub allocatable: Resources,
-    /// Billing starts.
+    /// Billing starts (for flex-start, when its queue wait ends).
     pub start: DateTime<Utc>,
     /// Billing ends (`None` while running).
     pub end: Option<DateTime<Utc>>,
@@ -292,12 +304,14 @@ impl Record {
         self.instances.len() - 1
     }
 
-    /// Stops billing an instance (idempotent).
+    /// Stops billing an instance (idempotent). One that ends before its billing started (a
+    /// flex-start request deleted in the queue) is billed nothing.
     pub fn ended(&mut self, index: usize, at: DateTime<Utc>, reason: EndReason) {
         let r = &mut self.instances[index];
         if r.end.is_some() {
             return;
         }
+        let at = at.max(r.start);
         r.end = Some(at);
         r.end_reason = Some(reason);
         let (gpus, price) = (f64::from(r.accelerators), r.price_per_hour);
@@ -312,6 +326,20 @@ mod tests {
     use chrono::TimeDelta;
 
     use super::*;
+
+    #[test]
+    fn a_step_dated_before_the_latest_goes_in_its_place() {
+        let t0 = DateTime::from_timestamp(0, 0).unwrap();
+        let h = |x: i64| t0 + TimeDelta::minutes(x * 30);
+        let mut s = Step::default();
+        s.add(h(3), 2.0); // a billing start after a queue: 2 from 1:30
+        s.add(h(1), 1.0); // 1 more from 0:30, recorded after it
+        s.add(h(3), -2.0); // ended when it started: nothing billed
+        s.add(h(4), 5.0);
+        assert_eq!(s.current(), 6.0);
+        assert_eq!(s.buckets(t0, h(5), 5), vec![0.0, 1.0, 1.0, 1.0, 6.0]);
+        assert_eq!(s.max(), 6.0);
+    }
 
     #[test]
     fn step_buckets_are_time_weighted_averages() {

@@ -311,6 +311,7 @@ impl SimCloud {
             full_allocatable,
             timeline: Timeline {
                 launched_at: now,
+                billed_from: after(now, queued),
                 running_at,
                 registered_at,
                 accelerators_at,

@@ -367,15 +367,15 @@ impl SimCloud {
             .collect())
     }
 
-    /// Inspection: the instance-seconds the cloud billed up to `until` (launch accepted to
-    /// deleted or reclaimed).
+    /// Inspection: the instance-seconds the cloud billed up to `until` (launch accepted, or for
+    /// flex-start the end of its queue wait, to deleted or reclaimed).
     pub fn billed_seconds(&self, until: DateTime<Utc>) -> f64 {
         let st = self.state_now().0;
         st.instances
             .iter()
             .map(|i| {
                 let end = i.timeline.gone_at().map_or(until, |g| g.min(until));
-                (end - i.timeline.launched_at).as_seconds_f64().max(0.0)
+                (end - i.timeline.billed_from).as_seconds_f64().max(0.0)
             })
             .sum()
     }

@@ -330,6 +330,13 @@ impl Driver<'_> {
             })
             .map_or(instance.price_per_hour, |o| o.price_per_hour);
         let accelerator = it.and_then(|it| it.accelerator.as_ref());
+        let queued = match it {
+            Some(it) if instance.capacity_type == CapacityType::FlexStart => {
+                TimeDelta::from_std(self.scenario.cloud.flex_start.wait.for_family(&it.family))
+                    .unwrap_or_default()
+            }
+            _ => TimeDelta::zero(),
+        };
         InstanceRecord {
             provider_id: instance.provider_id.clone(),
             cloud,
@@ -350,8 +357,9 @@ impl Driver<'_> {
                 to_resources(&self.world.setup.resources, &it.allocatable())
             }),
             // When the cloud accepted it (earlier than now for a launch whose answer was lost
-            // and that was found again).
-            start: instance.launched_at.min(self.now),
+            // and that was found again); a flex-start request is billed once its queue wait
+            // ends, as Compute Engine bills from when the VM runs.
+            start: instance.launched_at.min(self.now) + queued,
             end: None,
             end_reason: None,
             interrupted: false,

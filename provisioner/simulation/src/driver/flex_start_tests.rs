@@ -62,6 +62,12 @@ fn a_flex_start_node_waits_in_the_queue_and_is_drained_before_its_run_ends() {
         .collect();
     assert_eq!(flex.len(), 2, "{:?}", rec.instances);
     assert_eq!(rec.instances.len(), 2, "nothing else was bought");
+    // Billed from the end of its queue wait (5 minutes after the launch at 10m + 1 s), as
+    // Compute Engine bills a flex-start VM from when it runs.
+    assert_eq!(
+        flex[0].start,
+        s.start + TimeDelta::minutes(10) + TimeDelta::seconds(1) + TimeDelta::minutes(5)
+    );
     // The first node went before its seven days (counted from the launch) ran out.
     let first = flex[0];
     let end = first.end.expect("the first node is gone");
