@@ -198,6 +198,113 @@ impl Driver<'_> {
         self.solve_within(nodes, pods, bound, unavailable, Vec::new(), false)
     }
 
+    /// A lower bound on the cost of `snapshot`'s pods that holds each of its offering limits
+    /// across every shape and zone the limit covers, by Lagrangian relaxation: for any
+    /// `μ_l ≥ 0`, the solver's bound with `μ_l` added to the price of every offering under limit
+    /// `l`, less `Σ_l μ_l·max_l`, is at most what any plan within the limits costs (such a plan
+    /// pays at most `max_l` times `μ_l` extra). Each `μ_l` is searched (golden section, a few
+    /// solves) between 0 and the dearest offering it covers; the best bound found is returned.
+    fn shared_limits_bound(
+        &self,
+        snapshot: &ClusterSnapshot,
+        catalog: &quartermaster_pricing::Catalog,
+        options: &SolveOptions,
+    ) -> f64 {
+        const STEPS: usize = 8;
+        let limits = &snapshot.offering_limits;
+        let key = |it: &quartermaster_pricing::InstanceType,
+                   o: &quartermaster_pricing::Offering| {
+            OfferingKey {
+                cloud: it.cloud,
+                instance_type: it.name.clone(),
+                zone: o.zone.clone(),
+                capacity_type: o.capacity_type,
+            }
+        };
+        // Which limits each offering of the catalog counts against.
+        let under: Vec<Vec<Vec<usize>>> = catalog
+            .instance_types()
+            .iter()
+            .map(|it| {
+                it.offerings
+                    .iter()
+                    .map(|o| {
+                        let k = key(it, o);
+                        (0..limits.len())
+                            .filter(|l| limits[*l].offerings.contains(&k))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let under = &under;
+        let bound_at = |mu: &[f64]| -> f64 {
+            let mut types = catalog.instance_types().to_vec();
+            for (t, it) in types.iter_mut().enumerate() {
+                for (i, o) in it.offerings.iter_mut().enumerate() {
+                    o.price_per_hour += under[t][i].iter().map(|l| mu[*l]).sum::<f64>();
+                }
+            }
+            let priced = quartermaster_pricing::Catalog::new(types);
+            let plan = quartermaster_solver::solve_with(snapshot, &priced, self.now, options);
+            let paid: f64 = mu
+                .iter()
+                .zip(limits)
+                .map(|(m, l)| m * f64::from(l.max))
+                .sum();
+            plan.lower_bound_per_hour - paid
+        };
+        let mut mu = vec![0.0; limits.len()];
+        let mut best = f64::NEG_INFINITY;
+        for l in 0..limits.len() {
+            let dearest = catalog
+                .instance_types()
+                .iter()
+                .enumerate()
+                .flat_map(|(t, it)| {
+                    it.offerings
+                        .iter()
+                        .enumerate()
+                        .filter(move |(i, _)| under[t][*i].contains(&l))
+                        .map(|(_, o)| o.price_per_hour)
+                })
+                .fold(0.0, f64::max);
+            if dearest <= 0.0 {
+                continue;
+            }
+            // The bound is concave in each μ_l: a golden-section search keeps the best point.
+            let phi = (5f64.sqrt() - 1.0) / 2.0;
+            let (mut lo, mut hi) = (0.0, dearest);
+            let mut at = |m: f64, mu: &mut Vec<f64>| {
+                mu[l] = m;
+                let b = bound_at(mu);
+                best = best.max(b);
+                b
+            };
+            let mut a = hi - phi * (hi - lo);
+            let mut b = lo + phi * (hi - lo);
+            let mut fa = at(a, &mut mu);
+            let mut fb = at(b, &mut mu);
+            for _ in 0..STEPS {
+                if fa < fb {
+                    lo = a;
+                    a = b;
+                    fa = fb;
+                    b = lo + phi * (hi - lo);
+                    fb = at(b, &mut mu);
+                } else {
+                    hi = b;
+                    b = a;
+                    fb = fa;
+                    a = hi - phi * (hi - lo);
+                    fa = at(a, &mut mu);
+                }
+            }
+            mu[l] = if fa >= fb { a } else { b };
+        }
+        best
+    }
+
     /// The catalog the measurements solve with: the one in force, cut to the regions the pools
     /// may buy in (built once, again after a price or pool change).
     fn solving_catalog(&self) -> &quartermaster_pricing::Catalog {
@@ -262,6 +369,13 @@ impl Driver<'_> {
                 .count();
             taken <= limit.max as usize
         });
+        // The solver's bound holds each limit per instance shape, not across the shapes and
+        // zones one limit covers (a quota on a whole family): when the plan passes a limit,
+        // the bound is raised by pricing the limit in (see `shared_limits_bound`).
+        let mut lower = plan.lower_bound_per_hour;
+        if bound && !within_limits {
+            lower = lower.max(self.shared_limits_bound(&snapshot, catalog, &options));
+        }
         FromScratch {
             within_limits,
             plan: plan
@@ -269,7 +383,7 @@ impl Driver<'_> {
                 .iter()
                 .map(|n| n.offering.price_per_hour)
                 .sum(),
-            bound: plan.lower_bound_per_hour,
+            bound: lower,
             unplaced: plan.unschedulable.into_iter().map(|u| u.pod).collect(),
         }
     }

@@ -461,6 +461,32 @@ fn the_hindsight_holds_no_more_than_a_capacity_limit_allows() {
 }
 
 #[test]
+fn the_hindsight_holds_a_limit_across_every_shape_and_zone_it_covers() {
+    // Two one-GPU jobs at once; the cloud holds one g2 instance at a time, of any size, in any
+    // zone. Two g2-standard-4 (one per job) pass the limit, and so did the bound that held the
+    // limit per shape (one g2-standard-4 and one g2-standard-8); within it, both jobs share one
+    // two-GPU node, which costs more.
+    // The pool may also buy A100 nodes (a2), where the fleet runs the second job. The hindsight
+    // comes to one g2-standard-24 holding both jobs, the cheapest fleet within the limit.
+    let job = gpu_job("train", "[{at: 10m, burst: 2}]", "1h", false);
+    let with = |cloud: &str| {
+        let text = scenario_text("3h", "[spot, on-demand]", cloud, &job)
+            .replace("values: [g2, n2]", "values: [g2, a2, n2]");
+        let s = Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"));
+        run(&s, 1, None).unwrap()
+    };
+    let free = with("{}");
+    let limited = with("{capacity: [{family: g2, max: 1}]}");
+    assert!(
+        limited.hindsight.cost > 1.2 * free.hindsight.cost,
+        "{:?} vs {:?}",
+        limited.hindsight,
+        free.hindsight
+    );
+    assert!(limited.hindsight.from_lower_bound > 0.0);
+}
+
+#[test]
 fn the_hindsight_cannot_buy_what_an_outage_refuses() {
     // Spot is out for the whole run: the fleet runs the job on on-demand, and the hindsight,
     // which may only buy what the clouds sell, does the same (it used to price spot).
