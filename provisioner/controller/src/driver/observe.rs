@@ -177,38 +177,36 @@ impl Driver {
             return;
         };
         let stores = &self.ctx.stores;
+        // One walk over the pod store for both pod annotations.
+        let mut protected = BTreeSet::new();
+        let mut checkpointed = BTreeSet::new();
+        for p in stores.pods.state().iter() {
+            let dnd = crate::translate::annotated_do_not_disrupt(&p.metadata);
+            let ckpt = crate::translate::annotated_checkpointed(&p.metadata);
+            if !(dnd || ckpt) {
+                continue;
+            }
+            let (Some(ns), Some(name)) = (&p.metadata.namespace, &p.metadata.name) else {
+                continue;
+            };
+            let id = PodRef::new(ns, name);
+            if ckpt {
+                checkpointed.insert(id.clone());
+            }
+            if dnd {
+                protected.insert(id);
+            }
+        }
+        // Capacity booked for a ProvisioningRequest is not consolidated away.
+        protected.extend(
+            self.requests
+                .observed
+                .iter()
+                .flat_map(|r| r.pending.clone()),
+        );
         let next = DisruptionInputs {
-            pods: stores
-                .pods
-                .state()
-                .iter()
-                .filter(|p| crate::translate::annotated_do_not_disrupt(&p.metadata))
-                .filter_map(|p| {
-                    Some(PodRef::new(
-                        p.metadata.namespace.clone()?,
-                        p.metadata.name.clone()?,
-                    ))
-                })
-                // Capacity booked for a ProvisioningRequest is not consolidated away.
-                .chain(
-                    self.requests
-                        .observed
-                        .iter()
-                        .flat_map(|r| r.pending.clone()),
-                )
-                .collect(),
-            checkpointed: stores
-                .pods
-                .state()
-                .iter()
-                .filter(|p| crate::translate::annotated_checkpointed(&p.metadata))
-                .filter_map(|p| {
-                    Some(PodRef::new(
-                        p.metadata.namespace.clone()?,
-                        p.metadata.name.clone()?,
-                    ))
-                })
-                .collect(),
+            pods: protected,
+            checkpointed,
             nodes: nodes
                 .iter()
                 .map(|n| &n.metadata)

@@ -219,29 +219,11 @@ impl Driver<'_> {
                 pod.gang = None;
             }
             let id = pod.id.clone();
-            let workload = self
-                .workload_of
-                .get(&id)
-                .map(|w| &self.scenario.workloads[*w]);
-            let protected = workload.is_some_and(|w| w.do_not_disrupt());
-            let checkpointed = workload.is_some_and(|w| w.annotated_checkpointed());
             match node {
                 Some(node) => self.engine.handle(now, Event::PodBound { pod, node }),
                 None => self.engine.handle(now, Event::PodPending(pod)),
             }
-            if checkpointed {
-                self.engine.handle(
-                    now,
-                    Event::PodCheckpointed {
-                        pod: id.clone(),
-                        on: true,
-                    },
-                );
-            }
-            if protected {
-                self.engine
-                    .handle(now, Event::PodDoNotDisrupt { pod: id, on: true });
-            }
+            self.tell_annotations(now, id);
         }
         // The PodDisruptionBudgets are told again; the scheduler stand-in looks again.
         self.tracker.told.clear();

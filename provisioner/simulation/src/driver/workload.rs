@@ -1,7 +1,7 @@
 //! The workload as the trace drives it: jobs submitted, Deployments scaled, pods created
 //! (in the cluster and told to the engine).
 
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_engine::Event;
 use quartermaster_solver::{Gang, PodRef};
 
@@ -66,21 +66,30 @@ impl Driver<'_> {
                 .or_default()
                 .insert(pod.id.clone());
         }
-        let (protected, checkpointed) = (w.do_not_disrupt(), w.annotated_checkpointed());
         let id = pod.id.clone();
         self.engine.handle(self.now, Event::PodPending(pod));
+        self.tell_annotations(self.now, id);
+    }
+
+    /// Tells the engine the disruption annotations of `pod`'s workload template (what the
+    /// controller reads from the pod: do-not-disrupt, checkpointed).
+    pub(super) fn tell_annotations(&mut self, now: DateTime<Utc>, pod: PodRef) {
+        let Some(w) = self
+            .workload_of
+            .get(&pod)
+            .map(|w| &self.scenario.workloads[*w])
+        else {
+            return;
+        };
+        let (protected, checkpointed) = (w.do_not_disrupt(), w.annotated_checkpointed());
         if checkpointed {
-            self.engine.handle(
-                self.now,
-                Event::PodCheckpointed {
-                    pod: id.clone(),
-                    on: true,
-                },
-            );
+            let pod = pod.clone();
+            self.engine
+                .handle(now, Event::PodCheckpointed { pod, on: true });
         }
         if protected {
             self.engine
-                .handle(self.now, Event::PodDoNotDisrupt { pod: id, on: true });
+                .handle(now, Event::PodDoNotDisrupt { pod, on: true });
         }
     }
 

@@ -334,6 +334,15 @@ impl Scenario {
         s
     }
 
+    /// Every NodePool manifest, those of later NodePool changes included.
+    fn node_pools_mut(&mut self) -> impl Iterator<Item = &mut Value> {
+        self.node_pools.iter_mut().chain(
+            self.changes
+                .iter_mut()
+                .flat_map(|c| c.node_pools.iter_mut()),
+        )
+    }
+
     /// The same scenario with every NodePool's `spec.preferencePolicy` set to `policy`
     /// (`simulate --preference-policy`), later NodePool changes included.
     pub fn with_preference_policy(
@@ -341,10 +350,7 @@ impl Scenario {
         policy: quartermaster_policies::PreferencePolicy,
     ) -> Scenario {
         let mut s = self.clone();
-        let pools = s
-            .node_pools
-            .iter_mut()
-            .chain(s.changes.iter_mut().flat_map(|c| c.node_pools.iter_mut()));
+        let pools = s.node_pools_mut();
         for pool in pools {
             if let Some(spec) = pool.get_mut("spec").and_then(Value::as_object_mut) {
                 spec.insert("preferencePolicy".into(), Value::from(policy.as_str()));
@@ -359,10 +365,7 @@ impl Scenario {
     /// left without a value allows `on-demand`), later NodePool changes included.
     pub fn without_flex_start(&self) -> Scenario {
         let mut s = self.clone();
-        let pools = s
-            .node_pools
-            .iter_mut()
-            .chain(s.changes.iter_mut().flat_map(|c| c.node_pools.iter_mut()));
+        let pools = s.node_pools_mut();
         for pool in pools {
             drop_flex_start(pool);
         }
@@ -378,10 +381,7 @@ impl Scenario {
     /// PodDisruptionBudget.
     pub fn without_disruption_rules(&self) -> Scenario {
         let mut s = self.clone();
-        let pools = s
-            .node_pools
-            .iter_mut()
-            .chain(s.changes.iter_mut().flat_map(|c| c.node_pools.iter_mut()));
+        let pools = s.node_pools_mut();
         for pool in pools {
             lift_disruption_rules(pool);
         }
