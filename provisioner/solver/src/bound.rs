@@ -93,17 +93,23 @@
 //! * Per class, the cheapest set of *whole* copies holding its pods alone (a small knapsack
 //!   solved by dynamic programming) is also a bound: in any packing the copies that host pods of
 //!   the class cost at least that. The maximum of valid bounds is valid.
+//! * Those covers also *add up* once each shape's price is split among the classes one copy of
+//!   it can hold together (`split`): a copy charged to several classes is charged no more than
+//!   its price in all.
 //! * Every packing costs `Σ_s price_s·y_s` for whole numbers of copies `y_s`: the bound is raised
 //!   to the smallest such sum that reaches it (a bounded search, skipped when it is too large).
 //!
 //! The result is a pure, deterministic function of the input: no clock, no randomness, and the
 //! budget counts operations, not time.
 
+mod capacity;
 mod cg;
 mod cover;
 mod master;
+mod parts;
 mod prep;
 mod pricing;
+mod split;
 #[cfg(test)]
 mod tests;
 mod volume;
@@ -210,38 +216,26 @@ pub(crate) fn lower_bound_with(input: &BoundInput, options: &Options) -> LowerBo
         };
     }
     let mut work = 0u64;
-    let (lp, converged) = cg::solve(&problem, options.work_budget, &mut work);
-    let mut value = (lp * (1.0 - MARGIN)).max(0.0);
-    if options.strengthen {
-        for class in &problem.classes {
-            let holders: Vec<cover::Holder> = class
-                .shapes
+    let mut value = 0.0;
+    let mut converged = true;
+    let mut levels: Vec<(f64, Option<f64>)> = Vec::new();
+    let parts = parts::split(problem);
+    let several = parts.len() > 1;
+    for part in &parts {
+        let (v, c) = part_bound(part, options, &mut work);
+        value += v;
+        converged &= c;
+        levels.extend(
+            part.shapes
                 .iter()
-                .map(|&(s, i)| {
-                    let shape = &problem.shapes[s];
-                    cover::Holder {
-                        fit: shape.fit[i],
-                        price: shape.price,
-                        copies: shape.copies,
-                    }
-                })
-                .collect();
-            if let Some(c) = cover::cheapest_cover(class.count, &holders, 200_000, &mut work) {
-                value = value.max(c * (1.0 - MARGIN));
-            }
-        }
-        let levels: Vec<(f64, Option<f64>)> = problem
-            .shapes
-            .iter()
-            .filter(|s| s.price > 0.0)
-            .map(|s| (s.price, s.copies))
-            .collect();
-        // Rounding noise in the LP value (an LP optimum of 0 may come out as 1e-17) must not
-        // reach the next price: aim a little lower.
-        let noise = 1e-9 * levels.iter().map(|l| l.0).fold(value, f64::max);
-        if let Some(v) = cover::next_achievable(&levels, value - noise, 50_000, &mut work) {
-            value = value.max(v * (1.0 - MARGIN));
-        }
+                .filter(|s| s.price > 0.0)
+                .map(|s| (s.price, s.copies)),
+        );
+    }
+    // Each part's cost is already raised to one its own shapes can add up to; the sum of the
+    // parts to one all of them can.
+    if options.strengthen && several {
+        value = raise_to_achievable(value, &levels, &mut work);
     }
     let method = if converged {
         BoundMethod::LinearProgram
@@ -251,5 +245,55 @@ pub(crate) fn lower_bound_with(input: &BoundInput, options: &Options) -> LowerBo
     LowerBound {
         dollars_per_hour: value,
         method,
+    }
+}
+
+/// The bound of one independent part (see `parts`) and whether its LP was solved to optimality.
+fn part_bound(problem: &prep::Problem, options: &Options, work: &mut u64) -> (f64, bool) {
+    let (lp, converged) = cg::solve(problem, options.work_budget, work);
+    let mut value = (lp * (1.0 - MARGIN)).max(0.0);
+    if !options.strengthen {
+        return (value, converged);
+    }
+    for class in &problem.classes {
+        let holders: Vec<cover::Holder> = class
+            .shapes
+            .iter()
+            .map(|&(s, i)| {
+                let shape = &problem.shapes[s];
+                cover::Holder {
+                    fit: shape.fit[i],
+                    price: shape.price,
+                    copies: shape.copies,
+                }
+            })
+            .collect();
+        if let Some(c) = cover::cheapest_cover(class.count, &holders, 200_000, work) {
+            value = value.max(c * (1.0 - MARGIN));
+        }
+    }
+    if problem.classes.len() > 1 {
+        let added = split::split_covers(problem, value, 200_000, work);
+        value = value.max(added * (1.0 - MARGIN));
+    }
+    let whole = capacity::capacity_cover(problem, value, 200_000, work);
+    value = value.max(whole * (1.0 - MARGIN));
+    let levels: Vec<(f64, Option<f64>)> = problem
+        .shapes
+        .iter()
+        .filter(|s| s.price > 0.0)
+        .map(|s| (s.price, s.copies))
+        .collect();
+    (raise_to_achievable(value, &levels, work), converged)
+}
+
+/// `value` raised to the next cost a plan buying copies at `levels` (price, copies) can have.
+fn raise_to_achievable(value: f64, levels: &[(f64, Option<f64>)], work: &mut u64) -> f64 {
+    // Rounding noise in the LP value (an LP optimum of 0 may come out as 1e-17) must not
+    // reach the next price: aim a little lower.
+    let noise = 1e-9 * levels.iter().map(|l| l.0).fold(value, f64::max);
+    match cover::next_achievable(levels, value - noise, 50_000, work) {
+        Some(v) => value.max(v * (1.0 - MARGIN)),
+        None => value,
     }
 }

@@ -140,6 +140,96 @@ fn eight_gpu_pods_split_by_compatibility() {
     assert_eq!(bound.method, BoundMethod::LinearProgram);
 }
 
+/// A CPU pool beside a GPU pool (no shape hosts both): the CPU pods need 1.26 of the only
+/// affordable CPU machine, so two; the old bound charged the fraction, as the pools shared one
+/// rounding.
+#[test]
+fn independent_pools_each_pay_whole_machines() {
+    let api = res(&[(CPU, 2000), (MEMORY, 4 * GI)]);
+    let worker = res(&[(CPU, 4000), (MEMORY, 8 * GI)]);
+    let embed = res(&[(CPU, 3000), (MEMORY, 12 * GI), (GPU, 1)]);
+    let input = BoundInput {
+        classes: vec![
+            class(12, api, &[0, 1]),
+            class(4, worker, &[0, 1]),
+            class(2, embed, &[2]),
+        ],
+        shapes: vec![
+            // e2-standard-32 spot and n2-standard-16 on-demand, GCP us-central1.
+            shape(0.4703, res(&[(CPU, 31_750), (MEMORY, 120 * GI)]), None),
+            shape(0.7769, res(&[(CPU, 15_750), (MEMORY, 60 * GI)]), None),
+            // g2-standard-4 spot.
+            shape(
+                0.28184,
+                res(&[(CPU, 3_900), (MEMORY, 14 * GI), (GPU, 1)]),
+                None,
+            ),
+        ],
+    };
+    let bound = lower_bound(&input);
+    assert_close(bound.dollars_per_hour, 2.0 * 0.4703 + 2.0 * 0.28184);
+    assert_eq!(bound.method, BoundMethod::LinearProgram);
+    // The LP alone charges 40/31.75 of the CPU machine.
+    let lp = lower_bound_with(&input, &plain()).dollars_per_hour;
+    assert_close(lp, 40.0 / 31.75 * 0.4703 + 2.0 * 0.28184);
+}
+
+/// Two workloads with machines of their own that could also share a dear one (an L4 embedder
+/// taking two of four GPUs, an L40S server taking one): neither shares anything worth buying,
+/// so their whole-machine covers add up. The maximum of the two, and the LP with half a machine
+/// for the odd embedder, were both below the optimum.
+#[test]
+fn classes_sharing_only_a_dear_machine_add_their_covers() {
+    let embedder = res(&[(CPU, 2000), (MEMORY, 8 * GI), (GPU, 2)]);
+    let server = res(&[(CPU, 4000), (MEMORY, 24 * GI), (GPU, 1)]);
+    let input = BoundInput {
+        classes: vec![class(3, embedder, &[0, 2]), class(2, server, &[1, 2])],
+        shapes: vec![
+            // g6.12xlarge (4 × L4), g6e.2xlarge (1 × L40S), p5.48xlarge (8 × H100), spot.
+            shape(
+                1.755,
+                res(&[(CPU, 47_000), (MEMORY, 180 * GI), (GPU, 4)]),
+                None,
+            ),
+            shape(
+                0.81,
+                res(&[(CPU, 7_800), (MEMORY, 60 * GI), (GPU, 1)]),
+                None,
+            ),
+            shape(
+                17.63,
+                res(&[(CPU, 191_000), (MEMORY, 1900 * GI), (GPU, 8)]),
+                None,
+            ),
+        ],
+    };
+    let bound = lower_bound(&input);
+    assert_close(bound.dollars_per_hour, 2.0 * 1.755 + 2.0 * 0.81);
+    let lp = lower_bound_with(&input, &plain()).dollars_per_hour;
+    assert_close(lp, 1.5 * 1.755 + 2.0 * 0.81);
+}
+
+/// Two classes that share their one machine need the machines their requests add up to, though
+/// each alone fits one copy.
+#[test]
+fn shared_machines_hold_what_the_classes_ask_together() {
+    let a = res(&[(CPU, 2000), (MEMORY, 4 * GI)]);
+    let b = res(&[(CPU, 4000), (MEMORY, 8 * GI)]);
+    let input = BoundInput {
+        classes: vec![class(12, a, &[0, 1]), class(4, b, &[0, 1])],
+        shapes: vec![
+            shape(1.0, res(&[(CPU, 31_750), (MEMORY, 120 * GI)]), None),
+            // Dearer per core: rounding the LP up to a sum of prices only reaches 1.5.
+            shape(0.5, res(&[(CPU, 3_900), (MEMORY, 8 * GI)]), None),
+        ],
+    };
+    assert_close(lower_bound(&input).dollars_per_hour, 2.0);
+    assert_close(
+        lower_bound_with(&input, &plain()).dollars_per_hour,
+        40.0 / 31.75,
+    );
+}
+
 #[test]
 fn free_room_lowers_the_bound() {
     let pod = res(&[(CPU, 1000), (MEMORY, GI)]);
