@@ -47,7 +47,8 @@ pub struct EngineStats {
     pub fallbacks: u64,
     /// Of those, fallbacks from spot to on-demand.
     pub spot_to_on_demand: u64,
-    /// Claims given up because no offering was left; their pods were planned again.
+    /// Claims given up because no offering was left (none in their pool, or none as cheap as
+    /// another pool's for the same pods); their pods were planned again.
     pub claims_abandoned: u64,
     /// Throttled or failed calls retried with backoff.
     pub retries: u64,

@@ -1023,3 +1023,50 @@ fn a_pod_waiting_for_a_node_still_within_its_registration_budget_is_late_not_stu
     assert_eq!(v["servable_pods_unplaced"], 0, "{v}");
     assert_eq!(v["late_arrivals"], 1, "{v}");
 }
+
+#[test]
+fn a_claim_whose_spot_has_no_capacity_goes_to_the_cheaper_pool_not_its_own_on_demand() {
+    // Two NodePools of the same weight: GCP g2-standard-4 and AWS g6. g2 spot has no capacity.
+    // The first plan buys g2-standard-4 spot ($0.28); its claim falls back within its pool
+    // only while that is no dearer than g6.xlarge spot ($0.35) in the other pool (the other
+    // zones' spot), then goes back to the solver, which buys the g6. Before, the claim fell
+    // back to g2-standard-4 on-demand ($0.71).
+    let text = crate::testing::scenario_text(
+        "2h",
+        "[spot, on-demand]",
+        "{insufficientCapacity: [{family: g2, capacityType: spot, until: 2h}]}",
+        &gpu_job("train", "[{at: 10m}]", "30m", false),
+    )
+    .replace(
+        "{key: quartermaster.dev/instance-family, operator: In, values: [g2, n2]}",
+        "{key: node.kubernetes.io/instance-type, operator: In, values: [g2-standard-4]}",
+    )
+    .replace(
+        "\n  cloud: ",
+        "
+    - apiVersion: quartermaster.dev/v1
+      kind: NodePool
+      metadata: {name: aws}
+      spec:
+        template:
+          spec:
+            nodeClassRef: {group: quartermaster.dev, kind: AWSNodeClass, name: default}
+            requirements:
+              - {key: quartermaster.dev/instance-family, operator: In, values: [g6]}
+              - {key: quartermaster.dev/capacity-type, operator: In, values: [spot, on-demand]}
+        disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 2m}
+  cloud: ",
+    );
+    let s = Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&s, 1, None).unwrap();
+    let bought: Vec<(String, String)> = r
+        .record
+        .instances
+        .iter()
+        .map(|i| (i.instance_type.clone(), i.capacity_type.to_string()))
+        .collect();
+    assert_eq!(bought, [("g6.xlarge".to_owned(), "spot".to_owned())]);
+    assert!(r.engine.capacity_errors >= 1);
+    assert_eq!(r.engine.claims_abandoned, 1);
+    assert!(r.record.pods.iter().all(|p| p.completed));
+}

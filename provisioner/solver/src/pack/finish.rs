@@ -150,6 +150,87 @@ pub(super) fn swap_within_limits(
     resources_ok && cost_ok
 }
 
+/// The price of the cheapest offering of *another* NodePool of the same weight that every pod
+/// of new bin `b` may use, that holds them and that keeps that pool within its limits: a
+/// fallback of the bin's own pool dearer than it is left off the claim. When the claim's cheap
+/// offerings have no capacity, its pods then go back to the solver, which buys from the other
+/// pool (a Karpenter NodeClaim falls back within its NodePool whatever another one offers).
+/// `None` (no ceiling) for a bin whose pods are zone-bound or in a gang, in a pool with
+/// `minValues` or an overshoot guard, or with no other pool of its weight.
+fn elsewhere(packer: &Packer<'_>, pool_shapes: &[Vec<usize>], b: usize) -> Option<f64> {
+    let bin = &packer.bins[b];
+    let BinKind::New { shape, .. } = bin.kind else {
+        return None;
+    };
+    let pool = packer.shapes[shape].pool;
+    let tier = packer.tiers.iter().find(|t| t.contains(&pool))?;
+    if tier.len() < 2
+        || super::guard::guarded(&packer.snapshot.node_pools[pool])
+        || bin
+            .classes
+            .iter()
+            .any(|&(c, _)| packer.classes[c as usize].zone_sensitive)
+        || bin
+            .pods
+            .iter()
+            .any(|&p| packer.snapshot.pending[p].gang.is_some())
+    {
+        return None;
+    }
+    let mut best = f64::INFINITY;
+    for &other in tier.iter().filter(|&&q| q != pool) {
+        let limits = &packer.snapshot.node_pools[other].limits;
+        let usage = &packer.usage[other];
+        if limits.nodes.is_some_and(|most| usage.nodes >= most) {
+            continue;
+        }
+        for &s2 in &pool_shapes[other] {
+            let candidate = &packer.shapes[s2];
+            if candidate.min_price() >= best {
+                break;
+            }
+            if !bin.requests.fits_in(&candidate.allocatable)
+                || !bin
+                    .classes
+                    .iter()
+                    .all(|&(c, _)| packer.classes[c as usize].compat_for(s2).is_some())
+            {
+                continue;
+            }
+            let room = (0..packer.snapshot.resources.len()).all(|slot| {
+                let limit = limits.resources.get(slot);
+                limit == i64::MAX
+                    || usage
+                        .resources
+                        .get(slot)
+                        .saturating_add(candidate.capacity.get(slot))
+                        <= limit
+            });
+            if !room {
+                continue;
+            }
+            for (o2, off) in candidate.offerings.iter().enumerate() {
+                if off.price >= best {
+                    break;
+                }
+                let affordable = limits
+                    .max_hourly_cost
+                    .is_none_or(|max| usage.hourly_cost + off.list_price <= max + 1e-9);
+                if affordable
+                    && bin
+                        .classes
+                        .iter()
+                        .all(|&(c, _)| packer.classes[c as usize].allows(s2, o2))
+                {
+                    best = off.price;
+                    break;
+                }
+            }
+        }
+    }
+    best.is_finite().then_some(best)
+}
+
 fn choice(
     packer: &Packer<'_>,
     catalog: &Catalog,
@@ -201,9 +282,13 @@ pub fn assemble(
             BinKind::New { shape, offering } => {
                 let pool = &snapshot.node_pools[packer.shapes[shape].pool];
                 let chosen = choice(packer, catalog, zones, shape, offering);
+                let ceiling = elsewhere(packer, pool_shapes, b);
                 let alternatives: Vec<OfferingChoice> = choices[b]
                     .iter()
                     .filter(|&&(s, o)| (s, o) != (shape, offering))
+                    .filter(|&&(s, o)| {
+                        ceiling.is_none_or(|c| packer.shapes[s].offerings[o].price <= c)
+                    })
                     .map(|&(s, o)| choice(packer, catalog, zones, s, o))
                     .collect();
                 let mut requirements: Requirements = pool.requirements.clone();

@@ -200,6 +200,68 @@ fn alternatives_hold_the_same_pods_and_are_ordered_by_price() {
     );
 }
 
+/// A claim's fallbacks stop at what another NodePool of the same weight would charge for the
+/// same pods: past that, its pods are better solved again (the cheap offering's capacity is
+/// marked unavailable by then) than launched on a dear type of the first pool.
+#[test]
+fn fallbacks_stop_at_the_price_of_another_pool_of_the_same_weight() {
+    let only = |name: &str, types: &[&str]| {
+        pool(
+            name,
+            requirements(&[("node.kubernetes.io/instance-type", Operator::In, types)]),
+        )
+    };
+    let small = only("small", &["g5.xlarge", "g5.48xlarge"]);
+    let quad = only("quad", &["g5.12xlarge"]);
+    let plan = solve(&snapshot(
+        pods("infer", 1, 2000, 8192, 1),
+        vec![small.clone(), quad.clone()],
+    ));
+    let node = &plan.new_nodes[0];
+    assert_eq!(
+        (
+            node.node_pool.as_str(),
+            node.offering.instance_type.as_str()
+        ),
+        ("small", "g5.xlarge")
+    );
+    let fallbacks: Vec<(&str, f64)> = node
+        .alternatives
+        .iter()
+        .map(|a| (a.instance_type.as_str(), a.price_per_hour))
+        .collect();
+    // g5.xlarge spot in the other zones ($0.45) and on-demand ($1.006) are below quad's
+    // g5.12xlarge spot ($2.30); g5.48xlarge ($16.288) is not.
+    assert_eq!(
+        fallbacks,
+        [
+            ("g5.xlarge", 0.45),
+            ("g5.xlarge", 0.45),
+            ("g5.xlarge", 1.006),
+            ("g5.xlarge", 1.006),
+            ("g5.xlarge", 1.006)
+        ]
+    );
+
+    // A pool that cannot take the node (its node limit reached) sets no ceiling; nor does one
+    // of another weight.
+    let mut full = quad.clone();
+    full.limits.nodes = Some(0);
+    let mut heavier = small.clone();
+    heavier.weight = 10;
+    for pools in [vec![small, full], vec![heavier, quad]] {
+        let plan = solve(&snapshot(pods("infer", 1, 2000, 8192, 1), pools));
+        assert!(
+            plan.new_nodes[0]
+                .alternatives
+                .iter()
+                .any(|a| a.instance_type == "g5.48xlarge"),
+            "{:?}",
+            plan.new_nodes[0].alternatives
+        );
+    }
+}
+
 #[test]
 fn lower_bound_never_exceeds_cost() {
     let mut all = pods("infer", 5, 2000, 8192, 1);
