@@ -225,12 +225,7 @@ pub(crate) fn lower_bound_with(input: &BoundInput, options: &Options) -> LowerBo
         let (v, c) = part_bound(part, options, &mut work);
         value += v;
         converged &= c;
-        levels.extend(
-            part.shapes
-                .iter()
-                .filter(|s| s.price > 0.0)
-                .map(|s| (s.price, s.copies)),
-        );
+        levels.extend(price_levels(part));
     }
     // Each part's cost is already raised to one its own shapes can add up to; the sum of the
     // parts to one all of them can.
@@ -278,13 +273,17 @@ fn part_bound(problem: &prep::Problem, options: &Options, work: &mut u64) -> (f6
     }
     let whole = capacity::capacity_cover(problem, value, 200_000, work);
     value = value.max(whole * (1.0 - MARGIN));
-    let levels: Vec<(f64, Option<f64>)> = problem
+    let levels: Vec<(f64, Option<f64>)> = price_levels(problem).collect();
+    (raise_to_achievable(value, &levels, work), converged)
+}
+
+/// The (price, copies) of every shape one pays for: every plan's cost is a sum of such prices.
+fn price_levels(problem: &prep::Problem) -> impl Iterator<Item = (f64, Option<f64>)> + '_ {
+    problem
         .shapes
         .iter()
         .filter(|s| s.price > 0.0)
         .map(|s| (s.price, s.copies))
-        .collect();
-    (raise_to_achievable(value, &levels, work), converged)
 }
 
 /// `value` raised to the next cost a plan buying copies at `levels` (price, copies) can have.
