@@ -251,18 +251,7 @@ fn part_bound(problem: &prep::Problem, options: &Options, work: &mut u64) -> (f6
         return (value, converged);
     }
     for class in &problem.classes {
-        let holders: Vec<cover::Holder> = class
-            .shapes
-            .iter()
-            .map(|&(s, i)| {
-                let shape = &problem.shapes[s];
-                cover::Holder {
-                    fit: shape.fit[i],
-                    price: shape.price,
-                    copies: shape.copies,
-                }
-            })
-            .collect();
+        let holders = cover::holders(problem, class, |s| problem.shapes[s].price);
         if let Some(c) = cover::cheapest_cover(class.count, &holders, 200_000, work) {
             value = value.max(c * (1.0 - MARGIN));
         }

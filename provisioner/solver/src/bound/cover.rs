@@ -1,6 +1,8 @@
 //! The single-class integral bound: the cheapest set of whole machine copies that could hold the
 //! pods of one class on their own.
 
+use super::prep::{Class, Problem};
+
 /// One way to hold pods of the class: `fit` pods per copy (`≥ 1`), `price` per copy, at most
 /// `copies` copies (`None`: unlimited).
 #[derive(Debug, Clone, Copy)]
@@ -11,6 +13,26 @@ pub(super) struct Holder {
     pub price: f64,
     /// Copies available.
     pub copies: Option<f64>,
+}
+
+/// The ways `problem`'s shapes hold pods of `class`, each copy priced at `price(shape index)`.
+pub(super) fn holders(
+    problem: &Problem,
+    class: &Class,
+    price: impl Fn(usize) -> f64,
+) -> Vec<Holder> {
+    class
+        .shapes
+        .iter()
+        .map(|&(s, i)| {
+            let shape = &problem.shapes[s];
+            Holder {
+                fit: shape.fit[i],
+                price: price(s),
+                copies: shape.copies,
+            }
+        })
+        .collect()
 }
 
 /// The minimum of `Σ price_s·y_s` over integers `0 ≤ y_s ≤ copies_s` with `Σ fit_s·y_s ≥ count`,

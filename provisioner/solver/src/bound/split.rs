@@ -16,7 +16,7 @@
 //! an L40S one), the covers add up undiluted; the maximum of one cover alone, the other bound, is
 //! then below the sum.
 
-use super::cover::{Holder, cheapest_cover};
+use super::cover::{cheapest_cover, holders};
 use super::prep::Problem;
 use crate::resources::MAX_RESOURCES;
 
@@ -54,18 +54,7 @@ pub(super) fn split_covers(problem: &Problem, beat: f64, budget: u64, work: &mut
     }
     let mut total = 0.0;
     for class in &problem.classes {
-        let holders: Vec<Holder> = class
-            .shapes
-            .iter()
-            .map(|&(s, i)| {
-                let shape = &problem.shapes[s];
-                Holder {
-                    fit: shape.fit[i],
-                    price: shape.price / sharing[s],
-                    copies: shape.copies,
-                }
-            })
-            .collect();
+        let holders = holders(problem, class, |s| problem.shapes[s].price / sharing[s]);
         if let Some(c) = cheapest_cover(class.count, &holders, budget, work) {
             total += c;
         }
