@@ -1,7 +1,8 @@
 //! What a run is judged against, measured by the driver on the run's own state:
 //!
 //! - the **achievable saving** at the measure point (`spec.measureAt`, default the end): the
-//!   fleet's cost against every running pod solved again from scratch;
+//!   fleet's cost against every running pod consolidation may move solved again from scratch,
+//!   on the offerings the clouds sell then (as for the hindsight below);
 //! - the **settle**: from that same point, the workload held still (no arrivals, completions,
 //!   scaling or scenario changes; pods still waiting left out), the engine runs on until
 //!   consolidation has nothing more to do. What the fleet costs then is what consolidation
@@ -122,11 +123,6 @@ struct FromScratch {
 }
 
 impl Driver<'_> {
-    /// Every pod of `pods` solved on an empty cluster, the NodePools' usage reset.
-    fn solve_afresh<'a>(&self, pods: impl Iterator<Item = &'a Pod>, bound: bool) -> FromScratch {
-        self.solve_on(Vec::new(), pods, bound, BTreeSet::new())
-    }
-
     /// The offerings the clouds would refuse now (an outage window, a capacity limit reached).
     fn refused_now(&self) -> BTreeSet<OfferingKey> {
         let mut out = BTreeSet::new();
@@ -370,19 +366,22 @@ impl Driver<'_> {
             taken <= limit.max as usize
         });
         // The solver's bound holds each limit per instance shape, not across the shapes and
-        // zones one limit covers (a quota on a whole family): when the plan passes a limit,
-        // the bound is raised by pricing the limit in (see `shared_limits_bound`).
+        // zones one limit covers (a quota on a whole family): when the plan passes a limit, or
+        // keeps to them but is not proven optimal, the bound is raised by pricing the limits in
+        // (see `shared_limits_bound`).
         let mut lower = plan.lower_bound_per_hour;
-        if bound && !within_limits {
+        let plan_cost: f64 = plan
+            .new_nodes
+            .iter()
+            .map(|n| n.offering.price_per_hour)
+            .sum();
+        let proven = plan_cost <= lower + 1e-6 * plan_cost.max(1.0);
+        if bound && !snapshot.offering_limits.is_empty() && (!within_limits || !proven) {
             lower = lower.max(self.shared_limits_bound(&snapshot, catalog, &options));
         }
         FromScratch {
             within_limits,
-            plan: plan
-                .new_nodes
-                .iter()
-                .map(|n| n.offering.price_per_hour)
-                .sum(),
+            plan: plan_cost,
             bound: lower,
             unplaced: plan.unschedulable.into_iter().map(|u| u.pod).collect(),
         }
@@ -445,11 +444,14 @@ impl Driver<'_> {
     }
 
     /// The cost of the cheapest fleet for the running pods reachable by consolidation's moves,
-    /// $/hour (see [`Driver::measure`]).
+    /// $/hour (see [`Driver::measure`]), on what the clouds sell now, as for the hindsight: an
+    /// offering in an outage window is refused, and a capacity limit holds at most its `max`
+    /// less the nodes that stay on its offerings.
     fn consolidation_floor(&self) -> f64 {
         let mut kept_cost = 0.0;
         let mut spot_refused: BTreeMap<&str, bool> = BTreeMap::new();
         let mut nodes: Vec<ExistingNode> = Vec::new();
+        let mut kept_offerings: Vec<OfferingKey> = Vec::new();
         // The room CapacityBuffers ask for is part of what the fleet must hold, as in the
         // hindsight: consolidation never gives it up, so no saving is achievable from it.
         let placeholders = self.buffer_placeholders();
@@ -484,6 +486,12 @@ impl Driver<'_> {
                 continue;
             }
             kept_cost += self.instance_price(node.instance);
+            kept_offerings.push(OfferingKey {
+                cloud: instance.cloud,
+                instance_type: instance.instance_type.clone(),
+                zone: instance.zone.clone(),
+                capacity_type: instance.capacity_type,
+            });
             nodes.push(ExistingNode {
                 name: name.clone(),
                 in_flight: false,
@@ -494,12 +502,24 @@ impl Driver<'_> {
                 pods: stay,
             });
         }
-        if nodes.is_empty() {
-            return self.solve_afresh(pending.into_iter(), false).plan;
+        let mut limits = self.capacity_limits();
+        for limit in &mut limits {
+            let kept = kept_offerings
+                .iter()
+                .filter(|k| limit.offerings.contains(k))
+                .count();
+            limit.max = limit.max.saturating_sub(kept as u32);
         }
         kept_cost
             + self
-                .solve_on(nodes, pending.into_iter(), false, BTreeSet::new())
+                .solve_within(
+                    nodes,
+                    pending.into_iter(),
+                    false,
+                    self.in_outage_now(),
+                    limits,
+                    false,
+                )
                 .plan
     }
 

@@ -508,6 +508,91 @@ fn the_hindsight_cannot_buy_what_an_outage_refuses() {
 }
 
 #[test]
+fn the_achievable_saving_cannot_buy_what_an_outage_refuses() {
+    // Spot is out for the whole run: a checkpointed job consolidation may move runs on
+    // on-demand, and no move could put it on spot. Measured an hour in, the cheapest fleet
+    // consolidation could reach is the one running (it used to be priced on spot).
+    let job = gpu_job("train", "[{at: 10m}]", "2h", true).replace(
+        "      template:\n        spec:",
+        "      template:\n        metadata: {annotations: {quartermaster.dev/checkpointed: 'true'}}\n        spec:",
+    );
+    let text = scenario_text(
+        "3h",
+        "[spot, on-demand]",
+        "{insufficientCapacity: [{family: g2, capacityType: spot, until: 3h}]}",
+        &job,
+    )
+    .replace("  seed: 3\n", "  seed: 3\n  measureAt: 1h\n")
+    .replace(
+        "consolidationPolicy: WhenEmpty,",
+        "consolidationPolicy: WhenEmptyOrUnderutilized,",
+    );
+    let s = Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&s, 1, None).unwrap();
+    let on_demand = &r.record.instances[0];
+    assert_eq!(on_demand.capacity_type.to_string(), "on-demand");
+    let d = &r.disruption;
+    assert!(
+        (d.fleet_cost_at_measure - on_demand.price_per_hour).abs() < 1e-6,
+        "{d:?}"
+    );
+    assert!(
+        (d.from_scratch_cost_at_measure - d.fleet_cost_at_measure).abs() < 1e-6,
+        "{d:?}"
+    );
+}
+
+#[test]
+fn the_achievable_saving_holds_no_more_than_a_capacity_limit_allows() {
+    // Two checkpointed one-GPU jobs start while g2 spot is out and share a g2-standard-24
+    // on-demand node; the cloud then holds one g2 spot instance at a time. The cheapest fleet
+    // consolidation could reach has one g2-standard-4 spot node and one on-demand (it used to
+    // be priced at two spot nodes, and past a dozen limited spot offerings the solver kept the
+    // node on a full one).
+    let job = gpu_job("train", "[{at: 10m, burst: 2}]", "2h", true).replace(
+        "      template:\n        spec:",
+        "      template:\n        metadata: {annotations: {quartermaster.dev/checkpointed: 'true'}}\n        spec:",
+    );
+    let text = scenario_text(
+        "3h",
+        "[spot, on-demand]",
+        "{capacity: [{family: g2, capacityType: spot, max: 1}], \
+         insufficientCapacity: [{family: g2, capacityType: spot, until: 30m}]}",
+        &job,
+    )
+    .replace("  seed: 3\n", "  seed: 3\n  measureAt: 1h\n")
+    .replace(
+        "consolidationPolicy: WhenEmpty,",
+        "consolidationPolicy: WhenEmptyOrUnderutilized,",
+    );
+    let s = Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&s, 1, None).unwrap();
+    let price = |ty: &str, capacity_type: CapacityType| {
+        s.catalog
+            .instance_types()
+            .iter()
+            .find(|t| t.name == ty)
+            .and_then(|t| {
+                t.offerings
+                    .iter()
+                    .filter(|o| {
+                        o.capacity_type == capacity_type && o.zone.starts_with("us-central1")
+                    })
+                    .map(|o| o.price_per_hour)
+                    .min_by(f64::total_cmp)
+            })
+            .expect("priced")
+    };
+    let d = &r.disruption;
+    let floor =
+        price("g2-standard-4", CapacityType::Spot) + price("g2-standard-4", CapacityType::OnDemand);
+    assert!(
+        (d.from_scratch_cost_at_measure - floor).abs() < 1e-6,
+        "{d:?} vs {floor}"
+    );
+}
+
+#[test]
 fn a_run_is_audited_and_measured() {
     let s = scenario(
         "3h",

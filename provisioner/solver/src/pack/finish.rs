@@ -99,16 +99,32 @@ pub fn right_size(packer: &mut Packer<'_>, pool_shapes: &[Vec<usize>]) -> Vec<Ve
 }
 
 /// Gives new bin `b` the node `to` (shape, offering) instead of its own, moving its pool's
-/// usage (resources and hourly cost) with it.
+/// usage (resources, nodes and hourly cost) with it: to the other pool when `to` is another
+/// pool's.
 pub(super) fn repick(packer: &mut Packer<'_>, b: usize, to: (usize, usize)) {
     let BinKind::New { shape, offering } = packer.bins[b].kind else {
         return;
     };
     let (old, new) = (&packer.shapes[shape], &packer.shapes[to.0]);
-    let usage = &mut packer.usage[old.pool];
-    usage.resources -= old.capacity;
-    usage.resources += new.capacity;
-    usage.hourly_cost += new.offerings[to.1].list_price - old.offerings[offering].list_price;
+    let (old_price, new_price) = (
+        old.offerings[offering].list_price,
+        new.offerings[to.1].list_price,
+    );
+    if old.pool == new.pool {
+        let usage = &mut packer.usage[old.pool];
+        usage.resources -= old.capacity;
+        usage.resources += new.capacity;
+        usage.hourly_cost += new_price - old_price;
+    } else {
+        let usage = &mut packer.usage[old.pool];
+        usage.resources -= old.capacity;
+        usage.hourly_cost -= old_price;
+        usage.nodes = usage.nodes.saturating_sub(1);
+        let usage = &mut packer.usage[new.pool];
+        usage.resources += new.capacity;
+        usage.hourly_cost += new_price;
+        usage.nodes += 1;
+    }
     let bin = &mut packer.bins[b];
     bin.kind = BinKind::New {
         shape: to.0,
@@ -158,6 +174,17 @@ pub(super) fn swap_within_limits(
 /// `None` (no ceiling) for a bin whose pods are zone-bound or in a gang, in a pool with
 /// `minValues` or an overshoot guard, or with no other pool of its weight.
 fn elsewhere(packer: &Packer<'_>, pool_shapes: &[Vec<usize>], b: usize) -> Option<f64> {
+    cheapest_elsewhere(packer, pool_shapes, b, |_| true).map(|(price, _)| price)
+}
+
+/// [`elsewhere`]'s offering: its price and (shape, offering), among the offerings `open`
+/// accepts.
+pub(super) fn cheapest_elsewhere(
+    packer: &Packer<'_>,
+    pool_shapes: &[Vec<usize>],
+    b: usize,
+    open: impl Fn((usize, usize)) -> bool,
+) -> Option<(f64, (usize, usize))> {
     let bin = &packer.bins[b];
     let BinKind::New { shape, .. } = bin.kind else {
         return None;
@@ -177,7 +204,8 @@ fn elsewhere(packer: &Packer<'_>, pool_shapes: &[Vec<usize>], b: usize) -> Optio
     {
         return None;
     }
-    let mut best = f64::INFINITY;
+    let mut best: Option<(f64, (usize, usize))> = None;
+    let below = |best: &Option<(f64, (usize, usize))>, price: f64| best.is_none_or(|b| price < b.0);
     for &other in tier.iter().filter(|&&q| q != pool) {
         let limits = &packer.snapshot.node_pools[other].limits;
         let usage = &packer.usage[other];
@@ -186,7 +214,7 @@ fn elsewhere(packer: &Packer<'_>, pool_shapes: &[Vec<usize>], b: usize) -> Optio
         }
         for &s2 in &pool_shapes[other] {
             let candidate = &packer.shapes[s2];
-            if candidate.min_price() >= best {
+            if !below(&best, candidate.min_price()) {
                 break;
             }
             if !bin.requests.fits_in(&candidate.allocatable)
@@ -210,25 +238,26 @@ fn elsewhere(packer: &Packer<'_>, pool_shapes: &[Vec<usize>], b: usize) -> Optio
                 continue;
             }
             for (o2, off) in candidate.offerings.iter().enumerate() {
-                if off.price >= best {
+                if !below(&best, off.price) {
                     break;
                 }
                 let affordable = limits
                     .max_hourly_cost
                     .is_none_or(|max| usage.hourly_cost + off.list_price <= max + 1e-9);
                 if affordable
+                    && open((s2, o2))
                     && bin
                         .classes
                         .iter()
                         .all(|&(c, _)| packer.classes[c as usize].allows(s2, o2))
                 {
-                    best = off.price;
+                    best = Some((off.price, (s2, o2)));
                     break;
                 }
             }
         }
     }
-    best.is_finite().then_some(best)
+    best
 }
 
 fn choice(

@@ -1,8 +1,9 @@
 //! Offering limits ([`crate::OfferingLimit`]): at most so many new nodes on a set of offerings.
 //!
 //! The packer packs without them. Afterwards each new node keeps its offering while its limits
-//! have room, and otherwise moves to the cheapest of its alternatives whose limits do (nodes
-//! that would pay most for moving keep the limited offerings first). The lower bound counts
+//! have room, and otherwise moves to the cheapest of its alternatives whose limits do, in its
+//! own NodePool or in another of the same weight that holds its pods (nodes that would pay most
+//! for moving keep the limited offerings first). The lower bound counts
 //! them: the offerings of one shape under the same limits are one bound shape, at their lowest
 //! price, of at most the limits' smallest `max` copies.
 
@@ -94,17 +95,24 @@ impl OfferingLimits {
     }
 
     /// Moves new nodes off offerings whose limits are full onto the cheapest alternative whose
-    /// limits have room (`choices[b]`: bin `b`'s offerings, chosen first). A node without such
-    /// an alternative keeps its offering: the plan then exceeds the limit (the caller can
-    /// tell from the plan's nodes).
-    pub fn keep_within(&self, packer: &mut Packer<'_>, choices: &mut [Vec<(usize, usize)>]) {
+    /// limits have room (`choices[b]`: bin `b`'s offerings, chosen first), or onto another
+    /// NodePool of the same weight when that pool sells a cheaper one that holds the node's pods
+    /// (as the engine does with a claim whose cheap offerings have no capacity: see
+    /// `finish::elsewhere`). A node without such an alternative keeps its offering: the plan
+    /// then exceeds the limit (the caller can tell from the plan's nodes).
+    pub fn keep_within(
+        &self,
+        packer: &mut Packer<'_>,
+        pool_shapes: &[Vec<usize>],
+        choices: &mut [Vec<(usize, usize)>],
+    ) {
         if self.is_empty() {
             return;
         }
         let price =
             |packer: &Packer<'_>, (s, o): (usize, usize)| packer.shapes[s].offerings[o].price;
-        // What a node pays to leave its offering for its cheapest unlimited alternative: the
-        // nodes that would pay most keep the limited offerings.
+        // What a node pays to leave its offering for its cheapest unlimited alternative (in its
+        // pool or another): the nodes that would pay most keep the limited offerings.
         let mut order: Vec<(f64, usize)> = Vec::new();
         for (b, list) in choices.iter().enumerate() {
             let Some(&first) = list.first() else {
@@ -113,11 +121,14 @@ impl OfferingLimits {
             if packer.bins[b].pods.is_empty() || self.of(first.0, first.1).is_empty() {
                 continue;
             }
-            let fallback = list
+            let own = list
                 .iter()
                 .find(|&&(s, o)| self.of(s, o).is_empty())
                 .map_or(f64::INFINITY, |&c| price(packer, c));
-            order.push((fallback - price(packer, first), b));
+            let across = self
+                .across(packer, pool_shapes, b, |c| self.of(c.0, c.1).is_empty())
+                .map_or(f64::INFINITY, |(p, _)| p);
+            order.push((own.min(across) - price(packer, first), b));
         }
         order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut used = vec![0u32; self.max.len()];
@@ -125,23 +136,121 @@ impl OfferingLimits {
             let list = &choices[b];
             let current = list[0];
             let pool = packer.shapes[current.0].pool;
+            let open = |c: (usize, usize)| self.of(c.0, c.1).iter().all(|&l| used[l] < self.max[l]);
             // An alternative must keep the pool within its own limits, as the node does now.
             let room = |c: &(usize, usize)| {
-                self.of(c.0, c.1).iter().all(|&l| used[l] < self.max[l])
+                open(*c)
                     && (*c == current
                         || super::finish::swap_within_limits(packer, pool, current, *c))
             };
-            let pick = list.iter().position(room).unwrap_or(0);
-            let (shape, offering) = list[pick];
+            let own = list.iter().position(room);
+            // The list is cut at a dozen fallbacks: when none of them has room, the pool's
+            // other offerings are looked at.
+            let further = match own {
+                Some(_) => None,
+                None => self.further(packer, pool_shapes, b, &room),
+            };
+            let own_price = own
+                .map(|i| price(packer, list[i]))
+                .or(further.map(|(p, _)| p));
+            let across = match own {
+                Some(0) => None,
+                _ => self
+                    .across(packer, pool_shapes, b, open)
+                    .filter(|&(p, _)| own_price.is_none_or(|q| p < q)),
+            };
+            let (shape, offering) = match (across, own, further) {
+                (Some((_, to)), ..) => to,
+                (None, Some(i), _) => list[i],
+                (None, None, Some((_, to))) => to,
+                (None, None, None) => current,
+            };
             for &l in self.of(shape, offering) {
                 used[l] += 1;
             }
-            if pick == 0 {
+            if (shape, offering) == current {
                 continue;
             }
             super::finish::repick(packer, b, (shape, offering));
-            let chosen = choices[b].remove(pick);
-            choices[b].insert(0, chosen);
+            match own.filter(|_| across.is_none()) {
+                Some(i) => {
+                    let chosen = choices[b].remove(i);
+                    choices[b].insert(0, chosen);
+                }
+                None => choices[b] = vec![(shape, offering)],
+            }
         }
+    }
+
+    /// The cheapest offering of new bin `b`'s own pool that `room` accepts, that every pod on
+    /// it allows and that holds them (in the bin's zone when a pod's constraints depend on it,
+    /// with the node's MIG layout); `None` in a guarded pool (minValues, maxGpuOvershoot), whose
+    /// fallbacks right-sizing chose under its guards.
+    fn further(
+        &self,
+        packer: &Packer<'_>,
+        pool_shapes: &[Vec<usize>],
+        b: usize,
+        room: &impl Fn(&(usize, usize)) -> bool,
+    ) -> Option<(f64, (usize, usize))> {
+        let bin = &packer.bins[b];
+        let super::bins::BinKind::New { shape, .. } = bin.kind else {
+            return None;
+        };
+        let pool = packer.shapes[shape].pool;
+        if super::guard::guarded(&packer.snapshot.node_pools[pool]) {
+            return None;
+        }
+        let zone_fixed = bin
+            .classes
+            .iter()
+            .any(|&(c, _)| packer.classes[c as usize].zone_sensitive);
+        let layout = packer.shapes[shape].mig_config;
+        let mut best: Option<(f64, (usize, usize))> = None;
+        for &s2 in &pool_shapes[pool] {
+            let candidate = &packer.shapes[s2];
+            if best.is_some_and(|(p, _)| candidate.min_price() >= p) {
+                break;
+            }
+            if !bin.requests.fits_in(&candidate.allocatable) || candidate.mig_config != layout {
+                continue;
+            }
+            for (o2, off) in candidate.offerings.iter().enumerate() {
+                if best.is_some_and(|(p, _)| off.price >= p)
+                    || (zone_fixed && off.zone != bin.zone)
+                    || !room(&(s2, o2))
+                    || !bin
+                        .classes
+                        .iter()
+                        .all(|&(c, _)| packer.classes[c as usize].allows(s2, o2))
+                {
+                    continue;
+                }
+                best = Some((off.price, (s2, o2)));
+            }
+        }
+        best
+    }
+
+    /// The cheapest offering `open` accepts of another NodePool of the same weight that holds
+    /// new bin `b`'s pods (`finish::cheapest_elsewhere`); `None` also when a pod of the bin has
+    /// topology spread or pod (anti-)affinity, whose domains another pool's labels could change.
+    fn across(
+        &self,
+        packer: &Packer<'_>,
+        pool_shapes: &[Vec<usize>],
+        b: usize,
+        open: impl Fn((usize, usize)) -> bool,
+    ) -> Option<(f64, (usize, usize))> {
+        let constrained = packer.bins[b].classes.iter().any(|&(c, _)| {
+            let class = &packer.classes[c as usize];
+            !class.spreads.is_empty()
+                || !class.affinity.is_empty()
+                || !class.anti_affinity.is_empty()
+        });
+        if constrained {
+            return None;
+        }
+        super::finish::cheapest_elsewhere(packer, pool_shapes, b, open)
     }
 }

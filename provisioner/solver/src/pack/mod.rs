@@ -115,7 +115,7 @@ pub fn solve(
             choices = finish::right_size(&mut packer, &pool_shapes);
         }
     }
-    limits.keep_within(&mut packer, &mut choices);
+    limits.keep_within(&mut packer, &pool_shapes, &mut choices);
     finish::assemble(
         &packer,
         catalog,

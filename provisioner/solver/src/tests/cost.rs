@@ -263,6 +263,76 @@ fn fallbacks_stop_at_the_price_of_another_pool_of_the_same_weight() {
 }
 
 #[test]
+fn nodes_past_an_offering_limit_go_to_another_pool_of_the_same_weight_when_it_is_cheaper() {
+    // g5.xlarge (every zone, spot and on-demand) may have two new nodes. The other three
+    // one-GPU pods would fall back to g5.48xlarge in their own pool; the pool `quad` of the same
+    // weight sells g5.12xlarge spot for $2.30, and they go there (the engine's claims do the
+    // same through `elsewhere`'s ceiling). A pool of another weight is never used instead.
+    let only = |name: &str, types: &[&str]| {
+        pool(
+            name,
+            requirements(&[("node.kubernetes.io/instance-type", Operator::In, types)]),
+        )
+    };
+    let small = only("small", &["g5.xlarge", "g5.48xlarge"]);
+    let quad = only("quad", &["g5.12xlarge"]);
+    let limited = |pools: Vec<crate::NodePoolSpec>| {
+        let mut s = snapshot(pods("infer", 5, 2000, 8192, 1), pools);
+        s.offering_limits.push(crate::OfferingLimit {
+            offerings: ZONES
+                .iter()
+                .flat_map(|zone| {
+                    [CapacityType::Spot, CapacityType::OnDemand].map(|capacity_type| {
+                        crate::OfferingKey {
+                            cloud: quartermaster_pricing::Cloud::Aws,
+                            instance_type: "g5.xlarge".into(),
+                            zone: (*zone).into(),
+                            capacity_type,
+                        }
+                    })
+                })
+                .collect(),
+            max: 2,
+        });
+        solve(&s)
+    };
+    let nodes = |plan: &crate::Plan| {
+        let mut v: Vec<(String, String)> = plan
+            .new_nodes
+            .iter()
+            .map(|n| (n.node_pool.clone(), n.offering.instance_type.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    let plan = limited(vec![small.clone(), quad.clone()]);
+    assert_eq!(placed(&plan), 5);
+    let pair = |p: &str, t: &str| (p.to_owned(), t.to_owned());
+    assert_eq!(
+        nodes(&plan),
+        [
+            pair("quad", "g5.12xlarge"),
+            pair("quad", "g5.12xlarge"),
+            pair("quad", "g5.12xlarge"),
+            pair("small", "g5.xlarge"),
+            pair("small", "g5.xlarge"),
+        ],
+        "{plan:#?}"
+    );
+    assert!(plan.lower_bound_per_hour <= plan.cost_per_hour + 1e-9);
+
+    let mut heavier = small;
+    heavier.weight = 10;
+    let plan = limited(vec![heavier, quad]);
+    assert!(
+        plan.new_nodes
+            .iter()
+            .all(|n| n.node_pool == "small" && n.offering.instance_type != "g5.12xlarge"),
+        "{plan:#?}"
+    );
+}
+
+#[test]
 fn lower_bound_never_exceeds_cost() {
     let mut all = pods("infer", 5, 2000, 8192, 1);
     all.extend(pods("web", 20, 500, 1024, 0));
