@@ -507,28 +507,32 @@ fn the_hindsight_cannot_buy_what_an_outage_refuses() {
     );
 }
 
+/// Checkpointed one-GPU jobs (`arrivals`, two hours each) that consolidation may move, in a
+/// three-hour run on `cloud`, measured an hour in.
+fn movable_jobs_measured_at_one_hour(arrivals: &str, cloud: &str) -> super::Run {
+    let job = gpu_job("train", arrivals, "2h", true).replace(
+        "      template:\n        spec:",
+        "      template:\n        metadata: {annotations: {quartermaster.dev/checkpointed: 'true'}}\n        spec:",
+    );
+    let text = scenario_text("3h", "[spot, on-demand]", cloud, &job)
+        .replace("  seed: 3\n", "  seed: 3\n  measureAt: 1h\n")
+        .replace(
+            "consolidationPolicy: WhenEmpty,",
+            "consolidationPolicy: WhenEmptyOrUnderutilized,",
+        );
+    let s = Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"));
+    run(&s, 1, None).unwrap()
+}
+
 #[test]
 fn the_achievable_saving_cannot_buy_what_an_outage_refuses() {
     // Spot is out for the whole run: a checkpointed job consolidation may move runs on
     // on-demand, and no move could put it on spot. Measured an hour in, the cheapest fleet
     // consolidation could reach is the one running (it used to be priced on spot).
-    let job = gpu_job("train", "[{at: 10m}]", "2h", true).replace(
-        "      template:\n        spec:",
-        "      template:\n        metadata: {annotations: {quartermaster.dev/checkpointed: 'true'}}\n        spec:",
-    );
-    let text = scenario_text(
-        "3h",
-        "[spot, on-demand]",
+    let r = movable_jobs_measured_at_one_hour(
+        "[{at: 10m}]",
         "{insufficientCapacity: [{family: g2, capacityType: spot, until: 3h}]}",
-        &job,
-    )
-    .replace("  seed: 3\n", "  seed: 3\n  measureAt: 1h\n")
-    .replace(
-        "consolidationPolicy: WhenEmpty,",
-        "consolidationPolicy: WhenEmptyOrUnderutilized,",
     );
-    let s = Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"));
-    let r = run(&s, 1, None).unwrap();
     let on_demand = &r.record.instances[0];
     assert_eq!(on_demand.capacity_type.to_string(), "on-demand");
     let d = &r.disruption;
@@ -549,26 +553,14 @@ fn the_achievable_saving_holds_no_more_than_a_capacity_limit_allows() {
     // consolidation could reach has one g2-standard-4 spot node and one on-demand (it used to
     // be priced at two spot nodes, and past a dozen limited spot offerings the solver kept the
     // node on a full one).
-    let job = gpu_job("train", "[{at: 10m, burst: 2}]", "2h", true).replace(
-        "      template:\n        spec:",
-        "      template:\n        metadata: {annotations: {quartermaster.dev/checkpointed: 'true'}}\n        spec:",
-    );
-    let text = scenario_text(
-        "3h",
-        "[spot, on-demand]",
+    let r = movable_jobs_measured_at_one_hour(
+        "[{at: 10m, burst: 2}]",
         "{capacity: [{family: g2, capacityType: spot, max: 1}], \
          insufficientCapacity: [{family: g2, capacityType: spot, until: 30m}]}",
-        &job,
-    )
-    .replace("  seed: 3\n", "  seed: 3\n  measureAt: 1h\n")
-    .replace(
-        "consolidationPolicy: WhenEmpty,",
-        "consolidationPolicy: WhenEmptyOrUnderutilized,",
     );
-    let s = Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"));
-    let r = run(&s, 1, None).unwrap();
+    let catalog = quartermaster_pricing::Catalog::embedded();
     let price = |ty: &str, capacity_type: CapacityType| {
-        s.catalog
+        catalog
             .instance_types()
             .iter()
             .find(|t| t.name == ty)

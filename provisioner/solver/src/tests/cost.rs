@@ -203,14 +203,16 @@ fn alternatives_hold_the_same_pods_and_are_ordered_by_price() {
 /// A claim's fallbacks stop at what another NodePool of the same weight would charge for the
 /// same pods: past that, its pods are better solved again (the cheap offering's capacity is
 /// marked unavailable by then) than launched on a dear type of the first pool.
+/// A pool of the fixture's defaults that may buy only `types`.
+fn only(name: &str, types: &[&str]) -> crate::NodePoolSpec {
+    pool(
+        name,
+        requirements(&[("node.kubernetes.io/instance-type", Operator::In, types)]),
+    )
+}
+
 #[test]
 fn fallbacks_stop_at_the_price_of_another_pool_of_the_same_weight() {
-    let only = |name: &str, types: &[&str]| {
-        pool(
-            name,
-            requirements(&[("node.kubernetes.io/instance-type", Operator::In, types)]),
-        )
-    };
     let small = only("small", &["g5.xlarge", "g5.48xlarge"]);
     let quad = only("quad", &["g5.12xlarge"]);
     let plan = solve(&snapshot(
@@ -268,12 +270,6 @@ fn nodes_past_an_offering_limit_go_to_another_pool_of_the_same_weight_when_it_is
     // one-GPU pods would fall back to g5.48xlarge in their own pool; the pool `quad` of the same
     // weight sells g5.12xlarge spot for $2.30, and they go there (the engine's claims do the
     // same through `elsewhere`'s ceiling). A pool of another weight is never used instead.
-    let only = |name: &str, types: &[&str]| {
-        pool(
-            name,
-            requirements(&[("node.kubernetes.io/instance-type", Operator::In, types)]),
-        )
-    };
     let small = only("small", &["g5.xlarge", "g5.48xlarge"]);
     let quad = only("quad", &["g5.12xlarge"]);
     let limited = |pools: Vec<crate::NodePoolSpec>| {
