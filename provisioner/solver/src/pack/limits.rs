@@ -143,28 +143,22 @@ impl OfferingLimits {
                     && (*c == current
                         || super::finish::swap_within_limits(packer, pool, current, *c))
             };
-            let own = list.iter().position(room);
-            // The list is cut at a dozen fallbacks: when none of them has room, the pool's
-            // other offerings are looked at.
-            let further = match own {
-                Some(_) => None,
+            // The cheapest alternative with room: in the node's fallbacks or, the list being
+            // cut at a dozen, the rest of its pool's offerings; then in another pool when that
+            // is cheaper still (a tie stays in the node's own pool).
+            let own = match list.iter().position(room) {
+                Some(i) => Some((price(packer, list[i]), list[i])),
                 None => self.further(packer, pool_shapes, b, &room),
             };
-            let own_price = own
-                .map(|i| price(packer, list[i]))
-                .or(further.map(|(p, _)| p));
             let across = match own {
-                Some(0) => None,
-                _ => self
-                    .across(packer, pool_shapes, b, open)
-                    .filter(|&(p, _)| own_price.is_none_or(|q| p < q)),
+                Some((_, c)) if c == current => None,
+                _ => self.across(packer, pool_shapes, b, open),
             };
-            let (shape, offering) = match (across, own, further) {
-                (Some((_, to)), ..) => to,
-                (None, Some(i), _) => list[i],
-                (None, None, Some((_, to))) => to,
-                (None, None, None) => current,
-            };
+            let (shape, offering) = [own, across]
+                .into_iter()
+                .flatten()
+                .min_by(|x, y| x.0.total_cmp(&y.0))
+                .map_or(current, |(_, c)| c);
             for &l in self.of(shape, offering) {
                 used[l] += 1;
             }
@@ -172,7 +166,7 @@ impl OfferingLimits {
                 continue;
             }
             super::finish::repick(packer, b, (shape, offering));
-            match own.filter(|_| across.is_none()) {
+            match choices[b].iter().position(|&c| c == (shape, offering)) {
                 Some(i) => {
                     let chosen = choices[b].remove(i);
                     choices[b].insert(0, chosen);
