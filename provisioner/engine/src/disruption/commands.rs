@@ -156,6 +156,12 @@ impl Engine {
                 }
             }
         }
+        // Replacements that came up are deleted unused: what the failed one was refused is
+        // kept out of moves for a while, or the same move would be launched again and again.
+        let wasted = replacements
+            .iter()
+            .any(|r| self.claims.get(r).is_some_and(|c| c.provider_id.is_some()));
+        self.disruption.refusals.called_off(failed, wasted, now);
         for r in replacements {
             if let Some(c) = self.claims.get_mut(&r) {
                 c.move_id = None;

@@ -10,6 +10,7 @@ mod drift;
 mod emptiness;
 mod interruption;
 pub(crate) mod methods;
+pub(crate) mod refusals;
 pub(crate) mod retirement;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -224,6 +225,8 @@ pub(crate) struct DisruptionState {
     pub cloud_drifted: BTreeMap<String, String>,
     /// The next move's id.
     pub next_move: u64,
+    /// Offerings a move's replacement could not get, kept out of moves for a while.
+    pub refusals: refusals::MoveRefusals,
     /// Counters.
     pub stats: DisruptionStats,
 }

@@ -8,6 +8,7 @@ use quartermaster_cloud::{CloudError, Instance, LaunchOffering, LaunchRequest};
 use quartermaster_pricing::{CapacityType, Cloud};
 use quartermaster_solver::{OfferingChoice, OfferingKey};
 
+use crate::disruption::refusals::CapacityKind;
 use crate::engine::Engine;
 use crate::events::Action;
 use crate::state::Lifecycle;
@@ -79,6 +80,27 @@ impl Engine {
         }
     }
 
+    /// The capacity `o` draws on (its cloud, family and capacity type), when the catalog knows
+    /// its instance type.
+    pub(crate) fn capacity_kind(&self, cloud: Cloud, o: &OfferingChoice) -> Option<CapacityKind> {
+        let family = &self.setup.catalog.get(cloud, &o.instance_type)?.family;
+        Some(CapacityKind {
+            cloud,
+            family: family.clone(),
+            capacity_type: o.capacity_type,
+        })
+    }
+
+    /// The cloud refused `o` to `replacement`, a move's replacement: noted, in case the move is
+    /// called off.
+    fn refused_to_move(&mut self, replacement: &str, cloud: Cloud, o: &OfferingChoice) {
+        if let Some(kind) = self.capacity_kind(cloud, o) {
+            self.disruption
+                .refusals
+                .tried(replacement, Self::key(cloud, o), kind);
+        }
+    }
+
     /// The cloud accepted the launch. A provider that tried the request's fallbacks itself
     /// may have launched one of them: the claim then takes that offering (labels, capacity,
     /// room) and the alternatives before it, which the provider found without capacity, go.
@@ -113,6 +135,14 @@ impl Engine {
         let c = self.claims.get_mut(name).expect("claim exists");
         c.life.launched(now);
         c.provider_id = Some(instance.provider_id);
+        // A launch for pending pods got capacity: moves may ask for that kind again. (A move's
+        // own replacement says nothing new: its move was planned without the refused ones.)
+        if c.move_id.is_none() {
+            let (cloud, capacity_type) = (c.cloud, c.offering.capacity_type);
+            self.disruption.refusals.launched(cloud, capacity_type);
+        } else {
+            self.disruption.refusals.forget(name);
+        }
     }
 
     pub(crate) fn launch_failed(&mut self, now: DateTime<Utc>, name: &str, error: &CloudError) {
@@ -135,14 +165,17 @@ impl Engine {
         }
         // Capacity, quota, or a request this offering can never satisfy: mark the offering and
         // move on to the claim's next one.
-        if matches!(
+        let capacity = matches!(
             error,
             CloudError::InsufficientCapacity { .. } | CloudError::QuotaExceeded { .. }
-        ) {
+        );
+        if capacity {
             self.stats.capacity_errors += 1;
         }
         let failed = c.offering.clone();
         let cloud = c.cloud;
+        // A move's replacement (not the node it replaces, which is launched already).
+        let replacement = c.move_id.is_some() && !c.consolidating;
         self.unavailable
             .mark(Self::key(cloud, &failed), now + self.config.unavailable_ttl);
         // A provider that tried the fallbacks itself names the last one it tried: every
@@ -163,7 +196,13 @@ impl Engine {
             for o in &tried {
                 self.unavailable
                     .mark(Self::key(cloud, o), now + self.config.unavailable_ttl);
+                if replacement {
+                    self.refused_to_move(name, cloud, o);
+                }
             }
+        }
+        if replacement && capacity {
+            self.refused_to_move(name, cloud, &failed);
         }
         loop {
             let c = self.claims.get_mut(name).expect("claim exists");

@@ -50,6 +50,13 @@ impl Engine {
         let Some(c) = self.claims.remove(name) else {
             return;
         };
+        // A node that ran frees the capacity it held (a replacement that never came up held
+        // none): moves may ask for that kind again.
+        if c.life.registered_at().is_some()
+            && let Some(kind) = self.capacity_kind(c.cloud, &c.offering)
+        {
+            self.disruption.refusals.seen(&kind);
+        }
         self.repair_reasons.remove(name);
         if let Some(node) = c.node()
             && self.node_claims.get(&node.name).is_some_and(|n| n == name)
@@ -62,5 +69,6 @@ impl Engine {
             });
         }
         self.release_pods(now, name, c.replaces.as_deref());
+        self.disruption.refusals.forget(name);
     }
 }

@@ -138,6 +138,10 @@ impl Engine {
         };
         pending.extend(loose_placeholders);
         let mut unavailable = self.unavailable.active(now);
+        if !without.is_empty() {
+            // A move does not ask for what the cloud refused to a move's replacement lately.
+            unavailable.extend(self.disruption.refusals.active(now).cloned());
+        }
         if !self.reservations.is_empty() {
             // Reserved capacity is used through its free slots only, never bought new.
             unavailable.extend(self.reserved_keys());

@@ -585,6 +585,27 @@ fn the_achievable_saving_holds_no_more_than_a_capacity_limit_allows() {
 }
 
 #[test]
+fn a_move_the_cloud_cannot_carry_out_is_not_asked_for_every_quarter_hour() {
+    // The same two jobs on one g2-standard-24 on-demand node, the cloud holding one g2 spot
+    // instance. Splitting them onto two g2-standard-4 spot nodes saves money on paper; the
+    // second replacement finds every g2 spot offering it may fall back to full, so the move is
+    // called off. Asked for again every 15 minutes, it was called off 8 times (each time with a
+    // replacement launched and deleted at once) and the fleet never settled in the day after
+    // the trace. The offerings refused to a move that wasted a launch now stay out of moves,
+    // twice as long each time no capacity of their kind comes back: 4 moves called off (the
+    // first while spot was out and nothing launched), settled within the hour.
+    let r = movable_jobs_measured_at_one_hour(
+        "[{at: 10m, burst: 2}]",
+        "{capacity: [{family: g2, capacityType: spot, max: 1}], \
+         insufficientCapacity: [{family: g2, capacityType: spot, until: 30m}]}",
+    );
+    assert!(r.engine.consolidations_cancelled <= 4, "{:?}", r.engine);
+    let d = &r.disruption;
+    assert!(d.settle_seconds < 3600.0, "{d:?}");
+    assert_eq!(r.audit, super::Audit::default());
+}
+
+#[test]
 fn a_run_is_audited_and_measured() {
     let s = scenario(
         "3h",

@@ -84,6 +84,12 @@ impl Engine {
         {
             wake = Some(wake.map_or(back, |w| w.min(back)));
         }
+        // And so is an offering a move's replacement could not get, when moves may ask again.
+        if !candidates.is_empty()
+            && let Some(back) = self.disruption.refusals.next_expiry(now)
+        {
+            wake = Some(wake.map_or(back, |w| w.min(back)));
+        }
         // So is a node whose move was called off, when its backoff ends.
         let backoff_ends = self
             .claims
