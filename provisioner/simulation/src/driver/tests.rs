@@ -546,6 +546,16 @@ fn the_achievable_saving_cannot_buy_what_an_outage_refuses() {
     );
 }
 
+/// Two checkpointed one-GPU jobs that start while g2 spot is out, in a cloud that then holds
+/// one g2 spot instance at a time; measured an hour in.
+fn two_jobs_past_a_one_instance_spot_limit() -> super::Run {
+    movable_jobs_measured_at_one_hour(
+        "[{at: 10m, burst: 2}]",
+        "{capacity: [{family: g2, capacityType: spot, max: 1}], \
+         insufficientCapacity: [{family: g2, capacityType: spot, until: 30m}]}",
+    )
+}
+
 #[test]
 fn the_achievable_saving_holds_no_more_than_a_capacity_limit_allows() {
     // Two checkpointed one-GPU jobs start while g2 spot is out and share a g2-standard-24
@@ -553,11 +563,7 @@ fn the_achievable_saving_holds_no_more_than_a_capacity_limit_allows() {
     // consolidation could reach has one g2-standard-4 spot node and one on-demand (it used to
     // be priced at two spot nodes, and past a dozen limited spot offerings the solver kept the
     // node on a full one).
-    let r = movable_jobs_measured_at_one_hour(
-        "[{at: 10m, burst: 2}]",
-        "{capacity: [{family: g2, capacityType: spot, max: 1}], \
-         insufficientCapacity: [{family: g2, capacityType: spot, until: 30m}]}",
-    );
+    let r = two_jobs_past_a_one_instance_spot_limit();
     let catalog = quartermaster_pricing::Catalog::embedded();
     let price = |ty: &str, capacity_type: CapacityType| {
         catalog
@@ -594,11 +600,7 @@ fn a_move_the_cloud_cannot_carry_out_is_not_asked_for_every_quarter_hour() {
     // the trace. The offerings refused to a move that wasted a launch now stay out of moves,
     // twice as long each time no capacity of their kind comes back: 4 moves called off (the
     // first while spot was out and nothing launched), settled within the hour.
-    let r = movable_jobs_measured_at_one_hour(
-        "[{at: 10m, burst: 2}]",
-        "{capacity: [{family: g2, capacityType: spot, max: 1}], \
-         insufficientCapacity: [{family: g2, capacityType: spot, until: 30m}]}",
-    );
+    let r = two_jobs_past_a_one_instance_spot_limit();
     assert!(r.engine.consolidations_cancelled <= 4, "{:?}", r.engine);
     let d = &r.disruption;
     assert!(d.settle_seconds < 3600.0, "{d:?}");
