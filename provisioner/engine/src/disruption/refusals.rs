@@ -32,7 +32,7 @@ pub(crate) const MAX_DOUBLINGS: u32 = 3;
 
 /// The capacity an offering draws on, as far as the engine can tell: its cloud, instance
 /// family and capacity type (a limit or an exhausted pool seldom stops at one instance size).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CapacityKind {
     /// Cloud.
     pub cloud: Cloud,
@@ -89,13 +89,16 @@ impl MoveRefusals {
     /// Keep `key` out of moves for the backoff, twice as long as last time when no capacity of
     /// its kind was seen since.
     pub(crate) fn refuse(&mut self, key: OfferingKey, kind: CapacityKind, now: DateTime<Utc>) {
-        let times = self.refused.get(&key).map_or(0, |r| r.times) + 1;
-        let wait = CONSOLIDATION_BACKOFF * (1 << (times - 1).min(MAX_DOUBLINGS));
-        let until = self
-            .refused
-            .get(&key)
-            .map_or(now + wait, |r| r.until.max(now + wait));
+        let before = self.refused.get(&key);
+        let times = before.map_or(0, |r| r.times) + 1;
+        let until = now + CONSOLIDATION_BACKOFF * (1 << (times - 1).min(MAX_DOUBLINGS));
+        let until = before.map_or(until, |r| r.until.max(until));
         self.refused.insert(key, Refusal { kind, until, times });
+    }
+
+    /// Whether no offering is kept out of moves (nothing to end when capacity comes back).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.refused.is_empty()
     }
 
     /// Capacity of `kind` was seen (a node of that kind went, or a launch got one): its

@@ -53,6 +53,7 @@ impl Engine {
         // A node that ran frees the capacity it held (a replacement that never came up held
         // none): moves may ask for that kind again.
         if c.life.registered_at().is_some()
+            && !self.disruption.refusals.is_empty()
             && let Some(kind) = self.capacity_kind(c.cloud, &c.offering)
         {
             self.disruption.refusals.seen(&kind);
