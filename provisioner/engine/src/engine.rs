@@ -93,6 +93,8 @@ pub struct EngineStats {
     pub retirements: u64,
     /// Retired nodes reopened for pods that would otherwise have needed a node costing as much.
     pub retirements_reopened: u64,
+    /// Of `retirements`, nodes retired while empty (waiting out `consolidateAfter`).
+    pub retirements_empty: u64,
 }
 
 impl EngineStats {
@@ -128,6 +130,7 @@ impl EngineStats {
             flex_start_drains,
             retirements,
             retirements_reopened,
+            retirements_empty,
         } = other;
         self.solves += solves;
         self.claims_created += claims_created;
@@ -157,6 +160,7 @@ impl EngineStats {
         self.flex_start_drains += flex_start_drains;
         self.retirements += retirements;
         self.retirements_reopened += retirements_reopened;
+        self.retirements_empty += retirements_empty;
     }
 }
 
@@ -233,6 +237,9 @@ pub struct Engine {
     /// Per resource: the least an offering some pool may buy asks per unit ($/h), for
     /// retirement's cheap bound; `None` until needed after the catalog or the pools changed.
     pub(crate) unit_prices: Option<crate::disruption::retirement::UnitPrices>,
+    /// Per pool: its cheapest offering ($/h; 0 when it can buy nothing), filled with
+    /// `unit_prices`: what the least pod that refills an empty node could need.
+    pub(crate) pool_floors: Vec<f64>,
     /// Retirement's from-scratch answers, cleared with `unit_prices`.
     pub(crate) need_memo: crate::disruption::retirement::NeedMemo,
     /// Whether an event was handled since the last poll (a poll after none, with nothing due,
@@ -316,6 +323,7 @@ impl Engine {
             expiry_deadline: Default::default(),
             retire_watch: Default::default(),
             unit_prices: None,
+            pool_floors: Vec::new(),
             need_memo: Default::default(),
             heard_since_poll: true,
             grew_at: Vec::new(),

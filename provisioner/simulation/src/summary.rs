@@ -68,6 +68,8 @@ pub struct EngineCounters {
     pub retirements: u64,
     /// Retired nodes reopened for pods that would otherwise have needed as dear a node.
     pub retirements_reopened: u64,
+    /// Of `retirements`, nodes retired while empty (waiting out `consolidateAfter`).
+    pub retirements_empty: u64,
 }
 
 impl From<&EngineStats> for EngineCounters {
@@ -99,6 +101,7 @@ impl From<&EngineStats> for EngineCounters {
             flex_start_drains: s.flex_start_drains,
             retirements: s.retirements,
             retirements_reopened: s.retirements_reopened,
+            retirements_empty: s.retirements_empty,
         }
     }
 }

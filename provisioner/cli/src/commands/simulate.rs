@@ -263,11 +263,12 @@ fn write_table(sim: &Simulation, wall: f64, out: &mut dyn Write) -> anyhow::Resu
         (
             "Engine",
             format!(
-                "{} solves, {} claims, {} empty nodes removed, {} retired ({} reopened), {} accelerator / {} registration timeouts",
+                "{} solves, {} claims, {} empty nodes removed, {} retired ({} while empty, {} reopened), {} accelerator / {} registration timeouts",
                 e.solves,
                 e.claims_created,
                 e.empty_deletions,
                 e.retirements,
+                e.retirements_empty,
                 e.retirements_reopened,
                 e.accelerator_timeouts,
                 e.registration_timeouts

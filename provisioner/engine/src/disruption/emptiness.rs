@@ -11,7 +11,8 @@ use crate::events::DeleteReason;
 use crate::state::{Claim, Phase, PodState};
 
 impl Engine {
-    /// When an empty claim may go: `consolidateAfter` after it emptied (at once when retired;
+    /// When an empty claim may go: `consolidateAfter` after it emptied (at once when retired
+    /// with pods on it;
     /// never, in a reservation), and never within
     /// [`EngineConfig::binding_grace`] of its initialization or of its last nomination (the
     /// kube-scheduler may not have seen the node, or bound the pods, yet).
@@ -24,8 +25,9 @@ impl Engine {
         }
         let after = self.setup.pools[c.pool].consolidate_after?;
         let grace = self.config.binding_grace;
-        // A retired node was kept only for its pods: it goes as soon as they are done.
-        let after = if c.retired_at.is_some() {
+        // A node retired for its pods was kept only for them: it goes as soon as they are
+        // done. One retired while empty waits out `consolidateAfter` as any empty node.
+        let after = if c.retired_at.is_some_and(|r| r < since) {
             TimeDelta::zero()
         } else {
             TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX)

@@ -8,6 +8,13 @@
 //! `retire_price_ratio` times that, it is cordoned. Nothing is evicted: its pods finish where
 //! they are, new pods get nodes of their size, and the node goes as soon as it is empty.
 //!
+//! An empty node of a `WhenEmpty` pool waits out `consolidateAfter` before it goes, and any pod
+//! that arrives meanwhile may land on it and keep it for its whole run: the training job's H100
+//! node takes a notebook the minute the job ends. Such a node is retired while it waits when
+//! it costs at least `retire_price_ratio` times the cheapest node its pool may buy (the least a
+//! pod that refills it could need): it still goes `consolidateAfter` after it emptied, and
+//! meanwhile it is kept for pods that need it (reopened, below), not for any pod that fits.
+//!
 //! Provisioning reopens a retired node (`reopen_if_cheaper`) when a batch of pending pods
 //! would otherwise buy nodes and placing them on it saves at least its own price: a training
 //! job that needs the whole H100 node gets it back. A reopened node holds pods worth its
@@ -68,7 +75,7 @@ impl Engine {
             .iter()
             .filter_map(|name| self.claims.get(name.as_str()))
             .filter(|c| self.retire_ready_at(c).is_some_and(|at| now >= at))
-            .filter(|c| self.pods.residents(&c.name).is_some_and(|r| !r.is_empty()))
+            .filter(|c| !self.is_vacant(c) || self.retires_when_empty(c))
             .map(|c| (c.offering.price_per_hour, c.name.clone()))
             .collect();
         // Dearest first (they waste the most), then by name: deterministic.
@@ -86,15 +93,24 @@ impl Engine {
                 continue;
             };
             let ratio = ratios[c.pool].unwrap_or(f64::INFINITY);
-            // Room a CapacityBuffer holds is kept open for it. The solver is asked only when
-            // the per-unit bound leaves retirement possible.
-            let possible = !held.contains(&name)
+            let vacant = self.is_vacant(c);
+            // Room a CapacityBuffer holds is kept open for it. An empty node is weighed against
+            // the cheapest node its pool may buy; an occupied one against what its pods need,
+            // the solver asked only when the per-unit bound leaves retirement possible.
+            let floor = self.pool_floors.get(c.pool).copied().unwrap_or(0.0);
+            let retire_empty = vacant
+                && !held.contains(&name)
+                && floor > 0.0
+                && price >= ratio * floor * (1.0 - PRICE_EPSILON);
+            let possible = !vacant
+                && !held.contains(&name)
                 && self.movable_only_when_empty(c)
                 && price >= ratio * self.need_at_least(c) * (1.0 - PRICE_EPSILON);
-            let retire = possible
-                && self.need_from_scratch(now, &name).is_some_and(|need| {
-                    need > 0.0 && price >= ratio * need * (1.0 - PRICE_EPSILON)
-                });
+            let retire = retire_empty
+                || possible
+                    && self.need_from_scratch(now, &name).is_some_and(|need| {
+                        need > 0.0 && price >= ratio * need * (1.0 - PRICE_EPSILON)
+                    });
             let Some(c) = self.claims.get_mut(&name) else {
                 continue;
             };
@@ -104,6 +120,9 @@ impl Engine {
             }
             c.retired_at = Some(now);
             self.stats.retirements += 1;
+            if vacant {
+                self.stats.retirements_empty += 1;
+            }
             if let Some(node) = c.node() {
                 self.actions.push(Action::Cordon {
                     node: node.name.clone(),
@@ -133,15 +152,34 @@ impl Engine {
         used
     }
 
-    /// Fills [`Engine::unit_prices`] when the catalog or the pools changed since: per
-    /// resource, the least any offering some pool may buy asks per unit of it.
+    /// Whether no pod runs on (or is nominated to) `c`.
+    fn is_vacant(&self, c: &Claim) -> bool {
+        self.pods.residents(&c.name).is_none_or(|r| r.is_empty())
+    }
+
+    /// Whether `c` is retired while empty when dear enough: its pool removes only empty nodes,
+    /// so a pod that lands on it meanwhile keeps it for the pod's whole run.
+    fn retires_when_empty(&self, c: &Claim) -> bool {
+        matches!(
+            self.setup.pools[c.pool].node_pool.consolidation_policy(),
+            ConsolidationPolicy::WhenEmpty
+        )
+    }
+
+    /// Fills [`Engine::unit_prices`] and [`Engine::pool_floors`] when the catalog or the pools
+    /// changed since: per resource, the least any offering some pool may buy asks per unit of
+    /// it; per pool, its cheapest offering.
     fn ensure_unit_prices(&mut self) {
         if self.unit_prices.is_some() {
             return;
         }
         let table = &self.setup.resources;
         let mut unit = [f64::INFINITY; MAX_RESOURCES];
-        for spec in self.setup.pools.iter().map(|p| &p.spec) {
+        let mut floors = vec![f64::INFINITY; self.setup.pools.len()];
+        for (floor, spec) in floors
+            .iter_mut()
+            .zip(self.setup.pools.iter().map(|p| &p.spec))
+        {
             for it in self.setup.catalog.for_cloud(spec.cloud) {
                 // The offerings the pool may buy (reserved slots cost nothing more: no bound
                 // from them).
@@ -162,6 +200,7 @@ impl Engine {
                 let Some(capacity) = spec.node_shape.capacity_in_layout(it, None) else {
                     continue;
                 };
+                *floor = floor.min(price);
                 let capacity = to_resources(table, &capacity);
                 for (slot, u) in unit.iter_mut().enumerate() {
                     let c = capacity.get(slot);
@@ -171,8 +210,12 @@ impl Engine {
                 }
             }
         }
-        // A resource no offering has bounds nothing.
+        // A resource no offering has bounds nothing; nor does a pool that can buy nothing.
         self.unit_prices = Some(unit.map(|u| if u.is_finite() { u } else { 0.0 }));
+        self.pool_floors = floors
+            .into_iter()
+            .map(|f| if f.is_finite() { f } else { 0.0 })
+            .collect();
     }
 
     /// Per pool: its retirement ratio, `None` where retirement is off.
@@ -184,15 +227,15 @@ impl Engine {
             .collect()
     }
 
-    /// When retirement may look at `c` (its nominations have had time to bind, and
-    /// `consolidateAfter` passed since it last did); `None` while
-    /// it is not one retirement looks at: open and initialized, not empty, not static, not
-    /// reserved, not do-not-disrupt.
+    /// When retirement may look at `c` (its nominations have had time to bind, and, unless it
+    /// is empty, `consolidateAfter` passed since it last did); `None` while
+    /// it is not one retirement looks at: open and initialized, not empty (unless its pool
+    /// removes only empty nodes), not static, not reserved, not do-not-disrupt.
     fn retire_ready_at(&self, c: &Claim) -> Option<DateTime<Utc>> {
         if c.retired_at.is_some()
             || c.phase() != Phase::Initialized
             || !c.schedulable()
-            || c.empty_since.is_some()
+            || (c.empty_since.is_some() && !self.retires_when_empty(c))
             || c.reservation.is_some()
             || self.setup.pools[c.pool].replicas.is_some()
             || self.node_protected(c)
@@ -204,8 +247,10 @@ impl Engine {
         if let Some(t) = c.nominated_at {
             at = at.max(t + grace);
         }
+        // An empty node is weighed without asking the solver: no need to space the checks.
         if let (Some(t), Some(after)) =
             (c.retire_checked, self.setup.pools[c.pool].consolidate_after)
+            && !self.is_vacant(c)
         {
             at = at.max(t + TimeDelta::from_std(after).unwrap_or(TimeDelta::MAX));
         }

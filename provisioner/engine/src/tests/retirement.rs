@@ -191,3 +191,85 @@ fn a_ratio_of_zero_turns_retirement_off() {
     dear_node(&mut e, pod("p0", 500, 0));
     assert!(cordoned(&run(&mut e, 0, 600)).is_empty());
 }
+
+#[test]
+fn a_dear_node_that_empties_waits_out_consolidate_after_kept_for_pods_that_need_it() {
+    // A 12-vCPU pod needs the whole 16-vCPU node ($0.80/h): not retired while it runs.
+    let mut e = when_empty(json!({}));
+    dear_node(&mut e, pod("p0", 12_000, 0));
+    assert!(cordoned(&run(&mut e, 0, 60)).is_empty());
+    // Its pod done, the node is empty: the least pod that could refill it would need a
+    // $0.10/h node, an eighth of its price. Retired, not deleted before consolidateAfter.
+    e.handle(t(100), Event::PodGone(pod("p0", 12_000, 0).id));
+    let actions = run(&mut e, 100, 160);
+    assert_eq!(cordoned(&actions), vec!["big"], "{actions:?}");
+    assert_eq!(e.stats().retirements_empty, 1);
+    assert!(deleted(&actions).is_empty(), "{actions:?}");
+    // A small pod that arrives meanwhile gets a node of its size, not the empty node's room.
+    e.handle(t(200), Event::PodPending(pod("p1", 500, 0)));
+    let actions = run(&mut e, 200, 230);
+    assert_eq!(bought(&actions), vec!["c.large".to_owned()], "{actions:?}");
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Bind { node, .. } if node == "big")),
+        "{actions:?}"
+    );
+    // Still there until 30 minutes after it emptied, gone then.
+    assert!(deleted(&run(&mut e, 230, 100 + 1790)).is_empty());
+    let actions = run(&mut e, 100 + 1790, 100 + 1900);
+    assert_eq!(
+        deleted(&actions),
+        vec![("big".to_owned(), DeleteReason::Empty)],
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_node_retired_while_empty_is_reopened_for_a_pod_that_needs_it() {
+    let mut e = when_empty(json!({}));
+    dear_node(&mut e, pod("p0", 12_000, 0));
+    run(&mut e, 0, 60);
+    e.handle(t(100), Event::PodGone(pod("p0", 12_000, 0).id));
+    assert_eq!(cordoned(&run(&mut e, 100, 160)), vec!["big"]);
+    // The next 12-vCPU pod would buy a node of the same price: it gets this one back.
+    e.handle(t(300), Event::PodPending(pod("p1", 12_000, 0)));
+    let actions = run(&mut e, 300, 330);
+    assert!(bought(&actions).is_empty(), "{actions:?}");
+    assert!(
+        actions.contains(&Action::Uncordon { node: "big".into() }),
+        "{actions:?}"
+    );
+    assert_eq!(e.stats().retirements_reopened, 1);
+}
+
+#[test]
+fn an_empty_node_stays_open_when_cheap_or_when_consolidation_may_move_its_next_pods() {
+    // $0.20/h: twice the pool's cheapest node, short of the ratio of 4.
+    let mut e = when_empty(json!({}));
+    node_with(
+        &mut e,
+        "small",
+        "c.xlarge",
+        CapacityType::OnDemand,
+        vec![pod("p0", 3500, 0)],
+        t(0),
+        None,
+    );
+    run(&mut e, 0, 60);
+    e.handle(t(100), Event::PodGone(pod("p0", 3500, 0).id));
+    let actions = run(&mut e, 100, 400);
+    assert!(cordoned(&actions).is_empty(), "{actions:?}");
+    // A dear node of a WhenEmptyOrUnderutilized pool: a Deployment's pod that lands on it is
+    // moved by consolidation, so it is left open.
+    let mut e = engine_with(
+        pool("on-demand", json!({"consolidateAfter": "30m"}), json!({})),
+        EngineConfig::default(),
+    );
+    dear_node(&mut e, pod("p0", 12_000, 0));
+    run(&mut e, 0, 60);
+    e.handle(t(100), Event::PodGone(pod("p0", 12_000, 0).id));
+    let actions = run(&mut e, 100, 400);
+    assert!(cordoned(&actions).is_empty(), "{actions:?}");
+    assert_eq!(e.stats().retirements, 0);
+}

@@ -45,6 +45,53 @@ fn a_job_runs_to_completion_and_its_empty_node_is_removed() {
 }
 
 #[test]
+fn a_dear_node_that_empties_is_not_refilled_by_a_small_job() {
+    // A 4-GPU job runs an hour on a g2-standard-48 ($4/h on-demand). A 1-GPU job arriving 4 s
+    // after it ends, while the empty node waits out consolidateAfter (2 m), used to land on it
+    // and keep it for its own hour. The empty node is retired (its pool's cheapest node is a
+    // sixth of its price): the small job gets a g2-standard-4, the big node goes on time.
+    let workload = format!(
+        "    - name: train
+      kind: Job
+      arrivals: [{{at: 10m}}]
+      duration: 1h
+      template:
+        spec:
+          containers: [{{name: c, resources: {{requests: {{cpu: '8', memory: 32Gi}}, limits: {{nvidia.com/gpu: 4}}}}}}]
+{}",
+        gpu_job("notebook", "[{at: 72m}]", "1h", false)
+    );
+    let s = scenario("4h", "[on-demand]", "{}", &workload);
+    let r = run(&s, 1, None).unwrap();
+    let rec = &r.record;
+    let pod = |name: &str| {
+        rec.pods
+            .iter()
+            .position(|p| p.id.name.starts_with(name))
+            .expect("recorded")
+    };
+    let (train, notebook) = (pod("train"), pod("notebook"));
+    let big = rec
+        .instances
+        .iter()
+        .position(|i| i.instance_type == "g2-standard-48")
+        .expect("bought for the 4-GPU job");
+    let ended = rec.pods[train].gone.expect("done");
+    assert!(rec.pods[notebook].created > ended);
+    assert_eq!(rec.instances[big].end, Some(ended + TimeDelta::minutes(2)));
+    assert!(
+        rec.segments.iter().all(
+            |s| s.pod != notebook || rec.instances[s.instance].instance_type == "g2-standard-4"
+        ),
+        "{:?}",
+        rec.segments
+    );
+    assert!(rec.pods[notebook].completed);
+    assert_eq!(r.engine.retirements_empty, 1);
+    assert_eq!(r.audit, super::Audit::default());
+}
+
+#[test]
 fn an_interruption_leads_to_a_replacement_and_the_pod_finishes() {
     // A spot node is interrupted after 40 minutes on average; the job needs 30 minutes. Over
     // a few seeds, every run finishes the job, and some do so after an interruption.
