@@ -12,8 +12,7 @@ use crate::state::{Claim, Phase, PodState};
 
 impl Engine {
     /// When an empty claim may go: `consolidateAfter` after it emptied (at once when retired
-    /// with pods on it;
-    /// never, in a reservation), and never within
+    /// with pods on it; never, in a reservation), and never within
     /// [`EngineConfig::binding_grace`] of its initialization or of its last nomination (the
     /// kube-scheduler may not have seen the node, or bound the pods, yet).
     pub(crate) fn empty_deadline(&self, c: &Claim) -> Option<DateTime<Utc>> {

@@ -55,6 +55,54 @@ fn bought(actions: &[Action]) -> Vec<String> {
         .collect()
 }
 
+/// Sends a 500m pod `name` at `at`: it must get a node of its size (c.large), not room on "big".
+fn small_pod_gets_its_own_node(e: &mut Engine, name: &str, at: i64) {
+    e.handle(t(at), Event::PodPending(pod(name, 500, 0)));
+    let actions = run(e, at, at + 30);
+    assert_eq!(bought(&actions), vec!["c.large".to_owned()], "{actions:?}");
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Bind { node, .. } if node == "big")),
+        "{actions:?}"
+    );
+}
+
+/// Sends a 12-vCPU pod "p1" at `at`, which only a node of big's price holds: it must reopen
+/// "big" instead of buying; returns the actions.
+fn big_pod_reopens_big(e: &mut Engine, at: i64) -> Vec<Action> {
+    e.handle(t(at), Event::PodPending(pod("p1", 12_000, 0)));
+    let actions = run(e, at, at + 30);
+    assert!(bought(&actions).is_empty(), "{actions:?}");
+    assert!(
+        actions.contains(&Action::Uncordon { node: "big".into() }),
+        "{actions:?}"
+    );
+    actions
+}
+
+/// Asserts that `actions` delete "big", and nothing else, as empty.
+fn big_goes_as_empty(actions: &[Action]) {
+    assert_eq!(
+        deleted(actions),
+        vec![("big".to_owned(), DeleteReason::Empty)],
+        "{actions:?}"
+    );
+}
+
+/// A `WhenEmpty` engine whose "big" node ran a 12-vCPU pod (worth its price) that ended at
+/// t(100): retired while empty by t(160).
+fn dear_node_emptied() -> Engine {
+    let mut e = when_empty(json!({}));
+    dear_node(&mut e, pod("p0", 12_000, 0));
+    assert!(cordoned(&run(&mut e, 0, 60)).is_empty());
+    e.handle(t(100), Event::PodGone(pod("p0", 12_000, 0).id));
+    let actions = run(&mut e, 100, 160);
+    assert_eq!(cordoned(&actions), vec!["big"], "{actions:?}");
+    assert!(deleted(&actions).is_empty(), "{actions:?}");
+    e
+}
+
 #[test]
 fn a_dear_node_running_a_small_pod_takes_no_new_pods_and_goes_when_it_is_done() {
     // A 16-vCPU node ($0.80/h) runs one 500m pod, which a 2-vCPU node ($0.10/h) would hold.
@@ -68,23 +116,10 @@ fn a_dear_node_running_a_small_pod_takes_no_new_pods_and_goes_when_it_is_done() 
         "nothing evicted, nothing deleted"
     );
     // A new small pod gets a node of its size, not the dear node's free room.
-    e.handle(t(100), Event::PodPending(pod("p1", 500, 0)));
-    let actions = run(&mut e, 100, 130);
-    assert_eq!(bought(&actions), vec!["c.large".to_owned()], "{actions:?}");
-    assert!(
-        !actions
-            .iter()
-            .any(|a| matches!(a, Action::Bind { node, .. } if node == "big")),
-        "{actions:?}"
-    );
+    small_pod_gets_its_own_node(&mut e, "p1", 100);
     // Its pod done, it goes at once: not 30 minutes later.
     e.handle(t(200), Event::PodGone(pod("p0", 500, 0).id));
-    let actions = run(&mut e, 200, 260);
-    assert_eq!(
-        deleted(&actions),
-        vec![("big".to_owned(), DeleteReason::Empty)],
-        "{actions:?}"
-    );
+    big_goes_as_empty(&run(&mut e, 200, 260));
 }
 
 #[test]
@@ -159,13 +194,7 @@ fn a_retired_node_is_reopened_for_a_pod_that_would_need_as_dear_a_node() {
     dear_node(&mut e, pod("p0", 500, 0));
     assert_eq!(cordoned(&run(&mut e, 0, 60)), vec!["big"]);
     // 12 vCPU: only a 16-vCPU node holds it, the price of the retired one, which has room.
-    e.handle(t(100), Event::PodPending(pod("p1", 12_000, 0)));
-    let actions = run(&mut e, 100, 130);
-    assert!(bought(&actions).is_empty(), "{actions:?}");
-    assert!(
-        actions.contains(&Action::Uncordon { node: "big".into() }),
-        "{actions:?}"
-    );
+    let actions = big_pod_reopens_big(&mut e, 100);
     assert!(
         actions.contains(&Action::Bind {
             pod: pod("p1", 12_000, 0).id,
@@ -194,52 +223,23 @@ fn a_ratio_of_zero_turns_retirement_off() {
 
 #[test]
 fn a_dear_node_that_empties_waits_out_consolidate_after_kept_for_pods_that_need_it() {
-    // A 12-vCPU pod needs the whole 16-vCPU node ($0.80/h): not retired while it runs.
-    let mut e = when_empty(json!({}));
-    dear_node(&mut e, pod("p0", 12_000, 0));
-    assert!(cordoned(&run(&mut e, 0, 60)).is_empty());
-    // Its pod done, the node is empty: the least pod that could refill it would need a
-    // $0.10/h node, an eighth of its price. Retired, not deleted before consolidateAfter.
-    e.handle(t(100), Event::PodGone(pod("p0", 12_000, 0).id));
-    let actions = run(&mut e, 100, 160);
-    assert_eq!(cordoned(&actions), vec!["big"], "{actions:?}");
+    // A 12-vCPU pod needs the whole 16-vCPU node ($0.80/h): not retired while it ran. Empty,
+    // the least pod that could refill it would need a $0.10/h node, an eighth of its price:
+    // retired, not deleted before consolidateAfter.
+    let mut e = dear_node_emptied();
     assert_eq!(e.stats().retirements_empty, 1);
-    assert!(deleted(&actions).is_empty(), "{actions:?}");
     // A small pod that arrives meanwhile gets a node of its size, not the empty node's room.
-    e.handle(t(200), Event::PodPending(pod("p1", 500, 0)));
-    let actions = run(&mut e, 200, 230);
-    assert_eq!(bought(&actions), vec!["c.large".to_owned()], "{actions:?}");
-    assert!(
-        !actions
-            .iter()
-            .any(|a| matches!(a, Action::Bind { node, .. } if node == "big")),
-        "{actions:?}"
-    );
+    small_pod_gets_its_own_node(&mut e, "p1", 200);
     // Still there until 30 minutes after it emptied, gone then.
     assert!(deleted(&run(&mut e, 230, 100 + 1790)).is_empty());
-    let actions = run(&mut e, 100 + 1790, 100 + 1900);
-    assert_eq!(
-        deleted(&actions),
-        vec![("big".to_owned(), DeleteReason::Empty)],
-        "{actions:?}"
-    );
+    big_goes_as_empty(&run(&mut e, 100 + 1790, 100 + 1900));
 }
 
 #[test]
 fn a_node_retired_while_empty_is_reopened_for_a_pod_that_needs_it() {
-    let mut e = when_empty(json!({}));
-    dear_node(&mut e, pod("p0", 12_000, 0));
-    run(&mut e, 0, 60);
-    e.handle(t(100), Event::PodGone(pod("p0", 12_000, 0).id));
-    assert_eq!(cordoned(&run(&mut e, 100, 160)), vec!["big"]);
+    let mut e = dear_node_emptied();
     // The next 12-vCPU pod would buy a node of the same price: it gets this one back.
-    e.handle(t(300), Event::PodPending(pod("p1", 12_000, 0)));
-    let actions = run(&mut e, 300, 330);
-    assert!(bought(&actions).is_empty(), "{actions:?}");
-    assert!(
-        actions.contains(&Action::Uncordon { node: "big".into() }),
-        "{actions:?}"
-    );
+    big_pod_reopens_big(&mut e, 300);
     assert_eq!(e.stats().retirements_reopened, 1);
 }
 
