@@ -97,20 +97,15 @@ impl Engine {
             // Room a CapacityBuffer holds is kept open for it. An empty node is weighed against
             // the cheapest node its pool may buy; an occupied one against what its pods need,
             // the solver asked only when the per-unit bound leaves retirement possible.
-            let floor = self.pool_floors.get(c.pool).copied().unwrap_or(0.0);
-            let retire_empty = vacant
-                && !held.contains(&name)
-                && floor > 0.0
-                && price >= ratio * floor * (1.0 - PRICE_EPSILON);
-            let possible = !vacant
-                && !held.contains(&name)
-                && self.movable_only_when_empty(c)
-                && price >= ratio * self.need_at_least(c) * (1.0 - PRICE_EPSILON);
-            let retire = retire_empty
-                || possible
-                    && self.need_from_scratch(now, &name).is_some_and(|need| {
-                        need > 0.0 && price >= ratio * need * (1.0 - PRICE_EPSILON)
-                    });
+            let dear_for = |need: f64| need > 0.0 && price >= ratio * need * (1.0 - PRICE_EPSILON);
+            let retire = !held.contains(&name)
+                && if vacant {
+                    dear_for(self.pool_floors.get(c.pool).copied().unwrap_or(0.0))
+                } else {
+                    self.movable_only_when_empty(c)
+                        && price >= ratio * self.need_at_least(c) * (1.0 - PRICE_EPSILON)
+                        && self.need_from_scratch(now, &name).is_some_and(dear_for)
+                };
             let Some(c) = self.claims.get_mut(&name) else {
                 continue;
             };
