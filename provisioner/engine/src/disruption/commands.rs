@@ -61,10 +61,17 @@ impl Engine {
         let mut nodes = Vec::new();
         let mut moved = 0;
         for name in &p.names {
+            // From the claim's residents (the pod table's index), not a scan of every pod.
             let displaced: Vec<PodRef> = self
                 .pods
-                .iter()
-                .filter(|(_, e)| self.running_on(e) == Some(name.as_str()))
+                .residents(name)
+                .into_iter()
+                .flatten()
+                .filter(|(id, _)| {
+                    self.pods
+                        .get(id)
+                        .is_some_and(|e| self.running_on(e) == Some(name.as_str()))
+                })
                 .map(|(id, _)| id.clone())
                 .collect();
             moved += displaced.len();
