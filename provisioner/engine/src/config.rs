@@ -40,6 +40,15 @@ pub struct EngineConfig {
     /// do-not-disrupt pod). A NodePool overrides it with the annotation
     /// `quartermaster.dev/retire-price-ratio` (`0` turns retirement off).
     pub retire_price_ratio: f64,
+    /// An empty node of a `WhenEmpty` pool that costs at least this many times the cheapest
+    /// offering of its own instance type the pool may buy is retired while it waits out
+    /// `consolidateAfter`, as when it costs `retire_price_ratio` times the pool's cheapest
+    /// offering: an on-demand node bought while spot was out is not refilled once spot is
+    /// back (a pod that lands on it would buy the same machine for less than half). A node
+    /// retired while empty is reopened for pods that would otherwise buy nodes costing at
+    /// least its price divided by this. Off where retirement is
+    /// (`quartermaster.dev/retire-price-ratio: "0"`).
+    pub retire_same_type_price_ratio: f64,
     /// How many nodes one poll asks the solver about for retirement (the most expensive
     /// first; the others at the next poll). Each node is asked about again only when its
     /// pods changed.
@@ -86,6 +95,7 @@ impl Default for EngineConfig {
             consolidation_min_saving: 0.05,
             spot_to_spot_min_types: 15,
             retire_price_ratio: 4.0,
+            retire_same_type_price_ratio: 2.0,
             max_retire_checks: 32,
             max_move_nodes: 1000,
             max_single_candidates: 5,

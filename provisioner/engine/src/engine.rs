@@ -237,9 +237,9 @@ pub struct Engine {
     /// Per resource: the least an offering some pool may buy asks per unit ($/h), for
     /// retirement's cheap bound; `None` until needed after the catalog or the pools changed.
     pub(crate) unit_prices: Option<crate::disruption::retirement::UnitPrices>,
-    /// Per pool: its cheapest offering ($/h; 0 when it can buy nothing), filled with
-    /// `unit_prices`: what the least pod that refills an empty node could need.
-    pub(crate) pool_floors: Vec<f64>,
+    /// Per pool: its cheapest offering, overall and per instance type, filled with
+    /// `unit_prices`: what a pod that refills an empty node could need instead.
+    pub(crate) pool_floors: Vec<crate::disruption::retirement::PoolFloor>,
     /// Retirement's from-scratch answers, cleared with `unit_prices`.
     pub(crate) need_memo: crate::disruption::retirement::NeedMemo,
     /// Whether an event was handled since the last poll (a poll after none, with nothing due,

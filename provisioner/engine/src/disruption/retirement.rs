@@ -10,15 +10,25 @@
 //!
 //! An empty node of a `WhenEmpty` pool waits out `consolidateAfter` before it goes, and any pod
 //! that arrives meanwhile may land on it and keep it for its whole run: the training job's H100
-//! node takes a notebook the minute the job ends. Such a node is retired while it waits when
-//! it costs at least `retire_price_ratio` times the cheapest node its pool may buy (the least a
-//! pod that refills it could need): it still goes `consolidateAfter` after it emptied, and
-//! meanwhile it is kept for pods that need it (reopened, below), not for any pod that fits.
+//! node takes a notebook the minute the job ends, and the on-demand node bought while spot was
+//! out takes the next job once spot is back. Such a node is retired while it waits when it
+//! costs at least `retire_price_ratio` times the cheapest node its pool may buy (the least a
+//! pod that refills it could need), or `retire_same_type_price_ratio` times the cheapest
+//! offering of its own type (what a pod that needs this very machine would pay): it still goes
+//! `consolidateAfter` after it emptied, and meanwhile it is kept for pods that need it
+//! (reopened, below), not for any pod that fits.
 //!
 //! Provisioning reopens a retired node (`reopen_if_cheaper`) when a batch of pending pods
 //! would otherwise buy nodes and placing them on it saves at least its own price: a training
 //! job that needs the whole H100 node gets it back. A reopened node holds pods worth its
-//! price, so it is not retired again at once (the two thresholds leave room between them).
+//! price, so it is not retired again at once (the two thresholds leave room between them). A
+//! node retired while empty goes at its deadline unless used, so it is reopened for pods that
+//! would otherwise pay `1 / retire_same_type_price_ratio` of its price: they start at once
+//! instead of after a boot, and leave scarce capacity to others. While a retired node would hold
+//! a new claim's pods, the claim falls back to no offering dearer than what reopening the node
+//! must save: when its cheaper
+//! offerings fail (spot is still out), it is given up and its pods planned again, where
+//! reopening is weighed, instead of launching a second node as dear as the one left idle.
 //!
 //! A cordon is the only trace in the cluster. A restarted controller lifts the cordons it
 //! does not remember, as for any disruption command, and retirement decides again.
@@ -40,6 +50,17 @@ use crate::state::{Claim, Phase};
 
 /// Per resource slot: the least an offering asks per unit of it, $/h.
 pub(crate) type UnitPrices = [f64; MAX_RESOURCES];
+
+/// What the offerings a pool may buy cost at the least ($/h): what a pod that lands on an
+/// empty node of the pool could need instead.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PoolFloor {
+    /// Its cheapest offering (0 when it can buy nothing).
+    pub(crate) any: f64,
+    /// Per instance type it may buy: that type's cheapest offering (the spot price of an
+    /// on-demand node's type, when the pool may buy spot).
+    pub(crate) by_type: std::collections::HashMap<String, f64>,
+}
 
 /// Relative slack on price comparisons (prices are sums of floats).
 const PRICE_EPSILON: f64 = 1e-9;
@@ -100,7 +121,17 @@ impl Engine {
             let dear_for = |need: f64| need > 0.0 && price >= ratio * need * (1.0 - PRICE_EPSILON);
             let retire = !held.contains(&name)
                 && if vacant {
-                    dear_for(self.pool_floors.get(c.pool).copied().unwrap_or(0.0))
+                    let floor = self.pool_floors.get(c.pool);
+                    dear_for(floor.map_or(0.0, |f| f.any))
+                        || floor
+                            .and_then(|f| f.by_type.get(&c.offering.instance_type))
+                            .is_some_and(|&same| {
+                                same > 0.0
+                                    && price
+                                        >= self.config.retire_same_type_price_ratio
+                                            * same
+                                            * (1.0 - PRICE_EPSILON)
+                            })
                 } else {
                     self.movable_only_when_empty(c)
                         && price >= ratio * self.need_at_least(c) * (1.0 - PRICE_EPSILON)
@@ -170,11 +201,12 @@ impl Engine {
         }
         let table = &self.setup.resources;
         let mut unit = [f64::INFINITY; MAX_RESOURCES];
-        let mut floors = vec![f64::INFINITY; self.setup.pools.len()];
+        let mut floors = vec![PoolFloor::default(); self.setup.pools.len()];
         for (floor, spec) in floors
             .iter_mut()
             .zip(self.setup.pools.iter().map(|p| &p.spec))
         {
+            floor.any = f64::INFINITY;
             for it in self.setup.catalog.for_cloud(spec.cloud) {
                 // The offerings the pool may buy (reserved slots cost nothing more: no bound
                 // from them).
@@ -195,7 +227,8 @@ impl Engine {
                 let Some(capacity) = spec.node_shape.capacity_in_layout(it, None) else {
                     continue;
                 };
-                *floor = floor.min(price);
+                floor.any = floor.any.min(price);
+                floor.by_type.insert(it.name.clone(), price);
                 let capacity = to_resources(table, &capacity);
                 for (slot, u) in unit.iter_mut().enumerate() {
                     let c = capacity.get(slot);
@@ -207,10 +240,12 @@ impl Engine {
         }
         // A resource no offering has bounds nothing; nor does a pool that can buy nothing.
         self.unit_prices = Some(unit.map(|u| if u.is_finite() { u } else { 0.0 }));
-        self.pool_floors = floors
-            .into_iter()
-            .map(|f| if f.is_finite() { f } else { 0.0 })
-            .collect();
+        for f in &mut floors {
+            if !f.any.is_finite() {
+                f.any = 0.0;
+            }
+        }
+        self.pool_floors = floors;
     }
 
     /// Per pool: its retirement ratio, `None` where retirement is off.
@@ -326,6 +361,33 @@ impl Engine {
         );
     }
 
+    /// What reopening retired `c` must save: its price; for a node retired while empty, its
+    /// price divided by `retire_same_type_price_ratio`. Such a node goes at its deadline
+    /// unless used, and a pod that would otherwise pay at least that share of it is better
+    /// off with it at once than waiting for a boot, or taking capacity other pods need.
+    fn reopen_worth(&self, c: &Claim) -> f64 {
+        let retired_empty = matches!((c.retired_at, c.empty_since), (Some(r), Some(e)) if r >= e);
+        if retired_empty {
+            c.offering.price_per_hour / self.config.retire_same_type_price_ratio.max(1.0)
+        } else {
+            c.offering.price_per_hour
+        }
+    }
+
+    /// The retired nodes provisioning may reopen. Empty when none is.
+    pub(crate) fn reopenable_rooms(&self) -> Vec<RetiredRoom> {
+        self.claims
+            .values()
+            .filter(|c| c.reopenable())
+            .map(|c| RetiredRoom {
+                pool: c.pool,
+                worth: self.reopen_worth(c),
+                free: c.room.saturating_sub(&self.resident_requests(&c.name)),
+                labels: c.node_labels(),
+            })
+            .collect()
+    }
+
     /// `plan`, or the plan that also uses retired nodes when that saves at least what the
     /// retired nodes it uses cost (they are reopened: uncordoned, open to new pods again).
     /// Returns the plan to apply with its node-name-to-claim map.
@@ -355,7 +417,7 @@ impl Engine {
             .claims
             .values()
             .filter(|c| c.reopenable())
-            .filter(|c| c.offering.price_per_hour <= buying * (1.0 + PRICE_EPSILON))
+            .filter(|c| self.reopen_worth(c) <= buying * (1.0 + PRICE_EPSILON))
             .filter(|c| {
                 let free = c.room.saturating_sub(&self.resident_requests(&c.name));
                 let could_save: f64 = plan
@@ -365,7 +427,7 @@ impl Engine {
                     .filter(|(_, pods)| pods.iter().any(|r| r.fits_in(&free)))
                     .map(|(n, _)| n.offering.price_per_hour)
                     .sum();
-                could_save >= c.offering.price_per_hour * (1.0 - PRICE_EPSILON)
+                could_save >= self.reopen_worth(c) * (1.0 - PRICE_EPSILON)
             })
             .map(|c| c.name.clone())
             .collect();
@@ -384,7 +446,7 @@ impl Engine {
         let used_price: f64 = used
             .iter()
             .filter_map(|c| self.claims.get(*c))
-            .map(|c| c.offering.price_per_hour)
+            .map(|c| self.reopen_worth(c))
             .sum();
         let saving = buying - plan_cost(&with);
         if used.is_empty()
@@ -450,6 +512,39 @@ fn same_pods(a: &[Arc<Pod>], b: &[Arc<Pod>]) -> bool {
         let found = (0..b.len()).find(|&i| !used[i] && same_class(x, &b[i]));
         found.map(|i| used[i] = true).is_some()
     })
+}
+
+/// A retired node provisioning may reopen, as a new claim's fallbacks are weighed against it.
+#[derive(Debug, Clone)]
+pub(crate) struct RetiredRoom {
+    pool: usize,
+    /// What reopening it must save ([`Engine::reopen_worth`]), $/h.
+    worth: f64,
+    /// Its room left.
+    free: Resources,
+    labels: Arc<std::collections::BTreeMap<String, String>>,
+}
+
+/// The dearest offering a new claim of `pool` for `pods` may launch on, given the retired
+/// nodes `rooms`: below what reopening one that holds them all must save. When the claim's
+/// cheaper offerings all fail, it is given up and its pods planned again, where reopening
+/// that node is weighed, rather than launched on a dearer offering while the node waits out
+/// its deadline. Infinite when no retired node holds them.
+pub(crate) fn fallback_ceiling(rooms: &[RetiredRoom], pool: usize, pods: &[&Pod]) -> f64 {
+    let mut need = Resources::ZERO;
+    for p in pods {
+        need += p.requests;
+    }
+    rooms
+        .iter()
+        .filter(|r| r.pool == pool && need.fits_in(&r.free))
+        .filter(|r| {
+            pods.iter().all(|p| {
+                p.node_terms.is_empty() || p.node_terms.iter().any(|t| t.matches(&r.labels))
+            })
+        })
+        .map(|r| r.worth * (1.0 - PRICE_EPSILON))
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// What a plan's new nodes cost per hour.

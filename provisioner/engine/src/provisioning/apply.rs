@@ -8,6 +8,7 @@ use quartermaster_solver::{
     to_resources,
 };
 
+use crate::disruption::retirement::fallback_ceiling;
 use crate::engine::Engine;
 use crate::state::{Claim, Lifecycle, NodeFacts};
 
@@ -45,6 +46,11 @@ impl Engine {
                 self.nominate(now, &pod, &claim);
             }
         }
+        let rooms = if plan.new_nodes.is_empty() {
+            Vec::new()
+        } else {
+            self.reopenable_rooms()
+        };
         for node in plan.new_nodes {
             let Some(pool) = self
                 .setup
@@ -56,14 +62,25 @@ impl Engine {
             };
             let name = self.next_claim_name(&node.node_pool);
             let layout = node.mig_config().map(str::to_owned);
-            let Some(claim) = self.new_claim(
-                now,
-                &name,
-                pool,
-                node.offering,
-                node.alternatives.into(),
-                layout,
-            ) else {
+            let gang = node
+                .pods
+                .iter()
+                .find_map(|p| self.pods.get(p)?.pod.gang.as_ref())
+                .map(|g| g.name.clone());
+            let mut alternatives: VecDeque<OfferingChoice> = node.alternatives.into();
+            // No fallback dearer than reopening a retired node that holds the pods (a gang's
+            // claims fall back together, in its zone: left as they are).
+            if !rooms.is_empty() && gang.is_none() {
+                let pods: Vec<&quartermaster_solver::Pod> = node
+                    .pods
+                    .iter()
+                    .filter_map(|p| self.pods.get(p).map(|e| &*e.pod))
+                    .collect();
+                let ceiling = fallback_ceiling(&rooms, pool, &pods);
+                alternatives.retain(|o| o.price_per_hour < ceiling);
+            }
+            let Some(claim) = self.new_claim(now, &name, pool, node.offering, alternatives, layout)
+            else {
                 continue;
             };
             self.claims.insert(name.clone(), claim);
@@ -71,11 +88,6 @@ impl Engine {
             for pod in &node.pods {
                 self.nominate(now, pod, &name);
             }
-            let gang = node
-                .pods
-                .iter()
-                .find_map(|p| self.pods.get(p)?.pod.gang.as_ref())
-                .map(|g| g.name.clone());
             created.push((name, gang));
         }
         // A gang's claims are launched together, in its zone.

@@ -80,7 +80,7 @@ pub fn catalog_priced(factor: impl Fn(&str) -> f64) -> Catalog {
 }
 
 /// A `WhenEmptyOrUnderutilized` pool "cpu" (consolidateAfter 1m) with extra `disruption`
-/// and template fields, buying `capacity` ("on-demand" or "spot").
+/// and template fields, buying `capacity` ("on-demand", "spot" or "spot,on-demand").
 pub fn pool(
     capacity: &str,
     disruption: serde_json::Value,
@@ -118,7 +118,7 @@ pub fn pool_annotated(
         quartermaster_policies::Requirement::new(
             "quartermaster.dev/capacity-type",
             quartermaster_policies::Operator::In,
-            [capacity],
+            capacity.split(','),
         )
         .expect("valid"),
     );

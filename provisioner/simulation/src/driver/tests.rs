@@ -92,6 +92,55 @@ fn a_dear_node_that_empties_is_not_refilled_by_a_small_job() {
 }
 
 #[test]
+fn an_on_demand_node_bought_while_spot_was_out_is_not_refilled_once_spot_is_back() {
+    // Spot L4 is out for the first 30 minutes: the 1-GPU job arriving at 10m runs its hour on
+    // an on-demand g2-standard-4 ($0.71/h). A second job arrives 4 s after it ends, spot back
+    // ($0.28/h for the same machine). It used to land on the empty on-demand node and keep
+    // it for its own hour; the node is retired while empty, so the job gets the machine on
+    // spot and the on-demand node goes consolidateAfter (2 m) after it emptied.
+    let workload = format!(
+        "{}{}",
+        gpu_job("first", "[{at: 10m}]", "1h", false),
+        gpu_job("second", "[{at: 72m}]", "1h", false)
+    );
+    let cloud = "{insufficientCapacity: [{family: g2, capacityType: spot, from: 0s, until: 30m}]}";
+    let s = scenario("4h", "[spot, on-demand]", cloud, &workload);
+    let r = run(&s, 1, None).unwrap();
+    let rec = &r.record;
+    let pod = |name: &str| {
+        rec.pods
+            .iter()
+            .position(|p| p.id.name.starts_with(name))
+            .expect("recorded")
+    };
+    let (first, second) = (pod("first"), pod("second"));
+    let ran_on = |p: usize| -> Vec<(String, CapacityType)> {
+        rec.segments
+            .iter()
+            .filter(|s| s.pod == p)
+            .map(|s| {
+                let i = &rec.instances[s.instance];
+                (i.instance_type.clone(), i.capacity_type)
+            })
+            .collect()
+    };
+    let l4 = "g2-standard-4".to_owned();
+    assert_eq!(ran_on(first), vec![(l4.clone(), CapacityType::OnDemand)]);
+    assert_eq!(ran_on(second), vec![(l4, CapacityType::Spot)]);
+    let ended = rec.pods[first].gone.expect("done");
+    assert!(rec.pods[second].created > ended);
+    let on_demand = rec
+        .instances
+        .iter()
+        .find(|i| i.capacity_type == CapacityType::OnDemand)
+        .expect("the fallback");
+    assert_eq!(on_demand.end, Some(ended + TimeDelta::minutes(2)));
+    assert!(rec.pods[second].completed);
+    assert_eq!(r.engine.retirements_empty, 1);
+    assert_eq!(r.audit, super::Audit::default());
+}
+
+#[test]
 fn an_interruption_leads_to_a_replacement_and_the_pod_finishes() {
     // A spot node is interrupted after 40 minutes on average; the job needs 30 minutes. Over
     // a few seeds, every run finishes the job, and some do so after an interruption.
