@@ -9,6 +9,14 @@ use crate::record::EndReason;
 use crate::scenario::Scenario;
 use crate::testing::{gpu_job, scenario, scenario_text};
 
+/// The index of the first recorded pod whose name starts with `name`.
+fn pod_named(rec: &crate::record::Record, name: &str) -> usize {
+    rec.pods
+        .iter()
+        .position(|p| p.id.name.starts_with(name))
+        .expect("recorded")
+}
+
 #[test]
 fn a_job_runs_to_completion_and_its_empty_node_is_removed() {
     let s = scenario(
@@ -64,12 +72,7 @@ fn a_dear_node_that_empties_is_not_refilled_by_a_small_job() {
     let s = scenario("4h", "[on-demand]", "{}", &workload);
     let r = run(&s, 1, None).unwrap();
     let rec = &r.record;
-    let pod = |name: &str| {
-        rec.pods
-            .iter()
-            .position(|p| p.id.name.starts_with(name))
-            .expect("recorded")
-    };
+    let pod = |name: &str| pod_named(rec, name);
     let (train, notebook) = (pod("train"), pod("notebook"));
     let big = rec
         .instances
@@ -107,12 +110,7 @@ fn an_on_demand_node_bought_while_spot_was_out_is_not_refilled_once_spot_is_back
     let s = scenario("4h", "[spot, on-demand]", cloud, &workload);
     let r = run(&s, 1, None).unwrap();
     let rec = &r.record;
-    let pod = |name: &str| {
-        rec.pods
-            .iter()
-            .position(|p| p.id.name.starts_with(name))
-            .expect("recorded")
-    };
+    let pod = |name: &str| pod_named(rec, name);
     let (first, second) = (pod("first"), pod("second"));
     let ran_on = |p: usize| -> Vec<(String, CapacityType)> {
         rec.segments
