@@ -8,6 +8,7 @@ use crate::disruption::consolidation::{CONSOLIDATION_BACKOFF, Proposal};
 use crate::disruption::{CommandKind, DisruptionCommand, DisruptionStats};
 use crate::engine::Engine;
 use crate::events::{Action, DeleteReason};
+use crate::provisioning::FallbackLimit;
 use crate::state::{PodEntry, PodState};
 
 impl Engine {
@@ -96,13 +97,12 @@ impl Engine {
         } else {
             f64::INFINITY
         };
-        let created = self.apply(now, p.plan, &targets);
+        // Trimmed before the launch: a provider tries the request's fallbacks itself.
+        let created = self.apply(now, p.plan, &targets, FallbackLimit::Move { slack });
         for new in &created {
             if let Some(c) = self.claims.get_mut(new) {
                 c.replaces = Some(p.names[0].clone());
                 c.move_id = Some(id);
-                let ceiling = c.offering.price_per_hour + slack;
-                c.alternatives.retain(|o| o.price_per_hour < ceiling);
             }
         }
         let command = DisruptionCommand {

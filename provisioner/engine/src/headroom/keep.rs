@@ -54,7 +54,12 @@ impl Engine {
         self.stats.headroom_solves += 1;
         self.version += 1;
         let plan = crate::provisioning::plan(&snapshot, &self.setup.catalog, now);
-        for name in self.apply(now, plan, &targets) {
+        for name in self.apply(
+            now,
+            plan,
+            &targets,
+            crate::provisioning::FallbackLimit::Provisioning,
+        ) {
             let Some(pool) = self.claims.get(&name).map(|c| c.pool) else {
                 continue;
             };

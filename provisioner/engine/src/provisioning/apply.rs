@@ -12,13 +12,30 @@ use crate::disruption::retirement::fallback_ceiling;
 use crate::engine::Engine;
 use crate::state::{Claim, Lifecycle, NodeFacts};
 
+/// How far the new claims of a plan may fall back from the offering the solver chose (the
+/// launch request carries the fallbacks: a provider tries them itself).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FallbackLimit {
+    /// For pending pods: to no offering dearer than reopening a retired node that holds them
+    /// must save ([`fallback_ceiling`]).
+    Provisioning,
+    /// For a disruption move's replacements: to offerings dearer than the chosen one by less
+    /// than `slack` $/h, which keep the move worth it.
+    Move {
+        /// $/h.
+        slack: f64,
+    },
+}
+
 impl Engine {
-    /// Carries out a plan; returns the names of the NodeClaims it created.
+    /// Carries out a plan, its new claims' fallbacks limited by `limit`; returns the names of
+    /// the NodeClaims it created.
     pub(crate) fn apply(
         &mut self,
         now: DateTime<Utc>,
         plan: Plan,
         target_to_claim: &BTreeMap<String, String>,
+        limit: FallbackLimit,
     ) -> Vec<String> {
         let mut created = Vec::new();
         for placement in plan.existing {
@@ -46,10 +63,9 @@ impl Engine {
                 self.nominate(now, &pod, &claim);
             }
         }
-        let rooms = if plan.new_nodes.is_empty() {
-            Vec::new()
-        } else {
-            self.reopenable_rooms()
+        let rooms = match limit {
+            FallbackLimit::Provisioning if !plan.new_nodes.is_empty() => self.reopenable_rooms(),
+            _ => Vec::new(),
         };
         for node in plan.new_nodes {
             let Some(pool) = self
@@ -70,6 +86,10 @@ impl Engine {
             let mut alternatives: VecDeque<OfferingChoice> = node.alternatives.into();
             // No fallback dearer than reopening a retired node that holds the pods (a gang's
             // claims fall back together, in its zone: left as they are).
+            if let FallbackLimit::Move { slack } = limit {
+                let ceiling = node.offering.price_per_hour + slack;
+                alternatives.retain(|o| o.price_per_hour < ceiling);
+            }
             if !rooms.is_empty() && gang.is_none() {
                 let pods: Vec<&quartermaster_solver::Pod> = node
                     .pods

@@ -5,6 +5,7 @@ mod apply;
 mod nominations;
 mod snapshot;
 
+pub(crate) use apply::FallbackLimit;
 pub(crate) use snapshot::Room;
 
 use chrono::{DateTime, Utc};
@@ -62,7 +63,7 @@ impl Engine {
         } else {
             (plan, target_to_claim)
         };
-        for name in self.apply(now, plan, &target_to_claim) {
+        for name in self.apply(now, plan, &target_to_claim, FallbackLimit::Provisioning) {
             let Some(pool) = self.claims.get(&name).map(|c| c.pool) else {
                 continue;
             };

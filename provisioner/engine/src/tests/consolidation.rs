@@ -279,6 +279,23 @@ fn a_replacement_that_cannot_launch_cheaper_calls_the_consolidation_off() {
     let actions = settle(&mut e, 40, 1000);
     let [(replacement, _, zone, ct)] = launches(&actions).try_into().expect("one spot replacement");
     assert_eq!(ct, CapacityType::Spot);
+    // The request a provider gets (it tries the fallbacks itself) holds only offerings that
+    // keep the move worth it: no on-demand.
+    let request = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Launch { request, .. } => Some(request),
+            _ => None,
+        })
+        .expect("a launch");
+    assert!(
+        request
+            .fallbacks
+            .iter()
+            .all(|f| f.capacity_type == CapacityType::Spot),
+        "{:?}",
+        request.fallbacks
+    );
     // Spot fails again in both zones; on-demand would save nothing, so it is not tried.
     let other = if zone == "us-east-1a" {
         "us-east-1b"
