@@ -281,13 +281,7 @@ fn a_replacement_that_cannot_launch_cheaper_calls_the_consolidation_off() {
     assert_eq!(ct, CapacityType::Spot);
     // The request a provider gets (it tries the fallbacks itself) holds only offerings that
     // keep the move worth it: no on-demand.
-    let request = actions
-        .iter()
-        .find_map(|a| match a {
-            Action::Launch { request, .. } => Some(request),
-            _ => None,
-        })
-        .expect("a launch");
+    let request = first_launch_request(&actions);
     assert!(
         request
             .fallbacks

@@ -143,6 +143,17 @@ pub fn gpu_pod(name: &str) -> Pod {
     Pod::new(PodRef::new("default", name), r)
 }
 
+/// The request of the first launch among `actions`.
+pub fn first_launch_request(actions: &[Action]) -> &quartermaster_cloud::LaunchRequest {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Launch { request, .. } => Some(request),
+            _ => None,
+        })
+        .expect("a launch")
+}
+
 /// The Launch actions in `actions`: (claim, instance type, zone, capacity type).
 pub fn launches(actions: &[Action]) -> Vec<(String, String, String, CapacityType)> {
     actions

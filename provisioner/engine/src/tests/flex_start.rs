@@ -100,13 +100,7 @@ fn run_until(e: &mut Engine, until: DateTime<Utc>) -> Vec<Action> {
 fn a_pool_that_opts_in_gets_flex_start_at_its_price_and_one_that_does_not_never_does() {
     let mut e = engine_allowing(&["on-demand", "flex-start"]);
     let actions = pending_then_poll(&mut e, &["a"], t(10));
-    let request = actions
-        .iter()
-        .find_map(|a| match a {
-            Action::Launch { request, .. } => Some(request),
-            _ => None,
-        })
-        .expect("a launch");
+    let request = first_launch_request(&actions);
     assert_eq!(request.capacity_type, CapacityType::FlexStart);
     assert!(
         (request.price_per_hour - 0.503).abs() < 1e-9,

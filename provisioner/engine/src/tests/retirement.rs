@@ -4,7 +4,7 @@
 use quartermaster_pricing::CapacityType;
 use serde_json::json;
 
-use super::fixtures::{launches, t};
+use super::fixtures::{first_launch_request, launches, t};
 use super::fleet::*;
 use crate::{Action, DeleteReason, Engine, EngineConfig, Event};
 
@@ -358,11 +358,7 @@ fn a_pod_whose_spot_launch_fails_reopens_the_retired_on_demand_node_instead_of_b
     let actions = run(&mut e, 200, 230);
     let [(claim, it, zone, ct)] = launches(&actions).try_into().expect("one launch");
     assert_eq!((it.as_str(), ct), ("c.large", CapacityType::Spot));
-    let Some(Action::Launch { request, .. }) =
-        actions.iter().find(|a| matches!(a, Action::Launch { .. }))
-    else {
-        unreachable!()
-    };
+    let request = first_launch_request(&actions);
     assert!(request.fallbacks.is_empty(), "{:?}", request.fallbacks);
     // Spot is out: the claim is given up and the pod planned again, on the retired node.
     e.handle(
