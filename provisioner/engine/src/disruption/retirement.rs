@@ -118,7 +118,9 @@ impl Engine {
             // Room a CapacityBuffer holds is kept open for it. An empty node is weighed against
             // the cheapest node its pool may buy; an occupied one against what its pods need,
             // the solver asked only when the per-unit bound leaves retirement possible.
-            let dear_for = |need: f64| need > 0.0 && price >= ratio * need * (1.0 - PRICE_EPSILON);
+            let dear =
+                |ratio: f64, need: f64| need > 0.0 && price >= ratio * need * (1.0 - PRICE_EPSILON);
+            let dear_for = |need: f64| dear(ratio, need);
             let retire = !held.contains(&name)
                 && if vacant {
                     let floor = self.pool_floors.get(c.pool);
@@ -126,11 +128,7 @@ impl Engine {
                         || floor
                             .and_then(|f| f.by_type.get(&c.offering.instance_type))
                             .is_some_and(|&same| {
-                                same > 0.0
-                                    && price
-                                        >= self.config.retire_same_type_price_ratio
-                                            * same
-                                            * (1.0 - PRICE_EPSILON)
+                                dear(self.config.retire_same_type_price_ratio, same)
                             })
                 } else {
                     self.movable_only_when_empty(c)
@@ -380,6 +378,7 @@ impl Engine {
             .values()
             .filter(|c| c.reopenable())
             .map(|c| RetiredRoom {
+                name: c.name.clone(),
                 pool: c.pool,
                 worth: self.reopen_worth(c),
                 free: c.room.saturating_sub(&self.resident_requests(&c.name)),
@@ -414,22 +413,20 @@ impl Engine {
             })
             .collect();
         let reopen: Vec<String> = self
-            .claims
-            .values()
-            .filter(|c| c.reopenable())
-            .filter(|c| self.reopen_worth(c) <= buying * (1.0 + PRICE_EPSILON))
-            .filter(|c| {
-                let free = c.room.saturating_sub(&self.resident_requests(&c.name));
+            .reopenable_rooms()
+            .into_iter()
+            .filter(|r| r.worth <= buying * (1.0 + PRICE_EPSILON))
+            .filter(|r| {
                 let could_save: f64 = plan
                     .new_nodes
                     .iter()
                     .zip(&requests)
-                    .filter(|(_, pods)| pods.iter().any(|r| r.fits_in(&free)))
+                    .filter(|(_, pods)| pods.iter().any(|q| q.fits_in(&r.free)))
                     .map(|(n, _)| n.offering.price_per_hour)
                     .sum();
-                could_save >= self.reopen_worth(c) * (1.0 - PRICE_EPSILON)
+                could_save >= r.worth * (1.0 - PRICE_EPSILON)
             })
-            .map(|c| c.name.clone())
+            .map(|r| r.name)
             .collect();
         if reopen.is_empty() {
             return (plan, targets);
@@ -514,9 +511,11 @@ fn same_pods(a: &[Arc<Pod>], b: &[Arc<Pod>]) -> bool {
     })
 }
 
-/// A retired node provisioning may reopen, as a new claim's fallbacks are weighed against it.
+/// A retired node provisioning may reopen: weighed against a batch's new nodes, and against a
+/// new claim's fallbacks.
 #[derive(Debug, Clone)]
 pub(crate) struct RetiredRoom {
+    name: String,
     pool: usize,
     /// What reopening it must save ([`Engine::reopen_worth`]), $/h.
     worth: f64,

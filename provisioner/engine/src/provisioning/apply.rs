@@ -84,20 +84,23 @@ impl Engine {
                 .find_map(|p| self.pods.get(p)?.pod.gang.as_ref())
                 .map(|g| g.name.clone());
             let mut alternatives: VecDeque<OfferingChoice> = node.alternatives.into();
-            // No fallback dearer than reopening a retired node that holds the pods (a gang's
-            // claims fall back together, in its zone: left as they are).
-            if let FallbackLimit::Move { slack } = limit {
-                let ceiling = node.offering.price_per_hour + slack;
-                alternatives.retain(|o| o.price_per_hour < ceiling);
-            }
-            if !rooms.is_empty() && gang.is_none() {
-                let pods: Vec<&quartermaster_solver::Pod> = node
-                    .pods
-                    .iter()
-                    .filter_map(|p| self.pods.get(p).map(|e| &*e.pod))
-                    .collect();
-                let ceiling = fallback_ceiling(&rooms, pool, &pods);
-                alternatives.retain(|o| o.price_per_hour < ceiling);
+            match limit {
+                FallbackLimit::Move { slack } => {
+                    let ceiling = node.offering.price_per_hour + slack;
+                    alternatives.retain(|o| o.price_per_hour < ceiling);
+                }
+                // No fallback dearer than reopening a retired node that holds the pods (a
+                // gang's claims fall back together, in its zone: left as they are).
+                FallbackLimit::Provisioning if !rooms.is_empty() && gang.is_none() => {
+                    let pods: Vec<&quartermaster_solver::Pod> = node
+                        .pods
+                        .iter()
+                        .filter_map(|p| self.pods.get(p).map(|e| &*e.pod))
+                        .collect();
+                    let ceiling = fallback_ceiling(&rooms, pool, &pods);
+                    alternatives.retain(|o| o.price_per_hour < ceiling);
+                }
+                FallbackLimit::Provisioning => {}
             }
             let Some(claim) = self.new_claim(now, &name, pool, node.offering, alternatives, layout)
             else {
