@@ -32,7 +32,9 @@ pub(crate) struct World {
     pub(crate) spec: AWSNodeClassSpec,
 }
 
-/// Settings of an AwsCloud against moto (or the fault proxy) at `endpoint`.
+/// Settings of an AwsCloud against moto (or the fault proxy) at `endpoint`. The timeouts are
+/// patient: moto answers DescribeInstanceTypes with its whole list, which takes seconds on a
+/// loaded two-core machine (the timeout test uses [`impatient`] limits of its own).
 pub(crate) fn settings(endpoint: String) -> AwsSettings {
     AwsSettings {
         cluster: ClusterInfo {
@@ -49,14 +51,23 @@ pub(crate) fn settings(endpoint: String) -> AwsSettings {
         },
         call_limits: CallLimits {
             connect_timeout: Duration::from_secs(2),
-            attempt_timeout: Duration::from_secs(5),
-            operation_timeout: Duration::from_secs(15),
+            attempt_timeout: Duration::from_secs(30),
+            operation_timeout: Duration::from_secs(90),
             max_attempts: 3,
             initial_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_millis(500),
         },
         ..AwsSettings::default()
     }
+}
+
+/// [`settings`] with short timeouts (5 s an attempt, 15 s a call), for the test that a slow
+/// endpoint times out.
+fn impatient(endpoint: String) -> AwsSettings {
+    let mut s = settings(endpoint);
+    s.call_limits.attempt_timeout = Duration::from_secs(5);
+    s.call_limits.operation_timeout = Duration::from_secs(15);
+    s
 }
 
 /// The SDK's configuration for test clients (EC2, SSM) of moto at `endpoint`.
@@ -582,8 +593,14 @@ async fn a_slow_endpoint_times_out_and_a_dead_one_fails_in_seconds() {
         w.proxy
             .inject("DescribeInstances", Fault::Delay(Duration::from_secs(30)));
     }
+    let cloud = AwsCloud::connect(
+        impatient(w.proxy.url()),
+        Catalog::embedded(),
+        Arc::new(SystemClock),
+    )
+    .await;
     // Bounded generously: the point is seconds (timeouts of 5 s × 3 attempts), not minutes.
-    let slow = tokio::time::timeout(Duration::from_secs(120), w.cloud.list())
+    let slow = tokio::time::timeout(Duration::from_secs(120), cloud.list())
         .await
         .expect("the call gave up by itself");
     assert!(
@@ -596,7 +613,7 @@ async fn a_slow_endpoint_times_out_and_a_dead_one_fails_in_seconds() {
         l.local_addr().expect("addr")
     };
     let cloud = AwsCloud::connect(
-        settings(format!("http://{dead}")),
+        impatient(format!("http://{dead}")),
         Catalog::embedded(),
         Arc::new(SystemClock),
     )
