@@ -99,6 +99,15 @@ impl Timeline {
         }
     }
 
+    /// Calls off an interruption notice not given by `now`, with the reclaim that would have
+    /// followed it (the world held still: [`crate::SimCloud::hold_interruptions`]).
+    pub(crate) fn call_off_notice(&mut self, now: DateTime<Utc>) {
+        if self.notice_at.is_some_and(|n| n > now) {
+            self.notice_at = None;
+            self.reclaim_at = None;
+        }
+    }
+
     /// Every moment of the instance's life, as known at launch.
     pub(crate) fn moments(&self) -> impl Iterator<Item = (DateTime<Utc>, Kind)> {
         [

@@ -565,6 +565,32 @@ fn spot_interruptions_give_each_clouds_notice_then_terminate() {
 }
 
 #[test]
+fn held_interruptions_are_called_off_for_live_and_later_spot_instances() {
+    // At 20 an hour every spot instance would be noticed within minutes; held at once, none is.
+    let config = SimConfig {
+        interruptions: InterruptionConfig {
+            spot_rate_per_hour: 20.0,
+            notice: None,
+        },
+        ..SimConfig::default()
+    };
+    let f = Fixture::new(Cloud::Aws, config);
+    f.create("before", "p5.48xlarge", "us-east-1b", SPOT)
+        .unwrap();
+    f.sim.hold_interruptions();
+    f.create("after", "p5.48xlarge", "us-east-1b", SPOT)
+        .unwrap();
+    let mut events = Vec::new();
+    while f.step() {
+        events.extend(block_on(f.sim.poll_events()).unwrap());
+        f.sim.node_events();
+    }
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(block_on(f.sim.list()).unwrap().len(), 2);
+    assert_eq!(f.sim.stats().interruptions, 0);
+}
+
+#[test]
 fn the_notice_period_can_be_overridden() {
     let config = SimConfig {
         interruptions: InterruptionConfig {

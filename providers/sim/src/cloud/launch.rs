@@ -76,6 +76,9 @@ impl SimCloud {
 
         let seq = st.instances.len();
         let mut instance = self.launch(seq, now, ty, offering, request);
+        if st.interruptions_held {
+            instance.timeline.call_off_notice(now);
+        }
         if let Some((index, _, reclaim_at)) = &reserved {
             instance.reservation = Some(*index);
             instance.timeline.reclaim_at = match (instance.timeline.reclaim_at, reclaim_at) {

@@ -78,6 +78,8 @@ struct State {
     /// Counters (`offerings` is kept apart, by key).
     stats: SimStats,
     offerings: BTreeMap<(String, String, CapacityType), OfferingStats>,
+    /// No interruption notice is given from now on ([`SimCloud::hold_interruptions`]).
+    interruptions_held: bool,
 }
 
 impl State {
@@ -251,6 +253,7 @@ impl SimCloud {
             limit_live: vec![0; config.capacity.len()],
             stats: SimStats::default(),
             offerings: BTreeMap::new(),
+            interruptions_held: false,
         };
         Ok(Self {
             cloud,
@@ -288,6 +291,20 @@ impl SimCloud {
                 .get(seq)
                 .is_none_or(|i| i.timeline.occurs(at, kind))
         })
+    }
+
+    /// From now on no spot instance is interrupted: the notices not yet given are called off
+    /// with their reclaims, and instances launched later get none. Notices already given keep
+    /// their reclaim, and instances in a reservation keep its end. A simulation's settle holds
+    /// the world still with this, so that what it measures is consolidation's doing.
+    pub fn hold_interruptions(&self) {
+        let (mut st, now) = self.state_now();
+        st.interruptions_held = true;
+        for inst in &mut st.instances {
+            if inst.reservation.is_none() {
+                inst.timeline.call_off_notice(now);
+            }
+        }
     }
 
     /// Inspection, not the API (never throttled, no error): the live instances as

@@ -4,9 +4,9 @@
 //!   fleet's cost against every running pod consolidation may move solved again from scratch,
 //!   on the offerings the clouds sell then (as for the hindsight below);
 //! - the **settle**: from that same point, the workload held still (no arrivals, completions,
-//!   scaling or scenario changes; pods still waiting left out), the engine runs on until
-//!   consolidation has nothing more to do. What the fleet costs then is what consolidation
-//!   captured of the achievable saving, on the same snapshot;
+//!   scaling, scenario changes or spot interruptions; pods still waiting left out), the engine
+//!   runs on until consolidation has nothing more to do. What the fleet costs then is what
+//!   consolidation captured of the achievable saving, on the same snapshot;
 //! - the **hindsight cost**: every half hour, every running pod solved again from scratch with
 //!   free moves, on the offerings the clouds sell then (an outage window refuses its offerings
 //!   to the hindsight as to the fleet, and a capacity limit holds at most its `max` of the
@@ -714,6 +714,10 @@ impl Driver<'_> {
     pub(super) fn settle(&mut self) -> Result<f64, SimulationError> {
         self.frozen = true;
         self.hindsight_next = None;
+        // Spot interruptions would change the snapshot under consolidation: held too.
+        for cloud in self.clouds.values() {
+            cloud.hold_interruptions();
+        }
         let waiting: Vec<PodRef> = self
             .cluster
             .waiting_pods()
