@@ -21,6 +21,7 @@ mod e2e_gpu_mix;
 mod e2e_repair;
 mod e2e_restarts;
 mod e2e_scale;
+mod e2e_soft_cordon;
 mod explain;
 mod explain_claims;
 mod fixtures;

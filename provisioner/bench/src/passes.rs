@@ -163,6 +163,7 @@ fn carry_out(engine: &mut Engine, fleet: &mut Fleet, now: DateTime<Utc>, action:
         Action::Delete { claim, .. } => engine.handle(now, Event::Deleted { claim }),
         Action::Cordon { .. }
         | Action::Uncordon { .. }
+        | Action::SoftCordon { .. }
         | Action::Disrupt(_)
         | Action::Reboot { .. } => {}
     }

@@ -164,6 +164,10 @@ impl Engine {
         };
         if let Some(c) = self.claims.get_mut(&claim) {
             c.empty_since = None;
+            // A soft-cordoned node that takes a pod may be worth its price again.
+            if c.soft_cordoned {
+                self.retire_watch.insert(claim.clone());
+            }
             if !matches!(&previous, Some(PodEntry { state: PodState::Bound { claim: old } | PodState::Nominated { claim: old }, .. }) if *old == claim)
             {
                 c.last_change = now;

@@ -49,6 +49,14 @@ pub struct EngineConfig {
     /// least its price divided by this. Off where retirement is
     /// (`quartermaster.dev/retire-price-ratio: "0"`).
     pub retire_same_type_price_ratio: f64,
+    /// A node retirement looks at that costs at least this many times what it would cordon it
+    /// against (and less than `retire_price_ratio` times) is soft-cordoned: tainted
+    /// `quartermaster.dev/retiring:PreferNoSchedule`, so the kube-scheduler puts new pods on
+    /// other nodes that fit and on it only when none does (no pod waits for a boot because of
+    /// it). It drains as its pods finish instead of being refilled by a scheduler that spreads
+    /// pods onto the emptiest node. `0` turns it off. A NodePool overrides it with the
+    /// annotation `quartermaster.dev/soft-cordon-price-ratio`; it is off where retirement is.
+    pub soft_cordon_price_ratio: f64,
     /// How many nodes one poll asks the solver about for retirement (the most expensive
     /// first; the others at the next poll). Each node is asked about again only when its
     /// pods changed.
@@ -96,6 +104,7 @@ impl Default for EngineConfig {
             spot_to_spot_min_types: 15,
             retire_price_ratio: 4.0,
             retire_same_type_price_ratio: 2.0,
+            soft_cordon_price_ratio: 2.0,
             max_retire_checks: 32,
             max_move_nodes: 1000,
             max_single_candidates: 5,

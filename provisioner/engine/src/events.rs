@@ -284,10 +284,19 @@ pub enum Action {
         /// Node name.
         node: String,
     },
-    /// Make a cordoned node schedulable again (a consolidation that could not be completed).
+    /// Make a cordoned node schedulable again (a consolidation that could not be completed, a
+    /// retired node reopened), without its soft cordon.
     Uncordon {
         /// Node name.
         node: String,
+    },
+    /// Put on (`on`) or take off a node the soft cordon, the taint
+    /// `quartermaster.dev/retiring:PreferNoSchedule`: the kube-scheduler prefers other nodes.
+    SoftCordon {
+        /// Node name.
+        node: String,
+        /// Whether the taint goes on.
+        on: bool,
     },
     /// A voluntary disruption was decided (what, why, and what it saves): for events, logs and
     /// metrics. The work itself follows as `Cordon`, `Launch`, `Bind` and `Delete` actions.

@@ -135,6 +135,21 @@ impl PoolPolicy {
         (ratio > 0.0).then_some(ratio.max(1.0))
     }
 
+    /// The price ratio past which this pool's nodes are soft-cordoned (the
+    /// `SOFT_CORDON_PRICE_RATIO` annotation, else `default`); `None` when it is off (`0`).
+    pub fn soft_cordon_price_ratio(&self, default: f64) -> Option<f64> {
+        let ratio = self
+            .node_pool
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::disruption::SOFT_CORDON_PRICE_RATIO))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|r| r.is_finite() && *r >= 0.0)
+            .unwrap_or(default);
+        (ratio > 0.0).then_some(ratio.max(1.0))
+    }
+
     /// How many of `total` nodes may be disrupted for `reason` at `now` (disruption budgets).
     pub fn allowed_disruptions(
         &self,

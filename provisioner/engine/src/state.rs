@@ -255,6 +255,9 @@ pub(crate) struct Claim {
     /// When retirement last asked about it (and left it open): it asks again `consolidateAfter`
     /// later at the soonest, as consolidation waits as long after a change.
     pub retire_checked: Option<DateTime<Utc>>,
+    /// Whether its node carries the soft cordon (`quartermaster.dev/retiring:PreferNoSchedule`):
+    /// dear for what it holds, but not enough to be retired.
+    pub soft_cordoned: bool,
 }
 
 /// A claim's part in a gang launch.

@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use quartermaster_engine::NodeView;
+use quartermaster_engine::{NodeView, TAINT_RETIRING};
 use quartermaster_solver::pod::{Taint, TaintEffect, tolerates_all};
 use quartermaster_solver::resources::ACCELERATORS;
 use quartermaster_solver::{Pod, PodRef, Resources};
@@ -461,15 +461,38 @@ impl Cluster {
         Some(n.view.clone())
     }
 
-    /// Makes a cordoned node schedulable again.
+    /// Makes a cordoned node schedulable again, without its soft cordon.
     pub fn uncordon(&mut self, name: &str) {
         if let Some(n) = self.nodes.get_mut(name) {
             self.changes += 1;
             n.cordoned = false;
             n.view
                 .taints
-                .retain(|t| t.key != "node.kubernetes.io/unschedulable");
+                .retain(|t| t.key != "node.kubernetes.io/unschedulable" && t.key != TAINT_RETIRING);
         }
+    }
+
+    /// Puts on (`on`) or takes off the soft cordon, the taint
+    /// `quartermaster.dev/retiring:PreferNoSchedule`: the scheduler prefers other nodes.
+    pub fn soft_cordon(&mut self, name: &str, on: bool) {
+        if let Some(n) = self.nodes.get_mut(name) {
+            n.view.taints.retain(|t| t.key != TAINT_RETIRING);
+            if on {
+                n.view.taints.push(Taint {
+                    key: TAINT_RETIRING.into(),
+                    value: String::new(),
+                    effect: TaintEffect::PreferNoSchedule,
+                });
+            }
+        }
+    }
+
+    /// The nodes that carry the soft cordon.
+    pub fn soft_cordoned(&self) -> impl Iterator<Item = &str> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.view.taints.iter().any(|t| t.key == TAINT_RETIRING))
+            .map(|(name, _)| name.as_str())
     }
 
     /// Cordons a node: nothing new is placed there (the engine already knows).

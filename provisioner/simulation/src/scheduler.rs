@@ -7,12 +7,14 @@
 //! has the facts: pods in queue order (oldest first), filters (node unschedulable, taints and
 //! tolerations, node affinity, resources fit, host ports, required inter-pod affinity and
 //! anti-affinity, `DoNotSchedule` topology spread), then scores (`NodeResourcesFit`
-//! LeastAllocated and `NodeResourcesBalancedAllocation` over CPU and memory, weight 1 each);
+//! LeastAllocated and `NodeResourcesBalancedAllocation` over CPU and memory, weight 1 each, and
+//! `TaintToleration` weight 3: untolerated `PreferNoSchedule` taints, counted as one whatever
+//! their number);
 //! ties go to the first node by name (the real one picks at random among them).
 
 use std::collections::BTreeMap;
 
-use quartermaster_solver::pod::{PodAffinityTerm, WhenUnsatisfiable, tolerates_all};
+use quartermaster_solver::pod::{PodAffinityTerm, TaintEffect, WhenUnsatisfiable, tolerates_all};
 use quartermaster_solver::resources::{CPU, MEMORY};
 use quartermaster_solver::{Pod, Resources};
 
@@ -119,7 +121,14 @@ fn score(node: &Node, pod: &Pod, most: bool) -> Option<i64> {
         ((1.0 - cpu) + (1.0 - mem)) / 2.0 * 100.0
     };
     let balanced = (1.0 - (cpu - mem).abs() / 2.0) * 100.0;
-    Some((allocated + balanced).round() as i64)
+    // TaintToleration (weight 3): a node with a `PreferNoSchedule` taint the pod does not
+    // tolerate scores 0 where one without scores 100, which outweighs the other two.
+    let preferred = !node.view.taints.iter().any(|t| {
+        t.effect == TaintEffect::PreferNoSchedule
+            && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
+    });
+    let taints = if preferred { 300.0 } else { 0.0 };
+    Some((allocated + balanced + taints).round() as i64)
 }
 
 /// The per-node filters on strings: the node's taints tolerated, its labels matching the

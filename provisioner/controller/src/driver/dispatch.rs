@@ -143,6 +143,7 @@ impl Driver {
             Action::Bind { pod, node } => self.nominate_pod(pod, node),
             Action::Cordon { node } => lifecycle::cordon(&self.ctx, node, true),
             Action::Uncordon { node } => lifecycle::cordon(&self.ctx, node, false),
+            Action::SoftCordon { node, on } => lifecycle::soft_cordon(&self.ctx, node, on),
             // Pods leave a node through its NodeClaim's termination (evictions honour PDBs).
             Action::Drain { .. } => {}
             Action::Reboot {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use quartermaster_engine::{Engine, Event};
+use quartermaster_engine::{Engine, Event, TAINT_RETIRING};
 use quartermaster_policies::{NodeClaim, NodePool};
 use quartermaster_solver::PodRef;
 use serde_json::Value;
@@ -299,8 +299,19 @@ impl Driver {
                 lifecycle::cordon(&self.ctx, name, false);
                 for view in node.iter_mut().chain(found.node.iter_mut()) {
                     view.taints.retain(|t| {
-                        t.key != TAINT_DISRUPTED && t.key != "node.kubernetes.io/unschedulable"
+                        t.key != TAINT_DISRUPTED
+                            && t.key != TAINT_RETIRING
+                            && t.key != "node.kubernetes.io/unschedulable"
                     });
+                }
+            } else if let Some(object) = object.filter(|n| lifecycle::soft_cordoned(n))
+                && let Some(name) = object.metadata.name.clone()
+            {
+                // A soft cordon this engine never decided: retirement decides it again.
+                tracing::info!(node = %name, "lifting a soft cordon the last leader put on");
+                lifecycle::soft_cordon(&self.ctx, name, false);
+                for view in node.iter_mut().chain(found.node.iter_mut()) {
+                    view.taints.retain(|t| t.key != TAINT_RETIRING);
                 }
             }
             let name = found.name.clone();

@@ -17,8 +17,8 @@ pub use events::{
     nominated_events, rebooting_event, unschedulable_event,
 };
 pub use registration::{
-    Registration, cordon, cordoned_for_disruption, needs_registration, register,
-    without_unregistered,
+    Registration, cordon, cordoned_for_disruption, needs_registration, register, soft_cordon,
+    soft_cordoned, without_unregistered,
 };
 pub use status::{claim_status, sync_status};
 

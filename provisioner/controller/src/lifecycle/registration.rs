@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
-use quartermaster_engine::{ClaimView, NodeView};
+use quartermaster_engine::{ClaimView, NodeView, TAINT_RETIRING};
 use quartermaster_policies::NodePool;
 use serde_json::json;
 
@@ -138,7 +138,8 @@ pub fn cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
             .and_then(|n| n.spec.clone())
             .and_then(|s| s.taints)
             .unwrap_or_default();
-        taints.retain(|t| t.key != TAINT_DISRUPTED);
+        // Reopened, a node is wanted: its soft cordon goes too.
+        taints.retain(|t| t.key != TAINT_DISRUPTED && (on || t.key != TAINT_RETIRING));
         if on {
             taints.push(Taint {
                 key: TAINT_DISRUPTED.into(),
@@ -157,6 +158,48 @@ pub fn cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
             tracing::warn!(node, error = %e, "cordon failed");
         }
     });
+}
+
+/// Puts on (`on`) or takes off `node`'s soft cordon, the taint
+/// `quartermaster.dev/retiring:PreferNoSchedule` (the kube-scheduler's TaintToleration score
+/// sends new pods to other nodes that fit). The node's other taints are kept.
+pub fn soft_cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
+    let ctx2 = ctx.clone();
+    ctx.spawn(async move {
+        let ctx = ctx2;
+        let current = ctx.stores.node(&node);
+        let mut taints = current
+            .and_then(|n| n.spec.clone())
+            .and_then(|s| s.taints)
+            .unwrap_or_default();
+        let had = taints.iter().any(|t| t.key == TAINT_RETIRING);
+        if had == on {
+            return;
+        }
+        taints.retain(|t| t.key != TAINT_RETIRING);
+        if on {
+            taints.push(Taint {
+                key: TAINT_RETIRING.into(),
+                effect: "PreferNoSchedule".into(),
+                ..Default::default()
+            });
+        }
+        if let Err(e) = ctx
+            .writer
+            .patch_node(&node, json!({"spec": {"taints": taints}}))
+            .await
+        {
+            tracing::warn!(node, error = %e, "soft cordon failed");
+        }
+    });
+}
+
+/// Whether `node` carries the soft cordon ([`soft_cordon`]).
+pub fn soft_cordoned(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_RETIRING))
 }
 
 /// Whether `node` carries the cordon of a disruption command ([`cordon`]).

@@ -344,7 +344,8 @@ async fn a_restart_after_registration_adopts_the_node_and_buys_nothing_for_its_p
 #[tokio::test(start_paused = true)]
 async fn a_restart_lifts_the_cordon_of_a_disruption_the_last_controller_did_not_finish() {
     // The last controller cordoned a node for a consolidation and died before its claim was
-    // deleted. A user's own cordon (no disruption taint) on another is left alone.
+    // deleted, and soft-cordoned another. A user's own cordon (no disruption taint) on another
+    // is left alone.
     let mut env = launched(cluster_with_gpu_pool(&[
         ("llm-0", 1),
         ("llm-1", 1),
@@ -365,9 +366,20 @@ async fn a_restart_lifts_the_cordon_of_a_disruption_the_last_controller_did_not_
         &names[1],
         json!({"spec": {"unschedulable": true}}),
     );
+    let retiring = json!({"spec": {"taints": [{"key": "quartermaster.dev/retiring", "effect": "PreferNoSchedule"}]}});
+    env.api.modify("", "nodes", &names[2], retiring);
     let mut env = env.restart();
     env.api.clear_log();
     env.passes(2, 3).await;
+    let soft = env.api.get("", "nodes", &names[2]).unwrap();
+    assert!(
+        !soft["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == "quartermaster.dev/retiring"),
+        "{soft}"
+    );
     let node = env.api.get("", "nodes", &names[0]).unwrap();
     assert_eq!(node["spec"]["unschedulable"], json!(false), "{node}");
     assert!(

@@ -147,6 +147,7 @@ impl Engine {
             c.move_id = None;
             c.disruption_reason = None;
             c.consolidation_backoff = Some(now + CONSOLIDATION_BACKOFF);
+            c.soft_cordoned = false;
             let displaced = std::mem::take(&mut c.displaced);
             if let Some(node) = c.node() {
                 self.actions.push(Action::Uncordon {

@@ -49,6 +49,14 @@ pub const SPOT_TO_SPOT_MIN_TYPES: &str = "quartermaster.dev/spot-to-spot-min-typ
 /// when its pods need capacity costing at most its price divided by this (default
 /// [`crate::EngineConfig::retire_price_ratio`]; `0` turns retirement off).
 pub const RETIRE_PRICE_RATIO: &str = "quartermaster.dev/retire-price-ratio";
+/// The soft cordon's taint key (effect `PreferNoSchedule`): the node costs more than its pods
+/// need, so the kube-scheduler should put new pods elsewhere when they fit elsewhere
+/// ([`crate::EngineConfig::soft_cordon_price_ratio`]).
+pub const TAINT_RETIRING: &str = "quartermaster.dev/retiring";
+/// NodePool annotation: soft-cordon a node ([`TAINT_RETIRING`]) when it costs at least this
+/// many times what its pods need (default [`crate::EngineConfig::soft_cordon_price_ratio`];
+/// `0` turns it off; at or past the pool's retirement ratio it never applies).
+pub const SOFT_CORDON_PRICE_RATIO: &str = "quartermaster.dev/soft-cordon-price-ratio";
 /// NodeClaim (and node) label: the hash of the NodePool template and NodeClass spec the claim was
 /// created from. A claim whose hash differs from its pool's current one has drifted.
 pub const TEMPLATE_HASH_LABEL: &str = "quartermaster.dev/nodepool-hash";

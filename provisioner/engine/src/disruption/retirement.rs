@@ -30,8 +30,18 @@
 //! offerings fail (spot is still out), it is given up and its pods planned again, where
 //! reopening is weighed, instead of launching a second node as dear as the one left idle.
 //!
-//! A cordon is the only trace in the cluster. A restarted controller lifts the cordons it
-//! does not remember, as for any disruption command, and retirement decides again.
+//! A node that costs at least `soft_cordon_price_ratio` times what it is weighed against, short
+//! of the cordon's ratio, is soft-cordoned (`Action::SoftCordon`): tainted
+//! `quartermaster.dev/retiring:PreferNoSchedule`. The kube-scheduler's default profile spreads
+//! pods onto the emptiest node that fits, which keeps a half-used node of a `WhenEmpty` pool
+//! from ever emptying; with the taint, new pods go to other nodes that fit (TaintToleration
+//! outweighs the resource scores) and to this one only when none does, so nobody waits for a
+//! boot. A pod that lands on it has it weighed again, and the taint comes off once its pods
+//! are worth the node (and with an uncordon).
+//!
+//! The cordon and the soft cordon are the only traces in the cluster. A restarted controller
+//! lifts the ones it does not remember, as for any disruption command, and retirement decides
+//! again.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -90,6 +100,20 @@ impl Engine {
             .collect();
         for name in &dropped {
             self.retire_watch.remove(name);
+            // A pool that no longer retires keeps no soft cordon either.
+            if let Some(c) = self.claims.get_mut(name)
+                && c.soft_cordoned
+                && c.retired_at.is_none()
+                && !c.deleting
+            {
+                c.soft_cordoned = false;
+                if let Some(node) = c.node() {
+                    self.actions.push(Action::SoftCordon {
+                        node: node.name.clone(),
+                        on: false,
+                    });
+                }
+            }
         }
         let mut due: Vec<(f64, String)> = self
             .retire_watch
@@ -121,25 +145,43 @@ impl Engine {
             let dear =
                 |ratio: f64, need: f64| need > 0.0 && price >= ratio * need * (1.0 - PRICE_EPSILON);
             let dear_for = |need: f64| dear(ratio, need);
-            let retire = !held.contains(&name)
-                && if vacant {
-                    let floor = self.pool_floors.get(c.pool);
-                    dear_for(floor.map_or(0.0, |f| f.any))
-                        || floor
-                            .and_then(|f| f.by_type.get(&c.offering.instance_type))
-                            .is_some_and(|&same| {
-                                dear(self.config.retire_same_type_price_ratio, same)
-                            })
-                } else {
-                    self.movable_only_when_empty(c)
-                        && price >= ratio * self.need_at_least(c) * (1.0 - PRICE_EPSILON)
-                        && self.need_from_scratch(now, &name).is_some_and(dear_for)
-                };
+            // The soft cordon's ratio, where it is below the cordon's.
+            let soft_ratio = self.setup.pools[c.pool]
+                .soft_cordon_price_ratio(self.config.soft_cordon_price_ratio)
+                .filter(|&r| r < ratio)
+                .unwrap_or(ratio);
+            let (retire, soft) = if held.contains(&name) {
+                (false, false)
+            } else if vacant {
+                let floor = self.pool_floors.get(c.pool);
+                let any = floor.map_or(0.0, |f| f.any);
+                let retire = dear_for(any)
+                    || floor
+                        .and_then(|f| f.by_type.get(&c.offering.instance_type))
+                        .is_some_and(|&same| dear(self.config.retire_same_type_price_ratio, same));
+                (retire, dear(soft_ratio, any))
+            } else if self.movable_only_when_empty(c)
+                && price >= soft_ratio * self.need_at_least(c) * (1.0 - PRICE_EPSILON)
+            {
+                let need = self.need_from_scratch(now, &name).unwrap_or(0.0);
+                (dear_for(need), dear(soft_ratio, need))
+            } else {
+                (false, false)
+            };
             let Some(c) = self.claims.get_mut(&name) else {
                 continue;
             };
             if !retire {
                 c.retire_checked = Some(now);
+                if soft != c.soft_cordoned {
+                    c.soft_cordoned = soft;
+                    if let Some(node) = c.node() {
+                        self.actions.push(Action::SoftCordon {
+                            node: node.name.clone(),
+                            on: soft,
+                        });
+                    }
+                }
                 continue;
             }
             c.retired_at = Some(now);
@@ -459,6 +501,7 @@ impl Engine {
             };
             c.retired_at = None;
             c.retire_checked = Some(now);
+            c.soft_cordoned = false;
             self.stats.retirements_reopened += 1;
             if let Some(node) = c.node() {
                 self.actions.push(Action::Uncordon {

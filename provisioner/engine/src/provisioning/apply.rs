@@ -183,6 +183,7 @@ impl Engine {
             reservation: None,
             retired_at: None,
             retire_checked: None,
+            soft_cordoned: false,
         })
     }
 

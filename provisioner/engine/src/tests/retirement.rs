@@ -381,3 +381,107 @@ fn a_pod_whose_spot_launch_fails_reopens_the_retired_on_demand_node_instead_of_b
     );
     assert_eq!(e.stats().retirements_reopened, 1);
 }
+
+/// The soft cordons put on (`true`) and taken off among `actions`, by node.
+fn soft_cordons(actions: &[Action]) -> Vec<(&str, bool)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SoftCordon { node, on } => Some((node.as_str(), *on)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A `WhenEmpty` engine with `config` and node "roomy": an 8-vCPU node ($0.40/h) running a
+/// 2,500m pod since t(0), which a 4-vCPU node ($0.20/h) would hold.
+fn roomy_node(config: EngineConfig) -> Engine {
+    let mut e = engine_with(
+        pool(
+            "on-demand",
+            json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30m"}),
+            json!({}),
+        ),
+        config,
+    );
+    node_with(
+        &mut e,
+        "roomy",
+        "c.2xlarge",
+        CapacityType::OnDemand,
+        vec![pod("p0", 2500, 0)],
+        t(0),
+        None,
+    );
+    e
+}
+
+#[test]
+fn a_node_worth_twice_what_its_pods_need_is_soft_cordoned_and_lifted_once_it_is_worth_it() {
+    // Twice its pods' need, short of the ratio of 4: not cordoned, but tainted
+    // PreferNoSchedule so that the scheduler sends new pods to other nodes that fit.
+    let mut e = roomy_node(EngineConfig::default());
+    let actions = run(&mut e, 0, 60);
+    assert_eq!(soft_cordons(&actions), vec![("roomy", true)], "{actions:?}");
+    assert!(cordoned(&actions).is_empty(), "{actions:?}");
+    assert!(deleted(&actions).is_empty(), "{actions:?}");
+    // Nothing to say again while nothing changed.
+    assert!(soft_cordons(&run(&mut e, 60, 3600)).is_empty());
+    // A pod that fitted nowhere else landed on it: 6,500m need the whole node now, so the
+    // taint comes off (at the next look, consolidateAfter after the last).
+    e.handle(
+        t(3600),
+        Event::PodBound {
+            pod: pod("p1", 4000, 0),
+            node: "roomy".into(),
+        },
+    );
+    let actions = run(&mut e, 3600, 3600 + 1900);
+    assert_eq!(
+        soft_cordons(&actions),
+        vec![("roomy", false)],
+        "{actions:?}"
+    );
+    assert!(cordoned(&actions).is_empty(), "{actions:?}");
+}
+
+#[test]
+fn the_soft_cordon_is_a_setting_and_gives_way_to_the_cordon() {
+    // Off: nothing tainted.
+    let mut e = roomy_node(EngineConfig {
+        soft_cordon_price_ratio: 0.0,
+        ..EngineConfig::default()
+    });
+    assert!(soft_cordons(&run(&mut e, 0, 600)).is_empty());
+    // Off for one pool (its annotation), and a pool's own ratio replaces the default: the node
+    // costs twice its pods' need here, so 2.5 keeps it open and 1.5 does not.
+    for (ratio, soft) in [("0", false), ("2.5", false), ("1.5", true)] {
+        let mut e = when_empty(json!({"quartermaster.dev/soft-cordon-price-ratio": ratio}));
+        node_with(
+            &mut e,
+            "roomy",
+            "c.2xlarge",
+            CapacityType::OnDemand,
+            vec![pod("p0", 2500, 0)],
+            t(0),
+            None,
+        );
+        let actions = run(&mut e, 0, 600);
+        assert_eq!(
+            !soft_cordons(&actions).is_empty(),
+            soft,
+            "{ratio}: {actions:?}"
+        );
+    }
+    // Off with retirement too (the pool's ratio 0).
+    let mut e = when_empty(json!({"quartermaster.dev/retire-price-ratio": "0"}));
+    dear_node(&mut e, pod("p0", 500, 0));
+    let actions = run(&mut e, 0, 600);
+    assert!(soft_cordons(&actions).is_empty(), "{actions:?}");
+    // A node dear enough to retire is cordoned, not soft-cordoned.
+    let mut e = when_empty(json!({}));
+    dear_node(&mut e, pod("p0", 500, 0));
+    let actions = run(&mut e, 0, 600);
+    assert_eq!(cordoned(&actions), vec!["big"], "{actions:?}");
+    assert!(soft_cordons(&actions).is_empty(), "{actions:?}");
+}

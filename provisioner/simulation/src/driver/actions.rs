@@ -141,6 +141,7 @@ impl Driver<'_> {
                 }
             }
             Action::Cordon { node } => self.cluster.cordon(&node),
+            Action::SoftCordon { node, on } => self.cluster.soft_cordon(&node, on),
             Action::Uncordon { node } => {
                 self.tracker.uncordoned(&node);
                 self.cluster.uncordon(&node);

@@ -139,6 +139,11 @@ impl Driver<'_> {
             .retain(|name| self.engine.has_claim(name));
         self.deletes_asked
             .retain(|name| self.engine.has_claim(name));
+        // Soft cordons are lifted, as the controller does: the new engine decides them again.
+        let soft: Vec<String> = self.cluster.soft_cordoned().map(str::to_owned).collect();
+        for node in &soft {
+            self.cluster.soft_cordon(node, false);
+        }
         let found: Vec<FoundClaim> = self
             .engine
             .claims()

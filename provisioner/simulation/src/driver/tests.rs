@@ -1117,6 +1117,49 @@ fn a_pod_asking_for_more_than_any_node_has_free_is_one_the_stand_in_cannot_bind(
 }
 
 #[test]
+fn the_stand_in_prefers_nodes_without_the_soft_cordon_as_the_kube_scheduler_does() {
+    // TaintToleration (weight 3) outweighs LeastAllocated and BalancedAllocation: a pod goes to
+    // a node without an untolerated PreferNoSchedule taint when one fits, and the order among
+    // nodes that all carry it is the order without it.
+    use crate::scheduler::{Binder, choose};
+    let s = small_then_large();
+    let mut d = super::Driver::new(&s, 1).unwrap();
+    d.run_until(s.start + TimeDelta::minutes(30), false, None)
+        .unwrap();
+    let mut pod = d
+        .cluster
+        .running_pods()
+        .next()
+        .expect("a running pod")
+        .clone();
+    pod.requests = quartermaster_solver::Resources::ZERO;
+    let first = choose(&d.cluster, &pod, false, Binder::Scheduler)
+        .expect("room")
+        .to_owned();
+    d.cluster.soft_cordon(&first, true);
+    let second = choose(&d.cluster, &pod, false, Binder::Scheduler)
+        .expect("room")
+        .to_owned();
+    assert_ne!(second, first);
+    let names: Vec<String> = d.cluster.nodes().map(|(n, _)| n.clone()).collect();
+    assert!(names.len() >= 2);
+    for n in &names {
+        d.cluster.soft_cordon(n, true);
+    }
+    assert_eq!(
+        choose(&d.cluster, &pod, false, Binder::Scheduler),
+        Some(first.as_str())
+    );
+    // Reopening a node (uncordon) lifts its soft cordon too.
+    d.cluster.uncordon(&second);
+    assert_eq!(
+        choose(&d.cluster, &pod, false, Binder::Scheduler),
+        Some(second.as_str())
+    );
+    assert_eq!(d.cluster.soft_cordoned().count(), names.len() - 1);
+}
+
+#[test]
 fn the_hindsight_fills_the_reservations_open_at_the_time() {
     // A one-GPU job while a capacity block of one p5.48xlarge is open: the fleet runs it in the
     // block, whose price is paid whether used or not and so is not in the fleet's cost. The
