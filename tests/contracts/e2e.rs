@@ -63,7 +63,21 @@ pub(super) struct Controller {
     log: PathBuf,
 }
 
+/// The kwok cloud most tests use: launches and device plugins take 2 s.
+pub(super) const KWOK_2S: &str = "launchLatency: {default: 2s}\ndevicePluginDelay: {default: 2s}\n";
+
 impl Controller {
+    /// Starts the controller of test `test` on the kwok cloud `kwok_yaml`, its files (the kwok
+    /// config, `controller.log`) in a directory of its own under the temporary directory.
+    pub(super) fn start_for(kubeconfig: &std::path::Path, test: &str, kwok_yaml: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("quartermaster-e2e-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kwok = dir.join("kwok.yaml");
+        std::fs::write(&kwok, kwok_yaml).unwrap();
+        Self::start(kubeconfig, &kwok, dir.join("controller.log"))
+    }
+
     pub(super) fn start(
         kubeconfig: &std::path::Path,
         kwok_config: &std::path::Path,
@@ -140,6 +154,20 @@ impl Controller {
 
     pub(super) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Where its log is written.
+    pub(super) fn log_path(&self) -> &std::path::Path {
+        &self.log
+    }
+
+    /// Stops it and removes the directory of [`Controller::start_for`] (its log with it).
+    pub(super) fn kill_and_clean(self) {
+        let dir = self.log.parent().map(std::path::Path::to_path_buf);
+        self.kill();
+        if let Some(dir) = dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 
     /// CPU seconds and peak RSS (MiB) of the controller so far, from /proc.

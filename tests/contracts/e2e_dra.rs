@@ -31,11 +31,7 @@ fn a_dra_gpu_pod_scales_from_zero_and_the_real_scheduler_allocates_its_claim() {
 async fn dra(kubeconfig: PathBuf) {
     let client = client(&kubeconfig).await;
     setup(&client).await;
-    let dir = std::env::temp_dir().join(format!("quartermaster-e2e-dra-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kwok = dir.join("kwok.yaml");
-    std::fs::write(&kwok, "launchLatency: {default: 1s}\n").unwrap();
-    let ctl = Controller::start(&kubeconfig, &kwok, dir.join("controller.log"));
+    let ctl = Controller::start_for(&kubeconfig, "dra", "launchLatency: {default: 1s}\n");
     let started = Instant::now();
 
     // The NVIDIA driver's DeviceClass (a cluster with the driver has it; the scheduler needs it).

@@ -18,7 +18,7 @@ use quartermaster_policies::{NodeClaim, NodePool};
 use serde_json::{Value, json};
 
 use super::e2e::{
-    Controller, NAMESPACE, apply, claims_and_nodes, client, deployment, on_cluster, setup,
+    Controller, KWOK_2S, NAMESPACE, apply, claims_and_nodes, client, deployment, on_cluster, setup,
     wait_until_no_nodes,
 };
 
@@ -120,15 +120,7 @@ async fn gpu_mix(kubeconfig: PathBuf) {
             "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}},
             "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s",
                 "budgets": [{"nodes": "100%"}]}}})).await;
-    let dir = std::env::temp_dir().join(format!("quartermaster-e2e-mix-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kwok = dir.join("kwok.yaml");
-    std::fs::write(
-        &kwok,
-        "launchLatency: {default: 2s}\ndevicePluginDelay: {default: 2s}\n",
-    )
-    .unwrap();
-    let ctl = Controller::start(&kubeconfig, &kwok, dir.join("controller.log"));
+    let ctl = Controller::start_for(&kubeconfig, "mix", KWOK_2S);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     for (gpus, _) in MIX {
         let _ = deployments
@@ -207,6 +199,5 @@ async fn gpu_mix(kubeconfig: PathBuf) {
             .await;
     }
     wait_until_no_nodes(&client, &ctl, "every NodeClaim and Node to be gone").await;
-    ctl.kill();
-    let _ = std::fs::remove_dir_all(&dir);
+    ctl.kill_and_clean();
 }

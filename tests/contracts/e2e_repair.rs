@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::e2e::{
-    Controller, NAMESPACE, apply, claims_and_nodes, client, deployment, on_cluster, setup,
+    Controller, KWOK_2S, NAMESPACE, apply, claims_and_nodes, client, deployment, on_cluster, setup,
     wait_all_bound, wait_for, wait_until_no_nodes,
 };
 
@@ -28,15 +28,7 @@ fn a_node_whose_gpu_fell_off_the_bus_is_replaced_and_its_pod_binds_again() {
 async fn repair(kubeconfig: PathBuf) {
     let client = client(&kubeconfig).await;
     setup(&client).await;
-    let dir = std::env::temp_dir().join(format!("quartermaster-e2e-repair-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kwok = dir.join("kwok.yaml");
-    std::fs::write(
-        &kwok,
-        "launchLatency: {default: 2s}\ndevicePluginDelay: {default: 2s}\n",
-    )
-    .unwrap();
-    let ctl = Controller::start(&kubeconfig, &kwok, dir.join("controller.log"));
+    let ctl = Controller::start_for(&kubeconfig, "repair", KWOK_2S);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let _ = deployments.delete("repair", &DeleteParams::default()).await;
     wait_until_no_nodes(&client, &ctl, "leftovers of an earlier run to be gone").await;

@@ -22,7 +22,7 @@ use quartermaster_policies::NodePool;
 use serde_json::{Value, json};
 
 use super::e2e::{
-    Controller, NAMESPACE, apply, claims_and_nodes, client, on_cluster, setup, usage,
+    Controller, KWOK_2S, NAMESPACE, apply, claims_and_nodes, client, on_cluster, setup, usage,
 };
 
 /// The mix per 10,000 pods: (CPU millicores, GPUs, pods).
@@ -231,19 +231,11 @@ async fn scale_run(kubeconfig: PathBuf, total: usize) {
                 {"key": "quartermaster.dev/instance-gpu-count", "operator": "DoesNotExist"},
                 {"key": "quartermaster.dev/capacity-type", "operator": "In", "values": ["on-demand"]}]}},
             "disruption": disruption}})).await;
-    let dir = std::env::temp_dir().join(format!("quartermaster-e2e-scale-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kwok = dir.join("kwok.yaml");
-    std::fs::write(
-        &kwok,
-        "launchLatency: {default: 2s}\ndevicePluginDelay: {default: 2s}\n",
-    )
-    .unwrap();
-    let ctl = Controller::start(&kubeconfig, &kwok, dir.join("controller.log"));
+    let ctl = Controller::start_for(&kubeconfig, "scale", KWOK_2S);
     let pid = ctl.child.id();
     println!(
         "scale: controller pid {pid}, log {}",
-        dir.join("controller.log").display()
+        ctl.log_path().display()
     );
     let _ = std::fs::write(
         std::env::temp_dir().join("quartermaster-e2e-scale.pid"),
@@ -351,8 +343,7 @@ async fn scale_run(kubeconfig: PathBuf, total: usize) {
     let cleaned_in = clean(&client, &pods, &ctl, timeout).await;
     let (cpu_end, _) = usage(pid);
     println!("scale: cleaned up in {cleaned_in:.1?}; controller {cpu_end:.1} CPU s in all");
-    ctl.kill();
-    let _ = std::fs::remove_dir_all(&dir);
+    ctl.kill_and_clean();
 }
 
 #[test]

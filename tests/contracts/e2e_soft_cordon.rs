@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::e2e::{
-    Controller, NAMESPACE, apply, claims_and_nodes, client, deployment, on_cluster, setup,
+    Controller, KWOK_2S, NAMESPACE, apply, claims_and_nodes, client, deployment, on_cluster, setup,
     wait_all_bound, wait_for, wait_until_no_nodes,
 };
 
@@ -43,15 +43,7 @@ async fn soft_cordoned(client: &kube::Client, name: &str) -> Option<bool> {
 async fn soft_cordon(kubeconfig: PathBuf) {
     let client = client(&kubeconfig).await;
     setup(&client).await;
-    let dir = std::env::temp_dir().join(format!("quartermaster-e2e-soft-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kwok = dir.join("kwok.yaml");
-    std::fs::write(
-        &kwok,
-        "launchLatency: {default: 2s}\ndevicePluginDelay: {default: 2s}\n",
-    )
-    .unwrap();
-    let ctl = Controller::start(&kubeconfig, &kwok, dir.join("controller.log"));
+    let ctl = Controller::start_for(&kubeconfig, "soft", KWOK_2S);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     for name in ["soft-pair", "soft-duo"] {
         let _ = deployments.delete(name, &DeleteParams::default()).await;

@@ -123,27 +123,24 @@ impl PoolPolicy {
     /// that never removes empty nodes).
     pub fn retire_price_ratio(&self, default: f64) -> Option<f64> {
         self.consolidate_after?;
-        let ratio = self
-            .node_pool
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(crate::disruption::RETIRE_PRICE_RATIO))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|r| r.is_finite() && *r >= 0.0)
-            .unwrap_or(default);
-        (ratio > 0.0).then_some(ratio.max(1.0))
+        self.price_ratio(crate::disruption::RETIRE_PRICE_RATIO, default)
     }
 
     /// The price ratio past which this pool's nodes are soft-cordoned (the
     /// `SOFT_CORDON_PRICE_RATIO` annotation, else `default`); `None` when it is off (`0`).
     pub fn soft_cordon_price_ratio(&self, default: f64) -> Option<f64> {
+        self.price_ratio(crate::disruption::SOFT_CORDON_PRICE_RATIO, default)
+    }
+
+    /// The price ratio the pool's annotation `key` gives (else `default`; a value that is not
+    /// a non-negative number counts as absent): `None` for 0, at least 1 otherwise.
+    fn price_ratio(&self, key: &str, default: f64) -> Option<f64> {
         let ratio = self
             .node_pool
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(crate::disruption::SOFT_CORDON_PRICE_RATIO))
+            .and_then(|a| a.get(key))
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|r| r.is_finite() && *r >= 0.0)
             .unwrap_or(default);

@@ -130,33 +130,14 @@ pub fn register(
 /// restarted controller can tell its own cordons (of commands it no longer remembers) from a
 /// user's, and lift them (`Driver::rebuild`).
 pub fn cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
-    let ctx2 = ctx.clone();
-    ctx.spawn(async move {
-        let ctx = ctx2;
-        let current = ctx.stores.node(&node);
-        let mut taints = current
-            .and_then(|n| n.spec.clone())
-            .and_then(|s| s.taints)
-            .unwrap_or_default();
+    let spec = json!({"unschedulable": on});
+    patch_taints(ctx, node, "cordon", spec, move |taints| {
         // Reopened, a node is wanted: its soft cordon goes too.
         taints.retain(|t| t.key != TAINT_DISRUPTED && (on || t.key != TAINT_RETIRING));
         if on {
-            taints.push(Taint {
-                key: TAINT_DISRUPTED.into(),
-                effect: "NoSchedule".into(),
-                ..Default::default()
-            });
+            taints.push(taint(TAINT_DISRUPTED, "NoSchedule"));
         }
-        if let Err(e) = ctx
-            .writer
-            .patch_node(
-                &node,
-                json!({"spec": {"unschedulable": on, "taints": taints}}),
-            )
-            .await
-        {
-            tracing::warn!(node, error = %e, "cordon failed");
-        }
+        true
     });
 }
 
@@ -164,32 +145,50 @@ pub fn cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
 /// `quartermaster.dev/retiring:PreferNoSchedule` (the kube-scheduler's TaintToleration score
 /// sends new pods to other nodes that fit). The node's other taints are kept.
 pub fn soft_cordon(ctx: &std::sync::Arc<Context>, node: String, on: bool) {
-    let ctx2 = ctx.clone();
-    ctx.spawn(async move {
-        let ctx = ctx2;
-        let current = ctx.stores.node(&node);
-        let mut taints = current
-            .and_then(|n| n.spec.clone())
-            .and_then(|s| s.taints)
-            .unwrap_or_default();
-        let had = taints.iter().any(|t| t.key == TAINT_RETIRING);
-        if had == on {
-            return;
+    patch_taints(ctx, node, "soft cordon", json!({}), move |taints| {
+        if taints.iter().any(|t| t.key == TAINT_RETIRING) == on {
+            return false;
         }
         taints.retain(|t| t.key != TAINT_RETIRING);
         if on {
-            taints.push(Taint {
-                key: TAINT_RETIRING.into(),
-                effect: "PreferNoSchedule".into(),
-                ..Default::default()
-            });
+            taints.push(taint(TAINT_RETIRING, "PreferNoSchedule"));
         }
-        if let Err(e) = ctx
-            .writer
-            .patch_node(&node, json!({"spec": {"taints": taints}}))
-            .await
-        {
-            tracing::warn!(node, error = %e, "soft cordon failed");
+        true
+    });
+}
+
+fn taint(key: &str, effect: &str) -> Taint {
+    Taint {
+        key: key.into(),
+        effect: effect.into(),
+        ..Default::default()
+    }
+}
+
+/// Patches `node`'s taints, as `edit` changes the store's copy of them (nothing when it returns
+/// false), together with the other `spec` fields given; `what` names the change in the log.
+fn patch_taints(
+    ctx: &std::sync::Arc<Context>,
+    node: String,
+    what: &'static str,
+    mut spec: serde_json::Value,
+    edit: impl FnOnce(&mut Vec<Taint>) -> bool + Send + 'static,
+) {
+    let ctx2 = ctx.clone();
+    ctx.spawn(async move {
+        let ctx = ctx2;
+        let mut taints = ctx
+            .stores
+            .node(&node)
+            .and_then(|n| n.spec.clone())
+            .and_then(|s| s.taints)
+            .unwrap_or_default();
+        if !edit(&mut taints) {
+            return;
+        }
+        spec["taints"] = json!(taints);
+        if let Err(e) = ctx.writer.patch_node(&node, json!({ "spec": spec })).await {
+            tracing::warn!(node, error = %e, "{what} failed");
         }
     });
 }

@@ -10,14 +10,24 @@ use crate::{Action, DeleteReason, Engine, EngineConfig, Event};
 
 /// A `WhenEmpty` pool (consolidateAfter 30m) buying on-demand, with `annotations`.
 fn when_empty(annotations: serde_json::Value) -> Engine {
+    when_empty_buying("on-demand", annotations, EngineConfig::default())
+}
+
+/// A `WhenEmpty` pool (consolidateAfter 30m) buying `capacity_types`, with `annotations`, in
+/// an engine with `config`.
+fn when_empty_buying(
+    capacity_types: &str,
+    annotations: serde_json::Value,
+    config: EngineConfig,
+) -> Engine {
     engine_with(
         pool_annotated(
-            "on-demand",
+            capacity_types,
             json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30m"}),
             json!({}),
             annotations,
         ),
-        EngineConfig::default(),
+        config,
     )
 }
 
@@ -278,15 +288,7 @@ fn an_empty_node_stays_open_when_cheap_or_when_consolidation_may_move_its_next_p
 /// node "od": a c.large bought on-demand ($0.10/h; the pool's cheapest node, a c.large on
 /// spot, is $0.04/h) that ran a 1500m pod until t(100). The pool has `annotations`.
 fn on_demand_fallback_emptied(annotations: serde_json::Value, config: EngineConfig) -> Engine {
-    let mut e = engine_with(
-        pool_annotated(
-            "spot,on-demand",
-            json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30m"}),
-            json!({}),
-            annotations,
-        ),
-        config,
-    );
+    let mut e = when_empty_buying("spot,on-demand", annotations, config);
     node_with(
         &mut e,
         "od",
@@ -393,17 +395,10 @@ fn soft_cordons(actions: &[Action]) -> Vec<(&str, bool)> {
         .collect()
 }
 
-/// A `WhenEmpty` engine with `config` and node "roomy": an 8-vCPU node ($0.40/h) running a
-/// 2,500m pod since t(0), which a 4-vCPU node ($0.20/h) would hold.
-fn roomy_node(config: EngineConfig) -> Engine {
-    let mut e = engine_with(
-        pool(
-            "on-demand",
-            json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30m"}),
-            json!({}),
-        ),
-        config,
-    );
+/// A `WhenEmpty` engine with `config` and pool `annotations`, and node "roomy": an 8-vCPU node
+/// ($0.40/h) running a 2,500m pod since t(0), which a 4-vCPU node ($0.20/h) would hold.
+fn roomy_node(annotations: serde_json::Value, config: EngineConfig) -> Engine {
+    let mut e = when_empty_buying("on-demand", annotations, config);
     node_with(
         &mut e,
         "roomy",
@@ -420,7 +415,7 @@ fn roomy_node(config: EngineConfig) -> Engine {
 fn a_node_worth_twice_what_its_pods_need_is_soft_cordoned_and_lifted_once_it_is_worth_it() {
     // Twice its pods' need, short of the ratio of 4: not cordoned, but tainted
     // PreferNoSchedule so that the scheduler sends new pods to other nodes that fit.
-    let mut e = roomy_node(EngineConfig::default());
+    let mut e = roomy_node(json!({}), EngineConfig::default());
     let actions = run(&mut e, 0, 60);
     assert_eq!(soft_cordons(&actions), vec![("roomy", true)], "{actions:?}");
     assert!(cordoned(&actions).is_empty(), "{actions:?}");
@@ -448,23 +443,20 @@ fn a_node_worth_twice_what_its_pods_need_is_soft_cordoned_and_lifted_once_it_is_
 #[test]
 fn the_soft_cordon_is_a_setting_and_gives_way_to_the_cordon() {
     // Off: nothing tainted.
-    let mut e = roomy_node(EngineConfig {
-        soft_cordon_price_ratio: 0.0,
-        ..EngineConfig::default()
-    });
+    let mut e = roomy_node(
+        json!({}),
+        EngineConfig {
+            soft_cordon_price_ratio: 0.0,
+            ..EngineConfig::default()
+        },
+    );
     assert!(soft_cordons(&run(&mut e, 0, 600)).is_empty());
     // Off for one pool (its annotation), and a pool's own ratio replaces the default: the node
     // costs twice its pods' need here, so 2.5 keeps it open and 1.5 does not.
     for (ratio, soft) in [("0", false), ("2.5", false), ("1.5", true)] {
-        let mut e = when_empty(json!({"quartermaster.dev/soft-cordon-price-ratio": ratio}));
-        node_with(
-            &mut e,
-            "roomy",
-            "c.2xlarge",
-            CapacityType::OnDemand,
-            vec![pod("p0", 2500, 0)],
-            t(0),
-            None,
+        let mut e = roomy_node(
+            json!({"quartermaster.dev/soft-cordon-price-ratio": ratio}),
+            EngineConfig::default(),
         );
         let actions = run(&mut e, 0, 600);
         assert_eq!(
