@@ -40,6 +40,26 @@ async fn soft_cordoned(client: &kube::Client, name: &str) -> Option<bool> {
     )
 }
 
+/// Waits until node `name` carries the soft cordon (`on`) or not.
+async fn wait_soft_cordon(
+    client: &kube::Client,
+    ctl: &Controller,
+    name: &str,
+    on: bool,
+    what: &str,
+) {
+    wait_for(what, Some(ctl), || {
+        let client = client.clone();
+        async move {
+            match soft_cordoned(&client, name).await {
+                Some(tainted) if tainted == on => Ok(()),
+                other => Err(format!("tainted: {other:?}")),
+            }
+        }
+    })
+    .await;
+}
+
 async fn soft_cordon(kubeconfig: PathBuf) {
     let client = client(&kubeconfig).await;
     setup(&client).await;
@@ -68,16 +88,13 @@ async fn soft_cordon(kubeconfig: PathBuf) {
         .delete("soft-duo", &DeleteParams::default())
         .await
         .expect("delete the 2-GPU deployment");
-    wait_for("the half-used node to be soft-cordoned", Some(&ctl), || {
-        let client = client.clone();
-        let node = node.clone();
-        async move {
-            match soft_cordoned(&client, &node).await {
-                Some(true) => Ok(()),
-                other => Err(format!("tainted: {other:?}")),
-            }
-        }
-    })
+    wait_soft_cordon(
+        &client,
+        &ctl,
+        &node,
+        true,
+        "the half-used node to be soft-cordoned",
+    )
     .await;
     let unschedulable = Api::<Node>::all(client.clone())
         .get(&node)
@@ -129,17 +146,7 @@ async fn soft_cordon(kubeconfig: PathBuf) {
     assert_eq!(claims.len(), 1, "nothing bought for the third pod");
 
     // Three pods need most of the node: the taint comes off.
-    wait_for("the soft cordon to come off", Some(&ctl), || {
-        let client = client.clone();
-        let node = node.clone();
-        async move {
-            match soft_cordoned(&client, &node).await {
-                Some(false) => Ok(()),
-                other => Err(format!("tainted: {other:?}")),
-            }
-        }
-    })
-    .await;
+    wait_soft_cordon(&client, &ctl, &node, false, "the soft cordon to come off").await;
 
     deployments
         .delete("soft-pair", &DeleteParams::default())
