@@ -120,19 +120,10 @@ pub async fn release_orphan_nodes(ctx: Arc<Context>, known: BTreeSet<String>, no
             continue;
         }
         let name = meta.name.clone().unwrap_or_default();
-        let finalizers: Vec<&String> = meta
-            .finalizers
-            .iter()
-            .flatten()
-            .filter(|f| *f != crate::translate::FINALIZER)
-            .collect();
         tracing::warn!(node = %name, "releasing a deleted Node whose NodeClaim is gone");
         if let Err(e) = ctx
             .writer
-            .patch_node(
-                &name,
-                serde_json::json!({"metadata": {"finalizers": finalizers}}),
-            )
+            .remove_node_finalizer(&node, crate::translate::FINALIZER)
             .await
         {
             tracing::warn!(node = %name, error = %e, "could not release a deleted Node; retried at the next collection");

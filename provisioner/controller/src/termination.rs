@@ -183,19 +183,7 @@ pub async fn step(
             .flatten()
             .any(|f| f == FINALIZER)
     {
-        let finalizers: Vec<&String> = node
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .filter(|f| *f != FINALIZER)
-            .collect();
-        ctx.writer
-            .patch_node(
-                node.metadata.name.as_deref().unwrap_or_default(),
-                json!({"metadata": {"finalizers": finalizers}}),
-            )
-            .await?;
+        ctx.writer.remove_node_finalizer(node, FINALIZER).await?;
     }
 
     // The instance: by provider id, or (never recorded: a launch that crashed before its
@@ -274,24 +262,24 @@ fn grace_deadline(claim: &NodeClaim) -> Option<DateTime<Utc>> {
 }
 
 async fn cordon(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
-    let spec = node.spec.clone().unwrap_or_default();
-    let mut taints = spec.taints.clone().unwrap_or_default();
-    let tainted = taints.iter().any(|t| t.key == TAINT_DISRUPTED);
-    if tainted && spec.unschedulable == Some(true) {
-        return Ok(());
-    }
-    if !tainted {
-        taints.push(k8s_openapi::api::core::v1::Taint {
-            key: TAINT_DISRUPTED.into(),
-            effect: "NoSchedule".into(),
-            ..Default::default()
-        });
-    }
+    let name = node.metadata.name.as_deref().unwrap_or_default();
     ctx.writer
-        .patch_node(
-            node.metadata.name.as_deref().unwrap_or_default(),
-            json!({"spec": {"unschedulable": true, "taints": taints}}),
-        )
+        .edit_node(name, Some(node), |n| {
+            let spec = n.spec.clone().unwrap_or_default();
+            let mut taints = spec.taints.unwrap_or_default();
+            let tainted = taints.iter().any(|t| t.key == TAINT_DISRUPTED);
+            if tainted && spec.unschedulable == Some(true) {
+                return None;
+            }
+            if !tainted {
+                taints.push(k8s_openapi::api::core::v1::Taint {
+                    key: TAINT_DISRUPTED.into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                });
+            }
+            Some(json!({"spec": {"unschedulable": true, "taints": taints}}))
+        })
         .await
 }
 

@@ -12,6 +12,9 @@ use tokio::sync::watch;
 use crate::ControllerError;
 use crate::client::LoopClients;
 
+/// How many times [`Writer::edit_node`] tries a Node edit that keeps meeting a newer node.
+pub const NODE_EDIT_ATTEMPTS: usize = 4;
+
 /// The field manager of the controller's server-side applies.
 pub const FIELD_MANAGER: &str = "quartermaster";
 
@@ -248,19 +251,71 @@ impl Writer {
         ignore_status(r, &[404])
     }
 
-    /// Merges `patch` into a Node (labels, taints, finalizers, unschedulable).
-    pub async fn patch_node(
+    /// Edits a Node by the merge patch `edit` computes from it (`None`: nothing to change),
+    /// guarded by the `resourceVersion` it was computed from. `base` is the store's copy, which
+    /// may be behind the server: on a conflict the node is read again and the patch computed
+    /// again (up to [`NODE_EDIT_ATTEMPTS`] times), so that a list a patch replaces whole
+    /// (taints, finalizers) never drops what another component added meanwhile, nor brings back
+    /// what it removed (a startup taint the GPU operator lifted). A node that is gone counts as
+    /// edited. Without a copy (`None`), the node is read first.
+    pub async fn edit_node(
         &self,
         name: &str,
-        patch: serde_json::Value,
+        base: Option<&Node>,
+        edit: impl Fn(&Node) -> Option<serde_json::Value>,
     ) -> Result<(), ControllerError> {
         self.check()?;
-        let r = self
-            .nodes()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(|_| ());
-        ignore_status(r, &[404])
+        let mut fresh: Option<Node> = None;
+        if base.is_none() {
+            match self.nodes().get_opt(name).await? {
+                Some(node) => fresh = Some(node),
+                None => return Ok(()),
+            }
+        }
+        for attempt in 1..=NODE_EDIT_ATTEMPTS {
+            let Some(node) = fresh.as_ref().or(base) else {
+                return Ok(());
+            };
+            let Some(mut patch) = edit(node) else {
+                return Ok(());
+            };
+            if let Some(rv) = &node.metadata.resource_version {
+                patch["metadata"]["resourceVersion"] = json!(rv);
+            }
+            let r = self
+                .nodes()
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+            match r {
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < NODE_EDIT_ATTEMPTS => {
+                    self.check()?;
+                    match self.nodes().get_opt(name).await? {
+                        Some(node) => fresh = Some(node),
+                        None => return Ok(()),
+                    }
+                }
+                r => return ignore_status(r.map(|_| ()), &[404]),
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes `finalizer` from a Node, keeping the others as the server has them
+    /// ([`Writer::edit_node`]).
+    pub async fn remove_node_finalizer(
+        &self,
+        node: &Node,
+        finalizer: &str,
+    ) -> Result<(), ControllerError> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        self.edit_node(name, Some(node), |n| {
+            let finalizers = n.metadata.finalizers.as_deref().unwrap_or_default();
+            finalizers.iter().any(|f| f == finalizer).then(|| {
+                let rest: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
+                json!({"metadata": {"finalizers": rest}})
+            })
+        })
+        .await
     }
 
     /// Deletes a Node; one that is gone counts as deleted.

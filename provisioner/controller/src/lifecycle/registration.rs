@@ -64,42 +64,12 @@ pub fn register(
     pool: Option<&NodePool>,
     registration: Registration,
 ) -> Node {
-    let mut node = node.clone();
-    let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
-    for (k, v) in claim.labels.iter() {
-        labels.entry(k.clone()).or_insert_with(|| v.clone());
-    }
-    labels.insert(LABEL_NODEPOOL.to_owned(), claim.node_pool.clone());
-    labels.insert(LABEL_NODECLAIM.to_owned(), claim.name.clone());
-    let spec = node.spec.get_or_insert_with(Default::default);
-    let mut taints: Vec<Taint> = spec.taints.clone().unwrap_or_default();
-    taints.retain(|t| t.key != TAINT_UNREGISTERED);
-    if let Some(pool) = pool {
-        let template = &pool.spec.template.spec;
-        for t in template.taints.iter().chain(&template.startup_taints) {
-            if !taints
-                .iter()
-                .any(|x| x.key == t.key && x.effect == t.effect)
-            {
-                taints.push(t.clone());
-            }
-        }
-    }
-    spec.taints = Some(taints.clone());
-    let finalizers = node.metadata.finalizers.get_or_insert_with(Vec::new);
-    if !finalizers.iter().any(|f| f == FINALIZER) {
-        finalizers.push(FINALIZER.to_owned());
-    }
-    let patch = json!({
-        "metadata": {
-            "labels": node.metadata.labels,
-            "finalizers": node.metadata.finalizers,
-        },
-        "spec": {"taints": taints},
-    });
+    let will_be = registered(node, claim, pool);
+    let base = node.clone();
     let name = node.metadata.name.clone().unwrap_or_default();
     let ctx2 = ctx.clone();
-    let claim_name = claim.name.clone();
+    let claim = claim.clone();
+    let pool = pool.cloned();
     ctx.spawn(async move {
         let announce = matches!(registration, Registration::First { .. });
         if let Registration::First { expected } = registration {
@@ -113,15 +83,56 @@ pub fn register(
                 }
             }
         }
-        match ctx2.writer.patch_node(&name, patch).await {
+        // Computed from the node as the server has it when the store's copy is behind.
+        let edit = |node: &Node| {
+            let node = registered(node, &claim, pool.as_ref());
+            Some(json!({
+                "metadata": {
+                    "labels": node.metadata.labels,
+                    "finalizers": node.metadata.finalizers,
+                },
+                "spec": {"taints": node.spec.and_then(|s| s.taints)},
+            }))
+        };
+        match ctx2.writer.edit_node(&name, Some(&base), edit).await {
             Ok(()) if announce => {
-                claim_event(&ctx2, &claim_name, false, "Registered", format!("Node {name} registered"))
+                claim_event(&ctx2, &claim.name, false, "Registered", format!("Node {name} registered"))
                     .await;
             }
             Ok(()) => {}
             Err(e) => tracing::warn!(node = %name, error = %e, "registration patch failed; retried on the next pass"),
         }
     });
+    will_be
+}
+
+/// `node` as registration leaves it (see [`register`]).
+fn registered(node: &Node, claim: &ClaimView, pool: Option<&NodePool>) -> Node {
+    let mut node = node.clone();
+    let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
+    for (k, v) in claim.labels.iter() {
+        labels.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    labels.insert(LABEL_NODEPOOL.to_owned(), claim.node_pool.clone());
+    labels.insert(LABEL_NODECLAIM.to_owned(), claim.name.clone());
+    let spec = node.spec.get_or_insert_with(Default::default);
+    let taints = spec.taints.get_or_insert_with(Vec::new);
+    taints.retain(|t| t.key != TAINT_UNREGISTERED);
+    if let Some(pool) = pool {
+        let template = &pool.spec.template.spec;
+        for t in template.taints.iter().chain(&template.startup_taints) {
+            if !taints
+                .iter()
+                .any(|x| x.key == t.key && x.effect == t.effect)
+            {
+                taints.push(t.clone());
+            }
+        }
+    }
+    let finalizers = node.metadata.finalizers.get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == FINALIZER) {
+        finalizers.push(FINALIZER.to_owned());
+    }
     node
 }
 
@@ -165,29 +176,36 @@ fn taint(key: &str, effect: &str) -> Taint {
     }
 }
 
-/// Patches `node`'s taints, as `edit` changes the store's copy of them (nothing when it returns
-/// false), together with the other `spec` fields given; `what` names the change in the log.
+/// Patches `node`'s taints, as `edit` changes the node's list (nothing when it returns false),
+/// together with the other `spec` fields given; `what` names the change in the log. The list is
+/// the store's, or the server's when the store's copy is behind ([`Writer::edit_node`]).
+///
+/// [`Writer::edit_node`]: crate::writes::Writer::edit_node
 fn patch_taints(
     ctx: &std::sync::Arc<Context>,
     node: String,
     what: &'static str,
-    mut spec: serde_json::Value,
-    edit: impl FnOnce(&mut Vec<Taint>) -> bool + Send + 'static,
+    spec: serde_json::Value,
+    edit: impl Fn(&mut Vec<Taint>) -> bool + Send + Sync + 'static,
 ) {
     let ctx2 = ctx.clone();
     ctx.spawn(async move {
         let ctx = ctx2;
-        let mut taints = ctx
-            .stores
-            .node(&node)
-            .and_then(|n| n.spec.clone())
-            .and_then(|s| s.taints)
-            .unwrap_or_default();
-        if !edit(&mut taints) {
-            return;
-        }
-        spec["taints"] = json!(taints);
-        if let Err(e) = ctx.writer.patch_node(&node, json!({ "spec": spec })).await {
+        let base = ctx.stores.node(&node);
+        let patch = |n: &Node| {
+            let mut taints = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
+            if !edit(&mut taints) {
+                return None;
+            }
+            let mut spec = spec.clone();
+            spec["taints"] = json!(taints);
+            Some(json!({ "spec": spec }))
+        };
+        if let Err(e) = ctx.writer.edit_node(&node, base.as_deref(), patch).await {
             tracing::warn!(node, error = %e, "{what} failed");
         }
     });

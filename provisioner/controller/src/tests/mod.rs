@@ -14,6 +14,7 @@ mod scenarios;
 mod scheduler_disobeys;
 mod secrets;
 mod spans;
+mod stale_node;
 
 use std::sync::Arc;
 
