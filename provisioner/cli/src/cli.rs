@@ -112,6 +112,15 @@ pub enum NominatePodsArg {
     Off,
 }
 
+/// `--scheduler-scoring` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchedulerScoringArg {
+    /// The default profile: `NodeResourcesFit` LeastAllocated (the emptiest node).
+    LeastAllocated,
+    /// A bin-packing profile: `NodeResourcesFit` MostAllocated (the fullest node that fits).
+    MostAllocated,
+}
+
 /// Arguments of `quartermaster controller`. Flag names follow Karpenter's settings.
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
@@ -151,6 +160,12 @@ pub struct ControllerArgs {
     /// already existed) or `off`.
     #[arg(long, env = "NOMINATE_PODS", value_enum, default_value_t = NominatePodsArg::NewNodes)]
     pub nominate_pods: NominatePodsArg,
+    /// How the cluster's kube-scheduler scores nodes: `least-allocated` (its default profile)
+    /// or `most-allocated` (a bin-packing profile). A consolidation move is made only when it still
+    /// saves once the pods it displaces are bound by that scoring: the scheduler reads no
+    /// nomination, and a move it scatters buys new nodes for the pods left over.
+    #[arg(long, env = "SCHEDULER_SCORING", value_enum, default_value_t = SchedulerScoringArg::LeastAllocated)]
+    pub scheduler_scoring: SchedulerScoringArg,
     /// Sustained Kubernetes API requests per second (client-side rate limit).
     #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200.0)]
     pub kube_client_qps: f64,

@@ -57,6 +57,10 @@ pub struct EngineConfig {
     /// pods onto the emptiest node. `0` turns it off. A NodePool overrides it with the
     /// annotation `quartermaster.dev/soft-cordon-price-ratio`; it is off where retirement is.
     pub soft_cordon_price_ratio: f64,
+    /// How the cluster's kube-scheduler scores nodes. A consolidation move is made only when it
+    /// still saves once the pods it displaces are bound by that scoring (it reads no nomination:
+    /// see `disruption::consolidation::binding`). `FollowsPlan`: as planned.
+    pub scheduler_scoring: crate::SchedulerScoring,
     /// How many nodes one poll asks the solver about for retirement (the most expensive
     /// first; the others at the next poll). Each node is asked about again only when its
     /// pods changed.
@@ -105,6 +109,7 @@ impl Default for EngineConfig {
             retire_price_ratio: 4.0,
             retire_same_type_price_ratio: 2.0,
             soft_cordon_price_ratio: 2.0,
+            scheduler_scoring: crate::SchedulerScoring::LeastAllocated,
             max_retire_checks: 32,
             max_move_nodes: 1000,
             max_single_candidates: 5,

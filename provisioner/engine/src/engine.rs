@@ -66,6 +66,9 @@ pub struct EngineStats {
     pub consolidation_replacements: u64,
     /// Consolidations called off because no cheaper replacement could launch.
     pub consolidations_cancelled: u64,
+    /// Consolidation moves not made because, once the kube-scheduler has bound the pods they
+    /// displace by its own scores, they would not save enough (`EngineConfig::scheduler_scoring`).
+    pub moves_unprofitable_as_scheduled: u64,
     /// Gangs whose planned NodeClaims were launched as a group.
     pub gang_launches: u64,
     /// Gang launches rolled back (a member could not be launched in the gang's zone in time).
@@ -117,6 +120,7 @@ impl EngineStats {
             consolidation_deletes,
             consolidation_replacements,
             consolidations_cancelled,
+            moves_unprofitable_as_scheduled,
             gang_launches,
             gang_rollbacks,
             gang_claims_rolled_back,
@@ -147,6 +151,7 @@ impl EngineStats {
         self.consolidation_deletes += consolidation_deletes;
         self.consolidation_replacements += consolidation_replacements;
         self.consolidations_cancelled += consolidations_cancelled;
+        self.moves_unprofitable_as_scheduled += moves_unprofitable_as_scheduled;
         self.gang_launches += gang_launches;
         self.gang_rollbacks += gang_rollbacks;
         self.gang_claims_rolled_back += gang_claims_rolled_back;

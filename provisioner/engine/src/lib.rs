@@ -38,8 +38,8 @@ pub use config::EngineConfig;
 pub use disruption::{
     CHECKPOINTED, CommandKind, DO_NOT_DISRUPT, DisruptionCommand, DisruptionStats,
     KARPENTER_DO_NOT_DISRUPT, PodDisruptionBudgetView, RETIRE_PRICE_RATIO, RUN_TO_COMPLETION_KINDS,
-    SOFT_CORDON_PRICE_RATIO, SPOT_TO_SPOT_MIN_TYPES, TAINT_RETIRING, TEMPLATE_HASH_LABEL,
-    checkpointed, do_not_disrupt, runs_to_completion,
+    SOFT_CORDON_PRICE_RATIO, SPOT_TO_SPOT_MIN_TYPES, SchedulerScoring, TAINT_RETIRING,
+    TEMPLATE_HASH_LABEL, checkpointed, do_not_disrupt, kube_scheduler_score, runs_to_completion,
 };
 pub use engine::{ClaimView, Engine, EngineSetup, EngineStats};
 pub use events::{Action, DeleteReason, Event, FoundClaim, NodeCondition, NodeView};

@@ -14,8 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use quartermaster_solver::pod::{PodAffinityTerm, TaintEffect, WhenUnsatisfiable, tolerates_all};
-use quartermaster_solver::resources::{CPU, MEMORY};
+use quartermaster_solver::pod::{PodAffinityTerm, WhenUnsatisfiable, tolerates_all};
 use quartermaster_solver::{Pod, Resources};
 
 use crate::cluster::{Cluster, Node};
@@ -38,6 +37,15 @@ impl Binder {
     /// Whether a kube-scheduler stand-in binds (not the engine's plan).
     pub fn is_scheduler(self) -> bool {
         self != Self::Planned
+    }
+
+    /// How the engine should expect this binder to score nodes.
+    pub fn scoring(self) -> quartermaster_engine::SchedulerScoring {
+        match self {
+            Self::Scheduler => quartermaster_engine::SchedulerScoring::LeastAllocated,
+            Self::MostAllocated => quartermaster_engine::SchedulerScoring::MostAllocated,
+            Self::Planned => quartermaster_engine::SchedulerScoring::FollowsPlan,
+        }
     }
 
     /// The name used on the command line and in summaries.
@@ -104,31 +112,13 @@ fn score(node: &Node, pod: &Pod, most: bool) -> Option<i64> {
         return None;
     }
     let requested = node.used + node.overhead + pod.requests;
-    if requested.first_excess(&node.view.allocatable).is_some() {
-        return None;
-    }
-    let fraction = |slot: usize| {
-        let alloc = node.view.allocatable.get(slot);
-        if alloc <= 0 {
-            return 0.0;
-        }
-        requested.get(slot) as f64 / alloc as f64
-    };
-    let (cpu, mem) = (fraction(CPU), fraction(MEMORY));
-    let allocated = if most {
-        (cpu + mem) / 2.0 * 100.0
-    } else {
-        ((1.0 - cpu) + (1.0 - mem)) / 2.0 * 100.0
-    };
-    let balanced = (1.0 - (cpu - mem).abs() / 2.0) * 100.0;
-    // TaintToleration (weight 3): a node with a `PreferNoSchedule` taint the pod does not
-    // tolerate scores 0 where one without scores 100, which outweighs the other two.
-    let preferred = !node.view.taints.iter().any(|t| {
-        t.effect == TaintEffect::PreferNoSchedule
-            && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
-    });
-    let taints = if preferred { 300.0 } else { 0.0 };
-    Some((allocated + balanced + taints).round() as i64)
+    quartermaster_engine::kube_scheduler_score(
+        &node.view.allocatable,
+        &requested,
+        &node.view.taints,
+        pod,
+        most,
+    )
 }
 
 /// The per-node filters on strings: the node's taints tolerated, its labels matching the

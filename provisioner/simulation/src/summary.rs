@@ -44,6 +44,9 @@ pub struct EngineCounters {
     pub consolidation_deletes: u64,
     /// Nodes replaced by a cheaper one by consolidation.
     pub consolidation_replacements: u64,
+    /// Consolidation moves not made: once the kube-scheduler has bound the pods they displace by
+    /// its own scores, they would not save enough (`EngineConfig::scheduler_scoring`).
+    pub moves_unprofitable_as_scheduled: u64,
     /// Gangs whose NodeClaims were launched as a group.
     pub gang_launches: u64,
     /// Gang launches rolled back (a member could not be launched in the gang's zone in time).
@@ -89,6 +92,7 @@ impl From<&EngineStats> for EngineCounters {
             empty_deletions: s.empty_deletions,
             consolidation_deletes: s.consolidation_deletes,
             consolidation_replacements: s.consolidation_replacements,
+            moves_unprofitable_as_scheduled: s.moves_unprofitable_as_scheduled,
             gang_launches: s.gang_launches,
             gang_rollbacks: s.gang_rollbacks,
             gang_claims_rolled_back: s.gang_claims_rolled_back,

@@ -12,12 +12,14 @@ use quartermaster_controller::Settings;
 use quartermaster_controller::client::{ClientSettings, build_client, build_loop_clients};
 use quartermaster_controller::context::{NominatePods, Providers};
 use quartermaster_controller::leader::LeaderSettings;
-use quartermaster_engine::EngineConfig;
+use quartermaster_engine::{EngineConfig, SchedulerScoring};
 use quartermaster_kwok::{KwokCloud, KwokConfig, KwokKubelet};
 use quartermaster_policies::duration::parse_duration;
 use quartermaster_pricing::{Catalog, Cloud};
 
-use crate::cli::{CloudProviderArg, ControllerArgs, LogFormat, NominatePodsArg};
+use crate::cli::{
+    CloudProviderArg, ControllerArgs, LogFormat, NominatePodsArg, SchedulerScoringArg,
+};
 
 fn duration(flag: &str, text: &str) -> anyhow::Result<TimeDelta> {
     let d = parse_duration(text).with_context(|| format!("{flag} {text:?}"))?;
@@ -46,6 +48,10 @@ pub fn run(args: &ControllerArgs, _err: &mut dyn Write) -> anyhow::Result<u8> {
     let mut engine = EngineConfig {
         batch_idle: duration("--batch-idle-duration", &args.batch_idle_duration)?,
         batch_max: duration("--batch-max-duration", &args.batch_max_duration)?,
+        scheduler_scoring: match args.scheduler_scoring {
+            SchedulerScoringArg::LeastAllocated => SchedulerScoring::LeastAllocated,
+            SchedulerScoringArg::MostAllocated => SchedulerScoring::MostAllocated,
+        },
         ..EngineConfig::default()
     };
     if engine.batch_idle > engine.batch_max {

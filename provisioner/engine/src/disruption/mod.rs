@@ -13,6 +13,8 @@ pub(crate) mod methods;
 pub(crate) mod refusals;
 pub(crate) mod retirement;
 
+pub use consolidation::binding::{SchedulerScoring, kube_scheduler_score};
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use quartermaster_policies::Requirements;

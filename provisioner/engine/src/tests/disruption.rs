@@ -574,8 +574,9 @@ fn one_pass_asks_the_solver_a_bounded_number_of_questions() {
     let before = e.stats().solves;
     let actions = e.poll(t(120));
     let asked = e.stats().solves - before;
-    // Prefixes 64, 63, 32, 16, 8, 4, 2 and five single nodes.
-    assert!(asked <= 12, "{asked} solves");
+    // Prefixes 64, 63, 32, 16, 8, 4, 2 and five single nodes; and for each move the
+    // kube-scheduler's replay leaves pods over from, one solve for those pods.
+    assert!(asked <= 24, "{asked} solves");
     let cmds = commands(&actions);
     assert_eq!(cmds.len(), 1);
     assert!(cmds[0].claims.len() >= 32, "{:?}", cmds[0]);

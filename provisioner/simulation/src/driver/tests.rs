@@ -1307,3 +1307,74 @@ fn a_claim_whose_spot_has_no_capacity_goes_to_the_cheaper_pool_not_its_own_on_de
     assert_eq!(r.engine.claims_abandoned, 1);
     assert!(r.record.pods.iter().all(|p| p.completed));
 }
+
+/// Deployments of 1-, 2- and 4-GPU pods in a pool that consolidates underutilized nodes.
+fn gpu_mix_deployments() -> Scenario {
+    let deployment = |name: &str, replicas: u32, gpus: u32| {
+        format!(
+            "    - name: {name}
+      kind: Deployment
+      replicas: {replicas}
+      template:
+        spec:
+          containers: [{{name: c, resources: {{requests: {{cpu: '1', memory: 2Gi}}, limits: {{nvidia.com/gpu: {gpus}}}}}}}]
+"
+        )
+    };
+    let workload = deployment("one", 8, 1) + &deployment("two", 4, 2) + &deployment("four", 2, 4);
+    let text = scenario_text("2h", "[on-demand]", "{}", &workload).replace(
+        "consolidationPolicy: WhenEmpty, consolidateAfter: 2m",
+        "consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s",
+    );
+    Scenario::parse("tiny.yaml", &text, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn consolidation_makes_only_moves_that_still_save_as_the_kube_scheduler_binds_their_pods() {
+    use quartermaster_engine::SchedulerScoring;
+    let s = gpu_mix_deployments();
+    // The kube-scheduler stand-in binds (LeastAllocated), and the engine knows it.
+    let aware = run(&s, 1, None).unwrap();
+    // The same binder, with an engine that expects its plans to be followed (as it did).
+    let mut blind = s.clone();
+    blind.engine.scheduler_scoring = SchedulerScoring::FollowsPlan;
+    let blind = run(&blind, 1, None).unwrap();
+    let evictions = |r: &super::Run| r.record.pods.iter().map(|p| p.evictions).sum::<u32>();
+    let bought = |r: &super::Run| r.record.instances.len();
+    assert_eq!(blind.engine.moves_unprofitable_as_scheduled, 0);
+    assert!(
+        aware.engine.moves_unprofitable_as_scheduled > 0,
+        "{:?}",
+        aware.engine
+    );
+    // The blind engine's moves scatter: 1-GPU pods take the 4-GPU replacements, the pods
+    // planned there get new nodes, and the next pass moves them again.
+    assert!(
+        evictions(&aware) * 2 < evictions(&blind),
+        "evictions: aware {} blind {}",
+        evictions(&aware),
+        evictions(&blind)
+    );
+    assert!(
+        bought(&aware) + 5 < bought(&blind),
+        "nodes bought: aware {} blind {}",
+        bought(&aware),
+        bought(&blind)
+    );
+    let cost = |r: &super::Run| {
+        r.record
+            .instances
+            .iter()
+            .map(|i| i.cost(s.end()))
+            .sum::<f64>()
+    };
+    assert!(
+        cost(&aware) <= cost(&blind),
+        "{} > {}",
+        cost(&aware),
+        cost(&blind)
+    );
+    for r in [&aware, &blind] {
+        assert!(r.waiting.is_empty(), "{:?}", r.waiting);
+    }
+}

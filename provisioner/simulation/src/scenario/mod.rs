@@ -327,10 +327,11 @@ impl Scenario {
         s
     }
 
-    /// The same scenario with pods bound by `binder`.
+    /// The same scenario with pods bound by `binder` (the engine told how it scores nodes).
     pub fn with_binder(&self, binder: crate::scheduler::Binder) -> Scenario {
         let mut s = self.clone();
         s.binder = binder;
+        s.engine.scheduler_scoring = binder.scoring();
         s
     }
 

@@ -10,13 +10,16 @@
 //! pods finished wastes its whole price, so GPU nodes come first), a greedy list of them is cut
 //! by the pools' disruption budgets and the PodDisruptionBudgets, and the solver is asked about
 //! its prefixes of halving length (n, n/2, …, 2) and about the first few single nodes. The move
-//! saving the most wins. At most `log2(max_move_nodes) + max_single_candidates` solves a pass.
+//! saving the most wins, provided it still saves once the kube-scheduler has bound its pods
+//! (`binding`). At most `log2(max_move_nodes) + max_single_candidates` solves a pass, and one
+//! more for each of those moves whose replay leaves pods without a node.
 //!
 //! Never moved, never removed: pods owned by a Job (restarting a training or batch job throws
 //! its work away), pods and nodes annotated do-not-disrupt, and moves whose evictions a
 //! PodDisruptionBudget forbids.
 
 mod balanced;
+pub(crate) mod binding;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use quartermaster_policies::{ConsolidationPolicy, DisruptionReason};
@@ -38,6 +41,10 @@ pub(crate) struct Proposal {
     pub saving: f64,
     /// Pods it moves.
     pub moved: usize,
+    /// What the nodes it removes cost per hour.
+    pub old: f64,
+    /// The cluster the plan was solved on (the pods it moves pending).
+    pub snapshot: quartermaster_solver::ClusterSnapshot,
 }
 
 impl Engine {
@@ -227,21 +234,37 @@ impl Engine {
         for c in singles {
             questions.push(vec![c.name.clone()]);
         }
-        let mut best: Option<Proposal> = None;
-        for q in questions {
-            // The most saved; for the same saving, the fewest pods moved and nodes bought.
-            if let Some(p) = self.evaluate(now, q, true)
-                && best.as_ref().is_none_or(|b| {
-                    p.saving > b.saving + 1e-9
-                        || (p.saving > b.saving - 1e-9
-                            && (p.moved, p.plan.new_nodes.len())
-                                < (b.moved, b.plan.new_nodes.len()))
-                })
+        let mut found: Vec<Proposal> = questions
+            .into_iter()
+            .filter_map(|q| self.evaluate(now, q, true))
+            .collect();
+        // The most saved; for the same saving, the fewest pods moved and nodes bought.
+        found.sort_by(|a, b| {
+            let key = |p: &Proposal| (p.moved, p.plan.new_nodes.len());
+            b.saving.total_cmp(&a.saving).then(key(a).cmp(&key(b)))
+        });
+        // The first that still saves once the kube-scheduler has bound its pods by its own
+        // scores (it reads no nomination): replacements it leaves empty go, pods it leaves
+        // without a node get new ones (see `binding`). One replay a pass when the best passes.
+        for mut p in found {
+            let planned: f64 = p
+                .plan
+                .new_nodes
+                .iter()
+                .map(|n| n.offering.price_per_hour)
+                .sum();
+            let saving = self
+                .cost_as_scheduled(now, &p.snapshot, &p.plan)
+                .map(|as_scheduled| p.saving + planned - as_scheduled);
+            if let Some(saving) = saving
+                && saving > p.old * self.config.consolidation_min_saving
             {
-                best = Some(p);
+                p.saving = p.saving.min(saving);
+                return Some(p);
             }
+            self.stats.moves_unprofitable_as_scheduled += 1;
         }
-        best
+        None
     }
 
     /// Asks the solver where the pods of `names` would go without them. With `require_saving`
@@ -308,6 +331,8 @@ impl Engine {
             plan,
             saving,
             moved,
+            old,
+            snapshot,
         })
     }
 
