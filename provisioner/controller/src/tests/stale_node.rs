@@ -47,6 +47,19 @@ fn taints(api: &FakeApi, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Sets the node's taints on the server (as another component would) to the GPU taint and one
+/// more.
+fn set_second_taint(api: &FakeApi, name: &str, key: &str, effect: &str) {
+    api.modify(
+        "",
+        "nodes",
+        name,
+        json!({"spec": {"taints": [
+            {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+            {"key": key, "effect": effect}]}}),
+    );
+}
+
 #[tokio::test]
 async fn a_finalizer_release_from_a_stale_copy_keeps_a_finalizer_added_since() {
     let api = FakeApi::default();
@@ -128,14 +141,7 @@ async fn a_termination_cordon_from_a_stale_store_neither_restores_a_lifted_taint
  {
     let (mut env, name) = one_pod_running(8).await;
     // The node starts with a startup taint (a GPU operator's), and its claim is deleted.
-    env.api.modify(
-        "",
-        "nodes",
-        &name,
-        json!({"spec": {"taints": [
-            {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
-            {"key": "example.com/gpu-warming", "effect": "NoSchedule"}]}}),
-    );
+    set_second_taint(&env.api, &name, "example.com/gpu-warming", "NoSchedule");
     env.api.modify(
         QM,
         "nodeclaims",
@@ -146,13 +152,11 @@ async fn a_termination_cordon_from_a_stale_store_neither_restores_a_lifted_taint
     env.clock.set(now);
     env.sync();
     // Behind the store: the operator lifts its startup taint, an admin adds a maintenance one.
-    env.api.modify(
-        "",
-        "nodes",
+    set_second_taint(
+        &env.api,
         &name,
-        json!({"spec": {"taints": [
-            {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
-            {"key": "example.com/maintenance", "effect": "PreferNoSchedule"}]}}),
+        "example.com/maintenance",
+        "PreferNoSchedule",
     );
     env.api.clear_log();
     env.driver.pass(now);

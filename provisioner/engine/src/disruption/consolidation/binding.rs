@@ -125,25 +125,19 @@ fn admits(bin: &Bin<'_>, pod: &Pod) -> bool {
 }
 
 impl crate::engine::Engine {
-    /// What `plan`'s replacements cost per hour once the kube-scheduler
-    /// (`EngineConfig::scheduler_scoring`) has bound the pods `snapshot` moves: the replacements
-    /// it puts pods on (the others stand empty and go), and the nodes provisioning buys for the
-    /// pods it leaves without one (solved from scratch). `None` when those pods could not be
-    /// placed at all; the plan's own cost when the scheduler follows plans.
-    pub(crate) fn cost_as_scheduled(
+    /// How much more `plan`'s move costs per hour once the kube-scheduler
+    /// (`EngineConfig::scheduler_scoring`) has bound the pods `snapshot` moves than as planned
+    /// (negative: less): the replacements it puts no pod on stand empty and go, and provisioning
+    /// buys nodes for the pods it leaves without one (solved from scratch). `None` when those
+    /// pods could not be placed at all; 0 when the scheduler follows plans.
+    pub(crate) fn extra_cost_as_scheduled(
         &mut self,
         now: chrono::DateTime<chrono::Utc>,
         snapshot: &quartermaster_solver::ClusterSnapshot,
         plan: &quartermaster_solver::Plan,
     ) -> Option<f64> {
-        let planned = || {
-            plan.new_nodes
-                .iter()
-                .map(|n| n.offering.price_per_hour)
-                .sum()
-        };
         let most = match self.config.scheduler_scoring {
-            SchedulerScoring::FollowsPlan => return Some(planned()),
+            SchedulerScoring::FollowsPlan => return Some(0.0),
             SchedulerScoring::LeastAllocated => false,
             SchedulerScoring::MostAllocated => true,
         };
@@ -179,15 +173,16 @@ impl crate::engine::Engine {
             .collect();
         let pods: Vec<&Pod> = snapshot.pending.iter().collect();
         let (used, left_over) = replay(bins, &pods, most);
-        let kept: f64 = plan
+        // What the replacements left empty save.
+        let unused: f64 = plan
             .new_nodes
             .iter()
             .zip(&used[first_new..])
-            .filter(|(_, used)| **used)
+            .filter(|(_, used)| !**used)
             .map(|(n, _)| n.offering.price_per_hour)
             .sum();
         if left_over.is_empty() {
-            return Some(kept);
+            return Some(-unused);
         }
         // The pods left over wait, and provisioning buys for them.
         let mut rest = snapshot.clone();
@@ -201,7 +196,7 @@ impl crate::engine::Engine {
         bought
             .unschedulable
             .is_empty()
-            .then_some(kept + bought.cost_per_hour)
+            .then_some(bought.cost_per_hour - unused)
     }
 }
 
@@ -231,8 +226,7 @@ mod tests {
         Pod::new(PodRef::new("ml", name), r)
     }
 
-    /// A move's replacements as planned: one 4-GPU node (48 vCPUs) for the two 2-GPU pods and
-    /// two 1-GPU nodes (4 vCPUs) for the 1-GPU pods, which come back first.
+    /// Whether every pod finds a node.
     fn places_all(bins: Vec<Bin<'_>>, pods: &[&Pod], scoring: SchedulerScoring) -> bool {
         match scoring {
             SchedulerScoring::FollowsPlan => true,
@@ -242,6 +236,8 @@ mod tests {
         }
     }
 
+    /// A move's replacements as planned: one 4-GPU node (48 vCPUs) for the two 2-GPU pods and
+    /// two 1-GPU nodes (4 vCPUs) for the 1-GPU pods, which come back first.
     fn replay(scoring: SchedulerScoring) -> bool {
         let labels = BTreeMap::new();
         let bins = vec![

@@ -247,15 +247,9 @@ impl Engine {
         // scores (it reads no nomination): replacements it leaves empty go, pods it leaves
         // without a node get new ones (see `binding`). One replay a pass when the best passes.
         for mut p in found {
-            let planned: f64 = p
-                .plan
-                .new_nodes
-                .iter()
-                .map(|n| n.offering.price_per_hour)
-                .sum();
             let saving = self
-                .cost_as_scheduled(now, &p.snapshot, &p.plan)
-                .map(|as_scheduled| p.saving + planned - as_scheduled);
+                .extra_cost_as_scheduled(now, &p.snapshot, &p.plan)
+                .map(|extra| p.saving - extra);
             if let Some(saving) = saving
                 && saving > p.old * self.config.consolidation_min_saving
             {
