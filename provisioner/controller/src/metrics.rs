@@ -149,6 +149,9 @@ pub struct Metrics {
     pub gpu_seconds_not_allocatable: Counter<f64, AtomicU64>,
     /// Hourly cost removed by consolidation (deleted or replaced nodes), dollars per hour.
     pub consolidation_savings: Counter<f64, AtomicU64>,
+    /// Consolidation moves not made because, once the kube-scheduler has bound the pods they
+    /// displace by its own scores (`--scheduler-scoring`), they would not save enough.
+    pub consolidation_moves_unprofitable_as_scheduled: Counter,
     /// Voluntary disruption commands decided, by kind and reason.
     pub disruption_commands: Family<DisruptionLabels, Counter>,
     /// Expected saving of those commands, dollars per hour, by kind and reason.
@@ -195,6 +198,7 @@ impl Metrics {
         let fleet_hourly_cost = Family::<FleetCostLabels, FloatGauge>::default();
         let gpu_seconds_not_allocatable = Counter::<f64, AtomicU64>::default();
         let consolidation_savings = Counter::<f64, AtomicU64>::default();
+        let consolidation_moves_unprofitable_as_scheduled = Counter::default();
         let node_hourly_cost = Family::<NodeCostLabels, FloatGauge>::default();
         let disruption_commands = Family::<DisruptionLabels, Counter>::default();
         let disruption_expected_savings =
@@ -307,6 +311,11 @@ impl Metrics {
             consolidation_savings.clone(),
         );
         registry.register(
+            "consolidation_moves_unprofitable_as_scheduled",
+            "Consolidation moves not made: bound by the kube-scheduler's scores, they would not save",
+            consolidation_moves_unprofitable_as_scheduled.clone(),
+        );
+        registry.register(
             "node_hourly_cost_dollars",
             "Hourly cost of each node",
             node_hourly_cost.clone(),
@@ -334,6 +343,7 @@ impl Metrics {
             fleet_hourly_cost,
             gpu_seconds_not_allocatable,
             consolidation_savings,
+            consolidation_moves_unprofitable_as_scheduled,
             disruption_commands,
             disruption_expected_savings,
             node_hourly_cost,
@@ -397,6 +407,7 @@ mod tests {
             reason: s("underutilized"),
         };
         m.disruption_commands.get_or_create(&disruption).inc();
+        m.consolidation_moves_unprofitable_as_scheduled.inc_by(2);
         m.disruption_expected_savings
             .get_or_create(&disruption)
             .inc_by(0.6);
@@ -411,6 +422,7 @@ mod tests {
             "quartermaster_node_hourly_cost_dollars{node=\"n1\",nodeclaim=\"c1\",nodepool=\"gpu\",cloud=\"aws\",region=\"us-east-1\",zone=\"us-east-1a\",instance_type=\"g5.xlarge\",capacity_type=\"spot\",accelerator=\"a10g\",accelerator_count=\"1\",price_source=\"catalog\"} 1.5",
             "quartermaster_gpu_seconds_paid_not_allocatable_total",
             "quartermaster_consolidation_savings_dollars_per_hour_total",
+            "quartermaster_consolidation_moves_unprofitable_as_scheduled_total 2",
             "quartermaster_disruption_commands_total{kind=\"multi_delete\",reason=\"underutilized\"} 1",
             "quartermaster_disruption_expected_savings_dollars_per_hour_total{kind=\"multi_delete\",reason=\"underutilized\"} 0.6",
             "quartermaster_batch_window_seconds_bucket",

@@ -339,6 +339,7 @@ impl Driver {
             return;
         };
         let solves = engine.stats().solves;
+        let unprofitable = engine.stats().moves_unprofitable_as_scheduled;
         let poll_started = Instant::now();
         // The solve's span lists the claims it launches or deletes and the pods it binds.
         let solve = tracing::info_span!(
@@ -355,6 +356,13 @@ impl Driver {
                 .metrics
                 .solve_seconds
                 .observe(poll_started.elapsed().as_secs_f64());
+        }
+        let dropped = engine.stats().moves_unprofitable_as_scheduled - unprofitable;
+        if dropped > 0 {
+            self.ctx
+                .metrics
+                .consolidation_moves_unprofitable_as_scheduled
+                .inc_by(dropped);
         }
         for window in engine.take_batch_windows() {
             self.ctx
