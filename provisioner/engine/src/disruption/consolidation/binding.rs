@@ -184,13 +184,20 @@ impl crate::engine::Engine {
         if left_over.is_empty() {
             return Some(-unused);
         }
-        // The pods left over wait, and provisioning buys for them.
-        let mut rest = snapshot.clone();
-        rest.nodes.clear();
-        rest.pending = left_over
-            .iter()
-            .map(|&k| snapshot.pending[k].clone())
-            .collect();
+        // The pods left over wait, and provisioning buys for them (no existing node: the
+        // replay found none; its nodes and the other pods are not copied).
+        let rest = quartermaster_solver::ClusterSnapshot {
+            resources: snapshot.resources.clone(),
+            pending: left_over
+                .iter()
+                .map(|&k| snapshot.pending[k].clone())
+                .collect(),
+            nodes: Vec::new(),
+            node_pools: snapshot.node_pools.clone(),
+            daemonsets: snapshot.daemonsets.clone(),
+            unavailable: snapshot.unavailable.clone(),
+            offering_limits: snapshot.offering_limits.clone(),
+        };
         self.stats.solves += 1;
         let bought = crate::provisioning::plan(&rest, &self.setup.catalog, now);
         bought
